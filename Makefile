@@ -1,0 +1,51 @@
+# ntbfab: the two user-facing targets are `make run` and `make test` (see README.md).
+# Both install any missing Debian build dependency first, then configure and build.
+
+BUILD   ?= build
+ASAN    ?= build-asan
+FUZZ    ?= build-fuzz
+FUZZ_SECONDS ?= 30
+SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+# Debian packages the build and the tests need.
+DEPS := gcc make meson ninja-build pkg-config clang libclang-rt-14-dev \
+	libyaml-dev libuv1-dev libjson-c-dev libsqlite3-dev libsodium-dev libcmocka-dev
+
+.PHONY: run test _deps _build _asan _fuzz
+.DEFAULT_GOAL := run
+
+run: _build
+	@sh tools/run-demo.sh $(BUILD)
+
+test: _build _asan _fuzz
+	meson test -C $(BUILD) --print-errorlogs --num-processes 2
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:halt_on_error=1 \
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+		meson test -C $(ASAN) --suite unit --print-errorlogs --num-processes 2
+	sh tests/fuzz/run.sh $(FUZZ) $(FUZZ_SECONDS)
+
+# Install what is missing: one `apt-get update`, then one `apt-get install`.
+_deps:
+	@missing=""; for p in $(DEPS); do \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' \
+			|| missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing build dependencies:$$missing"; \
+		$(SUDO) apt-get update && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends $$missing; \
+	fi
+
+_build: _deps
+	@[ -f $(BUILD)/build.ninja ] || meson setup $(BUILD)
+	ninja -C $(BUILD)
+
+_asan: _deps
+	@[ -f $(ASAN)/build.ninja ] || meson setup $(ASAN) -Db_sanitize=address,undefined \
+		-Db_lundef=false -Dbuildtype=debug -Dbench=false
+	ninja -C $(ASAN)
+
+_fuzz: _deps
+	@[ -f $(FUZZ)/build.ninja ] || CC=clang meson setup $(FUZZ) -Dfuzz=true \
+		-Dbuildtype=debugoptimized -Dbench=false -Dtests=disabled
+	ninja -C $(FUZZ)

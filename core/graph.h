@@ -1,0 +1,26 @@
+/* core/graph.h: the fabric as a graph (CSR arrays), built once per finalized topology. */
+#ifndef NTBF_CORE_GRAPH_H
+#define NTBF_CORE_GRAPH_H
+
+#include "ntbfab/topology.h"
+
+struct ntbf__arc {
+        uint32_t from, to;
+        uint32_t link;               /* cable, or NTBF_NONE for a host <-> adapter arc */
+        uint32_t port_from, port_to; /* cable ports at each end */
+        uint32_t cost;               /* cable latency */
+};
+
+/* Vertices: hosts [0, nnodes), adapters, then switches. */
+struct ntbf__graph {
+        uint32_t nv, nnodes, nadapters, nswitches, narcs;
+        uint32_t *first; /* arcs of vertex v: arcs[first[v] .. first[v + 1]) */
+        struct ntbf__arc *arcs;
+        uint32_t *vcost; /* latency of passing through the vertex */
+        uint32_t *anode; /* host (node index) of each adapter */
+};
+
+struct ntbf__graph *ntbf__graph_build(const struct ntbf_topo *t);
+void ntbf__graph_free(struct ntbf__graph *g);
+
+#endif

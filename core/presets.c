@@ -1,0 +1,146 @@
+/* core/presets.c: figures of known adapters and switches (sources in docs/models.md). */
+#include <strings.h>
+
+#include "ntbfab/topology.h"
+
+/*
+ * Each figure is either from a source named in docs/models.md or an assumption
+ * marked there as such. Keep the two in step.
+ */
+static const struct ntbf_adapter_params adapter_presets[] = {
+    {
+        /* Dolphin PXH830: PCIe Gen3 x16, PLX PEX8733 (article 7.4.1, 8.6). */
+        .model = "pxh830",
+        .ports = 2,               /* one x16 link, or two x8 links in a 3-node mesh */
+        .window = 256 * NTBF_MiB, /* Dolphin factory default prefetchable BAR */
+        .lut_entries = 256,       /* assumption: PLX A-LUT with 256 parts */
+        .rid_table = 32,          /* article 8.6 */
+        .rid_reserved = 2,        /* article 8.6 */
+        .addr_bits = 64,          /* assumption */
+        .doorbells = 16,          /* PLX PEX87xx */
+        .scratchpads = 8,         /* PLX PEX87xx */
+        .messages = 0,
+        .dma_channels = 4, /* assumption */
+        .hop_ns = 132,     /* article 8.6: PEX8733 worst case */
+        .xlat = NTBF_XLAT_OUTBOUND,
+    },
+    {
+        /* Dolphin MXH930: PCIe Gen3 x16, Microchip Switchtec PFX based. */
+        .model = "mxh930",
+        .ports = 4,               /* assumption */
+        .window = 256 * NTBF_MiB, /* Dolphin factory default prefetchable BAR */
+        .lut_entries = 512,       /* Switchtec control block lut_entry[512] */
+        .rid_table = 256,         /* assumption: switchtec-user req_id_table size */
+        .rid_reserved = 2,        /* ntb_hw_switchtec registers 2 RIDs at probe */
+        .addr_bits = 64,
+        .doorbells = 28,    /* ntb_hw_switchtec */
+        .scratchpads = 128, /* ntb_hw_switchtec (emulated in shared memory) */
+        .messages = 0,      /* 4 in hardware, used internally */
+        .dma_channels = 4,  /* assumption */
+        .hop_ns = 170,      /* assumption: the PFX figure of article 8.6 */
+        .xlat = NTBF_XLAT_OUTBOUND | NTBF_XLAT_INBOUND,
+    },
+    {
+        /* Intel Xeon Skylake-SP NTB (ntb_hw_gen3): 2 memory windows, B2B only. */
+        .model = "intel-gen3",
+        .ports = 1,
+        .window = 512 * NTBF_MiB, /* assumption: 2 windows of 256 MiB (BIOS setting) */
+        .lut_entries = 2,         /* one translation per memory window */
+        .rid_table = 0,           /* no requester table exposed */
+        .rid_reserved = 0,
+        .addr_bits = 64,
+        .doorbells = 32,
+        .scratchpads = 16,
+        .messages = 0,
+        .dma_channels = 0,
+        .hop_ns = 150, /* assumption: no published figure */
+        .xlat = NTBF_XLAT_INBOUND,
+    },
+    {
+        /* Intel Xeon Ice Lake / Sapphire Rapids NTB (ntb_hw_gen4). */
+        .model = "intel-gen4",
+        .ports = 1,
+        .window = 512 * NTBF_MiB, /* assumption: 2 windows of 256 MiB */
+        .lut_entries = 2,
+        .rid_table = 0,
+        .rid_reserved = 0,
+        .addr_bits = 64,
+        .doorbells = 32,
+        .scratchpads = 16,
+        .messages = 0,
+        .dma_channels = 0,
+        .hop_ns = 150, /* assumption */
+        .xlat = NTBF_XLAT_INBOUND,
+    },
+    {
+        /* AMD/Hygon NTB (ntb_hw_amd), two-window parts. */
+        .model = "amd-ntb",
+        .ports = 1,
+        .window = 512 * NTBF_MiB, /* assumption: 2 windows of 256 MiB */
+        .lut_entries = 2,
+        .rid_table = 0,
+        .rid_reserved = 0,
+        .addr_bits = 64,
+        .doorbells = 15,  /* 16, top bit reserved for peer unload */
+        .scratchpads = 8, /* 16 shared, 8 per side */
+        .messages = 0,
+        .dma_channels = 0,
+        .hop_ns = 150, /* assumption */
+        .xlat = NTBF_XLAT_INBOUND,
+    },
+    {
+        /* Microchip Switchtec PFX NT partition (ntb_hw_switchtec, LUT windows). */
+        .model = "switchtec-pfx",
+        .ports = 1,             /* the driver exposes one peer */
+        .window = 2 * NTBF_MiB, /* 32 LUTs of 64 KiB: the driver's max_mw_size */
+        .lut_entries = 32,
+        .rid_table = 256, /* assumption: switchtec-user req_id_table size */
+        .rid_reserved = 2,
+        .addr_bits = 64,
+        .doorbells = 28,
+        .scratchpads = 128,
+        .messages = 0,
+        .dma_channels = 0,
+        .hop_ns = 170, /* article 8.6: PM8536 PFX */
+        .xlat = NTBF_XLAT_OUTBOUND | NTBF_XLAT_INBOUND,
+    },
+};
+
+static const struct ntbf_switch_params switch_presets[] = {
+    {
+        /* Dolphin MXS824: 24 x4 Gen3 ports, PM8536 PFX (article 8.6). */
+        .model = "mxs824",
+        .ports = 24,
+        .rid_table = 256,   /* assumption */
+        .mcast_groups = 64, /* PCIe multicast capability MAXGROUP limit */
+        .hop_ns = 170,      /* article 8.6 */
+    },
+};
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+const struct ntbf_adapter_params *ntbf_adapter_preset_at(size_t i)
+{
+        return i < ARRAY_LEN(adapter_presets) ? &adapter_presets[i] : NULL;
+}
+
+const struct ntbf_switch_params *ntbf_switch_preset_at(size_t i)
+{
+        return i < ARRAY_LEN(switch_presets) ? &switch_presets[i] : NULL;
+}
+
+const struct ntbf_adapter_params *ntbf_adapter_preset(const char *model)
+{
+        for (size_t i = 0; model && i < ARRAY_LEN(adapter_presets); i++)
+                if (!strcasecmp(adapter_presets[i].model, model))
+                        return &adapter_presets[i];
+        return NULL;
+}
+
+const struct ntbf_switch_params *ntbf_switch_preset(const char *model)
+{
+        for (size_t i = 0; model && i < ARRAY_LEN(switch_presets); i++)
+                if (!strcasecmp(switch_presets[i].model, model))
+                        return &switch_presets[i];
+        return NULL;
+}

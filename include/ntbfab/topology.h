@@ -1,0 +1,295 @@
+/* ntbfab/topology.h: the fabric model: nodes, adapters, switches, links, devices, address maps. */
+#ifndef NTBFAB_TOPOLOGY_H
+#define NTBFAB_TOPOLOGY_H
+
+#include "common.h"
+#include "diag.h"
+
+/*
+ * A topology is plain data: arrays of objects that refer to each other by index.
+ * It is built with the ntbf_topo_add_* functions (the YAML loader is one user),
+ * then ntbf_topo_finalize() applies defaults, assigns addresses, builds the
+ * indexes and checks every rule that does not depend on the YAML syntax.
+ * After finalize the topology is read-only and may be shared by threads.
+ */
+
+#define NTBF_MAX_BARS          6
+#define NTBF_MAX_ADAPTER_PORTS 8
+#define NTBF_MAX_SWITCH_PORTS  256
+#define NTBF_MAX_FUNCTIONS     8
+#define NTBF_MAX_VFS           4096
+#define NTBF_RESERVED_NODE_ID  252 /* DIS_BROADCAST_NODEID_GROUP_ALL */
+#define NTBF_MAX_NODE_ID       65535
+
+/* x86 interrupt address range: MSI/MSI-X writes of devices target it. */
+#define NTBF_MSI_BASE UINT64_C(0xfee00000)
+#define NTBF_MSI_SIZE UINT64_C(0x100000)
+
+/* Which side's driver programs a translation entry (article 3.3; spec ntb-hardware 0). */
+enum ntbf_xlat_side {
+        NTBF_XLAT_OUTBOUND = 1, /* the window owner programs it (PLX A-LUT, IDT, Dolphin) */
+        NTBF_XLAT_INBOUND = 2,  /* the buffer owner programs it (Intel, AMD, Switchtec) */
+};
+
+/* Figures of an adapter (an NTB endpoint in a host). Presets fill these; YAML overrides. */
+struct ntbf_adapter_params {
+        char model[NTBF_NAME_MAX + 1];
+        uint32_t ports;        /* cable ports on the adapter (links it can take) */
+        uint64_t window;       /* bytes of the prefetchable window BAR */
+        uint32_t lut_entries;  /* translation entries; the window is split into equal slots */
+        uint32_t rid_table;    /* requester-ID table entries; 0: no table (not enforced) */
+        uint32_t rid_reserved; /* entries taken by the host's CPU (root complex) */
+        uint32_t addr_bits;    /* width of translated (far-side) addresses */
+        uint32_t doorbells;    /* doorbell bits usable by clients */
+        uint32_t scratchpads;  /* 32-bit scratchpad registers */
+        uint32_t messages;     /* message registers */
+        uint32_t dma_channels; /* DMA engine channels; 0: none */
+        uint32_t hop_ns;       /* modeled latency of one pass through the adapter */
+        uint32_t xlat;         /* enum ntbf_xlat_side bits */
+        bool window_below_4g;  /* place the window in 32-bit MMIO space */
+};
+
+/* Figures of a cluster switch with NTB-capable ports. */
+struct ntbf_switch_params {
+        char model[NTBF_NAME_MAX + 1];
+        uint32_t ports;        /* logical ports (after x4/x8/x16 grouping) */
+        uint32_t rid_table;    /* requester-ID entries per port */
+        uint32_t mcast_groups; /* multicast groups the switch supports; 0: no multicast */
+        uint32_t hop_ns;       /* modeled latency of one pass through the switch */
+};
+
+enum ntbf_bar_flags {
+        NTBF_BAR_64 = 1,   /* 64-bit BAR */
+        NTBF_BAR_PREF = 2, /* prefetchable */
+};
+
+struct ntbf_bar {
+        uint64_t size; /* 0: BAR not implemented; else a power of two >= 4 KiB (memory BARs) */
+        uint32_t flags;
+        uint64_t addr; /* assigned by finalize, in the owning host's physical address space */
+};
+
+enum ntbf_sim_model {
+        NTBF_SIM_NONE = 0,
+        NTBF_SIM_NVME,
+        NTBF_SIM_ACCEL,
+};
+
+/* Parameters of a simulated device model (YAML "sim:" mapping). */
+struct ntbf_sim_params {
+        enum ntbf_sim_model model;
+        uint64_t capacity; /* nvme: namespace bytes */
+        uint32_t queues;   /* nvme: I/O queue pairs (the article's drive: 32 incl. admin) */
+        uint32_t lba_size; /* nvme: 512 or 4096 */
+        uint32_t mdts;     /* nvme: max data transfer, log2 of pages (0: unlimited) */
+        uint64_t cmb;      /* nvme: controller memory buffer bytes (0: none) */
+        uint64_t memory;   /* accel: device memory bytes (BAR2) */
+        uint32_t msix;     /* MSI-X vectors (0: none) */
+};
+
+/* The vendor ID the simulated device models report (not registered with PCI-SIG). */
+#define NTBF_SIM_VENDOR_ID       0xfab0
+#define NTBF_SIM_NVME_DEVICE_ID  0x0001
+#define NTBF_SIM_ACCEL_DEVICE_ID 0x0002
+#define NTBF_CLASS_NVME          0x010802
+#define NTBF_CLASS_ACCEL         0x120000
+
+struct ntbf_node {
+        char name[NTBF_NAME_MAX + 1];
+        uint32_t id;       /* SISCI node id */
+        char address[64];  /* management address "host:port" */
+        uint64_t ram;      /* bytes of RAM */
+        uint32_t cpu_rids; /* requester IDs the CPU uses (root complex + host bridge) */
+        bool iommu;        /* inbound NTB traffic goes through this host's IOMMU */
+        uint64_t mmio_low_base, mmio_low_end; /* 32-bit MMIO hole */
+        uint64_t mmio_high_base;              /* 64-bit MMIO starts here */
+        struct ntbf_loc loc, loc_id;
+        /* Filled by finalize: this node's adapters and devices (indexes into the topology). */
+        uint32_t *adapters, nadapters;
+        uint32_t *devices, ndevices;
+};
+
+struct ntbf_adapter {
+        char name[NTBF_NAME_MAX + 1];
+        uint32_t node;
+        char backend[NTBF_NAME_MAX + 1]; /* "" means the cluster's backend */
+        struct ntbf_adapter_params p;
+        uint64_t window_base;    /* 0 means assign automatically; filled by finalize */
+        uint64_t lut_entry_size; /* window / lut_entries; filled by finalize */
+        char bdf[16];            /* PCI address of the adapter, "" if unknown */
+        struct ntbf_loc loc, loc_window, loc_window_base, loc_lut;
+        /* Filled by finalize: link index per port, NTBF_NONE where unconnected. */
+        uint32_t link[NTBF_MAX_ADAPTER_PORTS];
+};
+
+struct ntbf_switch {
+        char name[NTBF_NAME_MAX + 1];
+        struct ntbf_switch_params p;
+        struct ntbf_loc loc;
+        uint32_t *link; /* filled by finalize: link index per port, NTBF_NONE where unconnected */
+};
+
+enum ntbf_port_kind { NTBF_PORT_ADAPTER, NTBF_PORT_SWITCH };
+
+struct ntbf_port_ref {
+        enum ntbf_port_kind kind;
+        uint32_t obj; /* adapter or switch index */
+        uint32_t port;
+};
+
+struct ntbf_link {
+        struct ntbf_port_ref end[2];
+        uint32_t latency_ns; /* cable latency; 0 by default */
+        struct ntbf_loc loc;
+};
+
+struct ntbf_device {
+        char name[NTBF_NAME_MAX + 1];
+        uint32_t node;
+        uint16_t domain;
+        uint8_t bus, dev, fn; /* function 0's address */
+        uint32_t class_code;  /* 24-bit class code, e.g. 0x010802 for NVMe */
+        uint16_t vendor_id, device_id;
+        struct ntbf_bar bars[NTBF_MAX_BARS]; /* BARs of each physical function */
+        uint32_t functions;                  /* physical functions, 1..8 */
+        uint32_t vfs;                        /* SR-IOV virtual functions */
+        uint64_t vf_bars[NTBF_MAX_BARS];     /* sizes of each VF's BARs (64-bit prefetchable) */
+        uint32_t dma_bits;                   /* addressing limit of the device's DMA */
+        uint32_t hop_ns;                     /* device <-> root complex latency (e.g. chassis) */
+        bool lend;                           /* lent at start */
+        struct ntbf_sim_params sim;
+        struct ntbf_loc loc, loc_bars;
+        /* Filled by finalize: VF BARs are placed as arrays (VF BAR n of VF i at vf_bar_addr[n] +
+         * i*size). */
+        uint64_t vf_bar_addr[NTBF_MAX_BARS];
+};
+
+/* What occupies a range of a host's physical address space. */
+enum ntbf_region_kind {
+        NTBF_REGION_RAM,
+        NTBF_REGION_BAR,    /* obj = device, index = BAR number */
+        NTBF_REGION_VF_BAR, /* obj = device, index = VF BAR number (array over all VFs) */
+        NTBF_REGION_WINDOW, /* obj = adapter */
+        NTBF_REGION_MSI,    /* interrupt address range */
+};
+
+struct ntbf_region {
+        uint64_t base, size;
+        enum ntbf_region_kind kind;
+        uint32_t obj, index;
+};
+
+/* One host's physical address map, sorted by base, non-overlapping. */
+struct ntbf_addrmap {
+        struct ntbf_region *v;
+        uint32_t n;
+};
+
+struct ntbf__graph;
+
+struct ntbf_topo {
+        char name[64];
+        char backend[NTBF_NAME_MAX + 1]; /* cluster default backend: "sim", "linux-ntb", ... */
+        char *file;                      /* source file for diagnostics (owned), may be NULL */
+        char *key_file;                  /* cluster key file (owned), may be NULL */
+        struct ntbf_node *nodes;
+        struct ntbf_adapter *adapters;
+        struct ntbf_switch *switches;
+        struct ntbf_link *links;
+        struct ntbf_device *devices;
+        uint32_t nnodes, nadapters, nswitches, nlinks, ndevices;
+        uint32_t cap_nodes, cap_adapters, cap_switches, cap_links, cap_devices;
+        struct ntbf_addrmap *maps; /* per node, filled by finalize */
+        struct ntbf__graph *graph; /* the fabric as a graph, built by finalize (internal) */
+        bool finalized;
+};
+
+/* ---- presets ---------------------------------------------------------------------------- */
+
+/* Look up an adapter or switch model by name (case-insensitive). NULL if unknown. */
+NTBF_EXPORT const struct ntbf_adapter_params *ntbf_adapter_preset(const char *model);
+NTBF_EXPORT const struct ntbf_switch_params *ntbf_switch_preset(const char *model);
+/* Iterate the preset tables: returns NULL past the end. */
+NTBF_EXPORT const struct ntbf_adapter_params *ntbf_adapter_preset_at(size_t i);
+NTBF_EXPORT const struct ntbf_switch_params *ntbf_switch_preset_at(size_t i);
+
+/* ---- building --------------------------------------------------------------------------- */
+
+NTBF_EXPORT struct ntbf_topo *ntbf_topo_new(const char *name, const char *file);
+NTBF_EXPORT void ntbf_topo_free(struct ntbf_topo *t);
+
+/*
+ * Add objects. Each returns the new object's index, or NTBF_NONE on allocation failure.
+ * The returned pointer of ntbf_topo_*_at() is valid until the next add.
+ * Nodes get defaults (4 GiB RAM, 2 CPU requester IDs, IOMMU on, x86-like MMIO holes).
+ * Adapters start from the preset of their model (which must exist) and may be edited after.
+ */
+NTBF_EXPORT uint32_t ntbf_topo_add_node(struct ntbf_topo *t, const char *name, uint32_t id);
+NTBF_EXPORT uint32_t ntbf_topo_add_adapter(struct ntbf_topo *t, uint32_t node, const char *name,
+                                           const struct ntbf_adapter_params *model);
+NTBF_EXPORT uint32_t ntbf_topo_add_switch(struct ntbf_topo *t, const char *name,
+                                          const struct ntbf_switch_params *model);
+NTBF_EXPORT uint32_t ntbf_topo_add_link(struct ntbf_topo *t, struct ntbf_port_ref a,
+                                        struct ntbf_port_ref b);
+/* A device with no BARs, one function, 64-bit DMA. Use ntbf_device_apply_sim() for sim models. */
+NTBF_EXPORT uint32_t ntbf_topo_add_device(struct ntbf_topo *t, uint32_t node, const char *name);
+/* Fill class, ids and BARs from dev->sim (NVMe: BAR0 16 KiB + CMB; accel: BAR0 64 KiB + memory). */
+NTBF_EXPORT void ntbf_device_apply_sim(struct ntbf_device *dev);
+/* Defaults of a sim model's parameters (queues 32, lba 512, ...). */
+NTBF_EXPORT void ntbf_sim_defaults(struct ntbf_sim_params *sim, enum ntbf_sim_model model);
+
+/*
+ * Apply defaults, assign addresses, index links, and check every semantic rule:
+ * node ids, window alignment, LUT slot sizes, ports used twice, address overlaps,
+ * BARs that fit no borrower window, nodes that cannot reach each other.
+ * Each mistake becomes one diagnostic at the object's location. Returns 0 if there
+ * was no error, NTBF_ECONFIG if there were, -ENOMEM.
+ */
+NTBF_EXPORT int ntbf_topo_finalize(struct ntbf_topo *t, struct ntbf_diags *diags);
+
+/* ---- lookups ---------------------------------------------------------------------------- */
+
+NTBF_EXPORT uint32_t ntbf_topo_find_node(const struct ntbf_topo *t, const char *name);
+NTBF_EXPORT uint32_t ntbf_topo_find_node_id(const struct ntbf_topo *t, uint32_t id);
+NTBF_EXPORT uint32_t ntbf_topo_find_switch(const struct ntbf_topo *t, const char *name);
+/* Adapter or device "NAME" of node n. */
+NTBF_EXPORT uint32_t ntbf_topo_find_adapter(const struct ntbf_topo *t, uint32_t node,
+                                            const char *name);
+NTBF_EXPORT uint32_t ntbf_topo_find_device(const struct ntbf_topo *t, uint32_t node,
+                                           const char *name);
+/* The link at a port, or NTBF_NONE. */
+NTBF_EXPORT uint32_t ntbf_topo_port_link(const struct ntbf_topo *t, struct ntbf_port_ref p);
+/* The other end of link l seen from port p. */
+NTBF_EXPORT struct ntbf_port_ref ntbf_link_peer(const struct ntbf_link *l, struct ntbf_port_ref p);
+NTBF_EXPORT bool ntbf_port_eq(struct ntbf_port_ref a, struct ntbf_port_ref b);
+/* "node.adapter", "node.adapter.1", "switch.3" into buf. */
+NTBF_EXPORT const char *ntbf_port_name(const struct ntbf_topo *t, struct ntbf_port_ref p, char *buf,
+                                       size_t len);
+/* The region holding a physical address of node n, or NULL (unclaimed space: master abort). */
+NTBF_EXPORT const struct ntbf_region *ntbf_addrmap_lookup(const struct ntbf_topo *t, uint32_t node,
+                                                          uint64_t addr);
+/* "0000:03:00.0" form of a device function (fn counted from function 0's address). */
+NTBF_EXPORT const char *ntbf_bdf_fmt(uint16_t domain, uint8_t bus, uint8_t dev, uint8_t fn,
+                                     char *buf, size_t len);
+/* Parse "DDDD:BB:DD.F" or "BB:DD.F". */
+NTBF_EXPORT int ntbf_bdf_parse(const char *s, uint16_t *domain, uint8_t *bus, uint8_t *dev,
+                               uint8_t *fn);
+NTBF_EXPORT const char *ntbf_region_kind_name(enum ntbf_region_kind k);
+/* Address and size of BAR b of borrowable function f (PFs first, then VFs); 0 if absent. */
+NTBF_EXPORT uint64_t ntbf_device_bar_addr(const struct ntbf_device *d, uint32_t f, uint32_t b);
+NTBF_EXPORT uint64_t ntbf_device_bar_size(const struct ntbf_device *d, uint32_t f, uint32_t b);
+/*
+ * Routing ID (bus << 8 | dev << 3 | fn) of function f. PFs are fn0 + f; VF i is at
+ * PF0's routing ID + NTBF_VF_OFFSET + i (stride 1), which may spill into the next buses.
+ */
+#define NTBF_VF_OFFSET 0x80
+NTBF_EXPORT uint32_t ntbf_device_rid(const struct ntbf_device *d, uint32_t f);
+/* Highest physical address plus one that the model assigns (48-bit physical addressing). */
+#define NTBF_PHYS_LIMIT (UINT64_C(1) << 48)
+/* Number of borrowable functions of a device: physical functions plus VFs. */
+static inline uint32_t ntbf_device_nfuncs(const struct ntbf_device *d)
+{
+        return d->functions + d->vfs;
+}
+
+#endif

@@ -1,0 +1,239 @@
+/* tests/unit/test_path.c: least-latency paths, link-disjoint multipath and gap explanations. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "ntbfab/error.h"
+#include "ntbfab/path.h"
+#include "fixtures.h"
+
+static struct ntbf_endpoint ep(const struct ntbf_topo *t, const char *s)
+{
+        struct ntbf_endpoint e;
+        char why[256];
+        int r = ntbf_endpoint_parse(t, s, &e, why, sizeof(why));
+        if (r)
+                fail_msg("%s: %s", s, why);
+        return e;
+}
+
+/* "kind:name kind:name ..." of a path, for compact assertions. */
+static const char *hops_str(const struct ntbf_topo *t, const struct ntbf_path *p)
+{
+        static char buf[2048];
+        size_t n = 0;
+        buf[0] = 0;
+        for (uint32_t i = 0; i < p->nhops; i++) {
+                char h[128];
+                n += (size_t)snprintf(buf + n, sizeof(buf) - n, "%s%s:%s", i ? " | " : "",
+                                      ntbf_hop_kind_name(p->hops[i].kind),
+                                      ntbf_hop_name(t, &p->hops[i], h, sizeof(h)));
+        }
+        return buf;
+}
+
+static void test_endpoint_parse(void **state)
+{
+        (void)state;
+        struct ntbf_topo *t = fx_star(3);
+        fx_finalize_ok(t);
+        struct ntbf_endpoint e;
+        char why[256];
+        assert_int_equal(ntbf_endpoint_parse(t, "n1", &e, why, sizeof(why)), 0);
+        assert_int_equal(e.kind, NTBF_EP_CPU);
+        assert_int_equal(e.node, 1);
+        assert_int_equal(ntbf_endpoint_parse(t, "n0.ram", &e, why, sizeof(why)), 0);
+        assert_int_equal(e.kind, NTBF_EP_RAM);
+        assert_int_equal(ntbf_endpoint_parse(t, "n0.nvme0", &e, why, sizeof(why)), 0);
+        assert_int_equal(e.kind, NTBF_EP_DEVICE);
+        assert_int_equal(ntbf_endpoint_parse(t, "n0.nvme1", &e, why, sizeof(why)), NTBF_ENOTFOUND);
+        assert_string_equal(why, "node 'n0' has no device 'nvme1'; did you mean 'nvme0'?");
+        assert_int_equal(ntbf_endpoint_parse(t, "m1", &e, why, sizeof(why)), NTBF_ENOTFOUND);
+        assert_string_equal(why, "no node 'm1' in cluster 'star'; did you mean 'n1'?");
+        assert_int_equal(ntbf_endpoint_parse(t, "", &e, why, sizeof(why)), NTBF_ENOTFOUND);
+        char name[64];
+        assert_string_equal(ntbf_endpoint_name(t, ep(t, "n0.acc0"), name, sizeof(name)), "n0.acc0");
+        ntbf_topo_free(t);
+}
+
+static void test_b2b_path(void **state)
+{
+        (void)state;
+        struct ntbf_topo *t = fx_b2b("pxh830");
+        uint32_t d = ntbf_topo_add_device(t, 0, "nvme0");
+        t->devices[d].hop_ns = 150; /* behind an expansion chassis switch */
+        fx_finalize_ok(t);
+        struct ntbf_path p;
+        char why[256];
+        assert_int_equal(
+            ntbf_path_find(t, NULL, ep(t, "b"), ep(t, "a.nvme0"), &p, why, sizeof(why)), 0);
+        assert_string_equal(hops_str(t, &p), "root:b | adapter:b.ntb0 | link:a.ntb0 - b.ntb0 | "
+                                             "adapter:a.ntb0 | root:a | device:a.nvme0");
+        assert_int_equal(p.latency_ns, 132 + 132 + 150);
+        assert_int_equal(p.first_adapter, 1);
+        assert_int_equal(p.last_adapter, 0);
+        assert_int_equal(p.hops[1].out_port, 0);
+        assert_int_equal(p.hops[3].in_port, 0);
+        /* Same host: only the device hop, no NTB. */
+        assert_int_equal(
+            ntbf_path_find(t, NULL, ep(t, "a"), ep(t, "a.nvme0"), &p, why, sizeof(why)), 0);
+        assert_string_equal(hops_str(t, &p), "root:a | root:a | device:a.nvme0");
+        assert_int_equal(p.latency_ns, 150);
+        assert_int_equal(p.first_adapter, NTBF_NONE);
+        ntbf_topo_free(t);
+}
+
+static void test_switch_path(void **state)
+{
+        (void)state;
+        struct ntbf_topo *t = fx_star(4);
+        fx_finalize_ok(t);
+        struct ntbf_path p;
+        char why[256];
+        assert_int_equal(
+            ntbf_path_find(t, NULL, ep(t, "n3"), ep(t, "n0.nvme0"), &p, why, sizeof(why)), 0);
+        assert_string_equal(hops_str(t, &p),
+                            "root:n3 | adapter:n3.ntb0 | link:n3.ntb0 - sw0.3 | "
+                            "switch:sw0 (port 3 -> 0) | link:n0.ntb0 - sw0.0 | adapter:n0.ntb0 | "
+                            "root:n0 | device:n0.nvme0");
+        assert_int_equal(p.latency_ns, 132 + 170 + 132);
+        ntbf_topo_free(t);
+}
+
+/* Two nodes, each with two adapters; a-ntb0 - b-ntb0 direct, a-ntb1 - sw - b-ntb1. */
+static struct ntbf_topo *dual(void)
+{
+        struct ntbf_topo *t = fx_b2b("pxh830");
+        uint32_t a1 = ntbf_topo_add_adapter(t, 0, "ntb1", ntbf_adapter_preset("mxh930"));
+        uint32_t b1 = ntbf_topo_add_adapter(t, 1, "ntb1", ntbf_adapter_preset("mxh930"));
+        uint32_t sw = ntbf_topo_add_switch(t, "sw", ntbf_switch_preset("mxs824"));
+        ntbf_topo_add_link(t, fx_ap(a1, 0), fx_sp(sw, 0));
+        ntbf_topo_add_link(t, fx_ap(b1, 0), fx_sp(sw, 1));
+        return t;
+}
+
+static void test_disjoint(void **state)
+{
+        (void)state;
+        struct ntbf_topo *t = dual();
+        fx_finalize_ok(t);
+        struct ntbf_path p[3];
+        unsigned found;
+        char why[512];
+        assert_int_equal(
+            ntbf_path_disjoint(t, NULL, ep(t, "a"), ep(t, "b"), 2, p, &found, why, sizeof(why)), 0);
+        assert_int_equal(found, 2);
+        /* Fastest first: the direct PXH830 pair, then through the switch. */
+        assert_int_equal(p[0].latency_ns, 264);
+        assert_int_equal(p[1].latency_ns, 170 * 3);
+        assert_int_equal(p[0].first_adapter, 0);
+        assert_int_equal(p[1].first_adapter, 2);
+        /* A third disjoint path does not exist; both cuts are named. */
+        assert_int_equal(
+            ntbf_path_disjoint(t, NULL, ep(t, "a"), ep(t, "b"), 3, p, &found, why, sizeof(why)),
+            NTBF_ENOPATH);
+        assert_int_equal(found, 2);
+        assert_non_null(strstr(why, "only 2 link-disjoint paths from 'a' to 'b'"));
+        assert_non_null(strstr(why, "a.ntb0 - b.ntb0"));
+        /* Forcing the first adapter picks the switch path. */
+        struct ntbf_path_opts o = NTBF_PATH_OPTS_INIT;
+        o.first_adapter = 2;
+        assert_int_equal(ntbf_path_find(t, &o, ep(t, "a"), ep(t, "b"), &p[0], why, sizeof(why)), 0);
+        assert_int_equal(p[0].first_adapter, 2);
+        assert_int_equal(p[0].last_adapter, 3);
+        ntbf_topo_free(t);
+}
+
+static void test_disjoint_bottleneck(void **state)
+{
+        (void)state;
+        /* Star: n1 has one cable to the switch, so only one disjoint path to n0. */
+        struct ntbf_topo *t = fx_star(3);
+        fx_finalize_ok(t);
+        struct ntbf_path p[2];
+        unsigned found;
+        char why[512];
+        assert_int_equal(
+            ntbf_path_disjoint(t, NULL, ep(t, "n1"), ep(t, "n0"), 2, p, &found, why, sizeof(why)),
+            NTBF_ENOPATH);
+        assert_int_equal(found, 1);
+        assert_non_null(strstr(why, "every further path would reuse"));
+        ntbf_topo_free(t);
+}
+
+static void test_down_links(void **state)
+{
+        (void)state;
+        struct ntbf_topo *t = dual();
+        fx_finalize_ok(t);
+        uint64_t down[1] = {1}; /* link 0: a.ntb0 - b.ntb0 */
+        struct ntbf_path_opts o = NTBF_PATH_OPTS_INIT;
+        o.down_links = down;
+        struct ntbf_path p;
+        char why[512];
+        assert_int_equal(ntbf_path_find(t, &o, ep(t, "a"), ep(t, "b"), &p, why, sizeof(why)), 0);
+        assert_int_equal(p.first_adapter, 2); /* failed over to the switch */
+        down[0] = 1 | 2;                      /* and a.ntb1 - sw.0 */
+        assert_int_equal(ntbf_path_find(t, &o, ep(t, "a"), ep(t, "b"), &p, why, sizeof(why)),
+                         NTBF_ENOPATH);
+        assert_string_equal(why, "no path from 'a' to 'b': every link of node 'a' is down");
+        down[0] = 1 | 4; /* a.ntb0 - b.ntb0 and b.ntb1 - sw.1 */
+        assert_int_equal(ntbf_path_find(t, &o, ep(t, "a"), ep(t, "b"), &p, why, sizeof(why)),
+                         NTBF_ENOPATH);
+        assert_string_equal(why, "no path from 'a' to 'b': every link of node 'b' is down");
+        ntbf_topo_free(t);
+
+        /* A down cable inside the fabric is named. */
+        t = fx_star(3);
+        uint32_t sw1 = ntbf_topo_add_switch(t, "sw1", ntbf_switch_preset("mxs824"));
+        uint32_t x = ntbf_topo_add_node(t, "x", 100);
+        uint32_t xa = ntbf_topo_add_adapter(t, x, "ntb0", ntbf_adapter_preset("pxh830"));
+        ntbf_topo_add_link(t, fx_ap(xa, 0), fx_sp(sw1, 0));
+        uint32_t up = ntbf_topo_add_link(t, fx_sp(0, 23), fx_sp(sw1, 23));
+        fx_finalize_ok(t);
+        down[0] = UINT64_C(1) << up;
+        assert_int_equal(ntbf_path_find(t, &o, ep(t, "x"), ep(t, "n0"), &p, why, sizeof(why)),
+                         NTBF_ENOPATH);
+        assert_string_equal(why, "no path from 'x' to 'n0': link sw0.23 - sw1.23 is down and no "
+                                 "other path exists");
+        ntbf_topo_free(t);
+}
+
+static void test_no_transit(void **state)
+{
+        (void)state;
+        /* a - b - c in a line (via two-port adapters) plus a - c: a reaches c directly only. */
+        struct ntbf_topo *t = fx_b2b("pxh830");
+        uint32_t c = ntbf_topo_add_node(t, "c", 12);
+        uint32_t ca = ntbf_topo_add_adapter(t, c, "ntb0", ntbf_adapter_preset("pxh830"));
+        ntbf_topo_add_link(t, fx_ap(1, 1), fx_ap(ca, 0));
+        uint32_t ac = ntbf_topo_add_link(t, fx_ap(0, 1), fx_ap(ca, 1));
+        fx_finalize_ok(t);
+        struct ntbf_path p;
+        char why[512];
+        assert_int_equal(ntbf_path_find(t, NULL, ep(t, "a"), ep(t, "c"), &p, why, sizeof(why)), 0);
+        assert_int_equal(p.nhops, 5);
+        uint64_t down[1] = {UINT64_C(1) << ac};
+        struct ntbf_path_opts o = NTBF_PATH_OPTS_INIT;
+        o.down_links = down;
+        /* Without the a - c cable, the only way would transit host b: refused. */
+        assert_int_equal(ntbf_path_find(t, &o, ep(t, "a"), ep(t, "c"), &p, why, sizeof(why)),
+                         NTBF_ENOPATH);
+        ntbf_topo_free(t);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_endpoint_parse),      cmocka_unit_test(test_b2b_path),
+            cmocka_unit_test(test_switch_path),         cmocka_unit_test(test_disjoint),
+            cmocka_unit_test(test_disjoint_bottleneck), cmocka_unit_test(test_down_links),
+            cmocka_unit_test(test_no_transit),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
