@@ -1,0 +1,894 @@
+/* backends/sim/ops.c: the simulated fabric's struct ntbf_backend_ops ("sim"). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "sim.h"
+
+static struct ntbf_sim *S(struct ntbf_adapter_h *h)
+{
+        return h->s;
+}
+
+static const struct ntbf_adapter *A(struct ntbf_adapter_h *h)
+{
+        return &h->s->t->adapters[h->adapter];
+}
+
+/* ---- instance and adapters ------------------------------------------------------------------- */
+
+static int sim_open(const struct ntbf_backend_env *env, struct ntbf_backend **out)
+{
+        return ntbf_sim_attach(env, out, NULL, 0);
+}
+
+static void sim_close(struct ntbf_backend *b)
+{
+        ntbf__sim_close(ntbf__sim_of(b));
+}
+
+static bool port_up(struct ntbf_sim *s, uint32_t a, uint32_t p)
+{
+        uint32_t l = s->t->adapters[a].link[p];
+        return l != NTBF_NONE && ntbf__sim_link_up(s, l);
+}
+
+static int sim_probe(struct ntbf_backend *b, uint32_t adapter, struct ntbf_adapter_h **out)
+{
+        struct ntbf_sim *s = ntbf__sim_of(b);
+        if (!s || !out || adapter >= s->t->nadapters)
+                return -EINVAL;
+        if (s->node != NTBF_NONE && s->t->adapters[adapter].node != s->node)
+                return -EPERM; /* an adapter of another host */
+        struct ntbf_adapter_h *h = calloc(1, sizeof(*h));
+        if (!h)
+                return -ENOMEM;
+        h->s = s;
+        h->adapter = adapter;
+        h->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (h->efd < 0) {
+                int e = errno;
+                free(h);
+                return -e;
+        }
+        struct sim_adapter *x = &s->ad[adapter];
+        /* Events are changes after probe: the current state is what the caller queries. */
+        atomic_store(&h->watch_seq, atomic_load(&x->event_seq));
+        h->seen_db_seq = atomic_load(&x->db_seq);
+        h->seen_reset_seq = atomic_load(&x->reset_seq);
+        for (uint32_t p = 0; p < x->ports && p < NTBF_MAX_ADAPTER_PORTS; p++)
+                h->seen_up[p] = port_up(s, adapter, p);
+        pthread_mutex_lock(&s->lock);
+        h->next = s->handles;
+        s->handles = h;
+        pthread_mutex_unlock(&s->lock);
+        int r = ntbf__sim_watcher_need(s);
+        if (r) {
+                pthread_mutex_lock(&s->lock);
+                s->handles = h->next;
+                pthread_mutex_unlock(&s->lock);
+                close(h->efd);
+                free(h);
+                return r;
+        }
+        *out = h;
+        return 0;
+}
+
+static void sim_release(struct ntbf_adapter_h *h)
+{
+        if (!h)
+                return;
+        struct ntbf_sim *s = S(h);
+        pthread_mutex_lock(&s->lock);
+        for (struct ntbf_adapter_h **pp = &s->handles; *pp; pp = &(*pp)->next) {
+                if (*pp == h) {
+                        *pp = h->next;
+                        break;
+                }
+        }
+        pthread_mutex_unlock(&s->lock);
+        ntbf__sim_watcher_kick(s);
+        close(h->efd);
+        free(h);
+}
+
+static bool reaches_switch(const struct ntbf_topo *t, uint32_t a)
+{
+        for (uint32_t p = 0; p < NTBF_MAX_ADAPTER_PORTS; p++) {
+                uint32_t l = t->adapters[a].link[p];
+                if (l == NTBF_NONE)
+                        continue;
+                struct ntbf_port_ref o =
+                    ntbf_link_peer(&t->links[l], (struct ntbf_port_ref){NTBF_PORT_ADAPTER, a, p});
+                if (o.kind == NTBF_PORT_SWITCH && t->switches[o.obj].p.rid_table)
+                        return true;
+        }
+        return false;
+}
+
+static int sim_caps(struct ntbf_adapter_h *h, struct ntbf_caps *c)
+{
+        if (!c)
+                return -EINVAL;
+        struct ntbf_sim *s = S(h);
+        const struct ntbf_adapter *a = A(h);
+        const struct sim_adapter *x = &s->ad[h->adapter];
+        memset(c, 0, sizeof(*c));
+        c->flags = NTBF_CAP_CPU_MAP | NTBF_CAP_MEM | NTBF_CAP_IRQ | NTBF_CAP_FAULT;
+        if (a->p.xlat & NTBF_XLAT_OUTBOUND)
+                c->flags |= NTBF_CAP_XLAT_OUTBOUND;
+        if (a->p.xlat & NTBF_XLAT_INBOUND)
+                c->flags |= NTBF_CAP_XLAT_INBOUND;
+        if (x->nrids)
+                c->flags |= NTBF_CAP_RID_TABLE;
+        if (x->ndb)
+                c->flags |= NTBF_CAP_DOORBELL;
+        if (x->nspads)
+                c->flags |= NTBF_CAP_SCRATCHPAD;
+        if (x->nmsgs)
+                c->flags |= NTBF_CAP_MESSAGE;
+        if (x->ngroups)
+                c->flags |= NTBF_CAP_MCAST;
+        if (x->nchan)
+                c->flags |= NTBF_CAP_DMA;
+        if (reaches_switch(s->t, h->adapter))
+                c->flags |= NTBF_CAP_SWITCH_RID;
+        if (s->nodes[x->node].iommu)
+                c->flags |= NTBF_CAP_IOMMU;
+        c->ports = a->p.ports;
+        c->window_base = a->window_base;
+        c->window_size = a->p.window;
+        c->lut_entries = a->p.lut_entries;
+        c->lut_entry_size = a->lut_entry_size;
+        c->xlat_align = a->lut_entry_size;
+        c->addr_bits = a->p.addr_bits;
+        c->rid_table = x->nrids;
+        c->rid_reserved = x->rid_reserved;
+        c->db_valid_mask = x->ndb >= 64 ? UINT64_MAX : (UINT64_C(1) << x->ndb) - 1;
+        c->db_vectors = x->ndb ? 1 : 0;
+        c->scratchpads = x->nspads;
+        c->messages = x->nmsgs;
+        c->mcast_groups = x->ngroups;
+        c->dma_channels = x->nchan;
+        c->dma_max_len = x->nchan ? SIM_DMA_MAX_LEN : 0;
+        c->dma_align = x->nchan ? 1 : 0;
+        return 0;
+}
+
+/* ---- link ------------------------------------------------------------------------------------ */
+
+static void link_changed(struct ntbf_sim *s, uint32_t l)
+{
+        const struct ntbf_link *lk = &s->t->links[l];
+        for (int e = 0; e < 2; e++)
+                if (lk->end[e].kind == NTBF_PORT_ADAPTER)
+                        ntbf__sim_adapter_event(s, lk->end[e].obj);
+        ntbf__sim_changed(s);
+}
+
+static void link_set(struct ntbf_sim *s, uint32_t l, uint32_t bits, bool set)
+{
+        uint32_t old = set ? atomic_fetch_or(&s->links[l].state, bits)
+                           : atomic_fetch_and(&s->links[l].state, ~bits);
+        uint32_t now = set ? old | bits : old & ~bits;
+        if ((old == 0) != (now == 0))
+                link_changed(s, l);
+}
+
+static int sim_link_state(struct ntbf_adapter_h *h, uint32_t port, bool *up)
+{
+        if (port >= A(h)->p.ports || port >= NTBF_MAX_ADAPTER_PORTS || !up)
+                return -EINVAL;
+        *up = port_up(S(h), h->adapter, port);
+        return 0;
+}
+
+static int link_admin(struct ntbf_adapter_h *h, uint32_t port, bool down)
+{
+        if (port >= A(h)->p.ports || port >= NTBF_MAX_ADAPTER_PORTS)
+                return -EINVAL;
+        uint32_t l = A(h)->link[port];
+        if (l == NTBF_NONE)
+                return -ENOTCONN; /* no cable on that port */
+        link_set(S(h), l, LINK_ADMIN_DOWN, down);
+        return 0;
+}
+
+static int sim_link_enable(struct ntbf_adapter_h *h, uint32_t port)
+{
+        return link_admin(h, port, false);
+}
+
+static int sim_link_disable(struct ntbf_adapter_h *h, uint32_t port)
+{
+        return link_admin(h, port, true);
+}
+
+/* ---- events ---------------------------------------------------------------------------------- */
+
+static int sim_set_events(struct ntbf_adapter_h *h, const struct ntbf_event_ops *ops, void *ctx)
+{
+        h->ops = ops;
+        h->ctx = ctx;
+        return 0;
+}
+
+static int sim_event_fd(struct ntbf_adapter_h *h)
+{
+        return h->efd;
+}
+
+static int sim_process_events(struct ntbf_adapter_h *h)
+{
+        struct ntbf_sim *s = S(h);
+        struct sim_adapter *x = &s->ad[h->adapter];
+        uint64_t v;
+        while (read(h->efd, &v, sizeof(v)) == sizeof(v))
+                ;
+        const struct ntbf_event_ops *ops = h->ops;
+        int n = 0;
+        uint32_t rs = atomic_load(&x->reset_seq);
+        if (rs != h->seen_reset_seq) {
+                h->seen_reset_seq = rs;
+                if (ops && ops->reset_event)
+                        ops->reset_event(h->ctx);
+                n++;
+        }
+        for (uint32_t p = 0; p < x->ports && p < NTBF_MAX_ADAPTER_PORTS; p++) {
+                bool up = port_up(s, h->adapter, p);
+                if (up != h->seen_up[p]) {
+                        h->seen_up[p] = up;
+                        if (ops && ops->link_event)
+                                ops->link_event(h->ctx, p, up);
+                        n++;
+                }
+        }
+        uint32_t ds = atomic_load(&x->db_seq);
+        if (ds != h->seen_db_seq) {
+                h->seen_db_seq = ds;
+                uint64_t bits = atomic_load(&x->db) & ~atomic_load(&x->db_mask);
+                if (bits) {
+                        if (ops && ops->db_event)
+                                ops->db_event(h->ctx, 0, bits);
+                        n++;
+                }
+        }
+        _Atomic uint64_t *msgs = sim_msgs(s, h->adapter);
+        for (uint32_t m = 0; ops && ops->msg_event && m < x->nmsgs; m++) {
+                uint64_t e = atomic_load(&msgs[m]);
+                if ((e & MSG_FULL) && atomic_compare_exchange_strong(&msgs[m], &e, 0)) {
+                        ops->msg_event(h->ctx, (uint32_t)(e >> 32) & 0x7fffffff, m, (uint32_t)e);
+                        n++;
+                }
+        }
+        return n;
+}
+
+/* ---- translation -------------------------------------------------------------------------------
+ */
+
+static int program_slot(struct ntbf_sim *s, uint32_t a, uint32_t slot, const struct ntbf_xlat *x)
+{
+        const struct ntbf_adapter *ad = &s->t->adapters[a];
+        if (!x || slot >= ad->p.lut_entries)
+                return -EINVAL;
+        uint64_t E = ad->lut_entry_size;
+        if (x->addr % E || x->addr >= SIM_ADDR_LIMIT)
+                return -EINVAL;
+        if (ad->p.addr_bits < 64 && x->addr >> ad->p.addr_bits)
+                return -EINVAL; /* beyond the adapter's far-side address width */
+        uint64_t e;
+        if (x->mcast_group != NTBF_NONE) {
+                if (x->mcast_group >= s->ad[a].ngroups)
+                        return -EINVAL;
+                e = SLOT_VALID | SLOT_MCAST | x->addr | (uint64_t)x->mcast_group << 48;
+        } else {
+                if (x->dst_adapter >= s->t->nadapters ||
+                    s->t->adapters[x->dst_adapter].node != x->dst_node)
+                        return -EINVAL;
+                if (!sim_route(s, a, x->dst_adapter)->valid)
+                        return NTBF_ENOPATH; /* the adapters do not reach each other */
+                e = SLOT_VALID | x->addr | (uint64_t)x->dst_adapter << 48;
+        }
+        atomic_store_explicit(&sim_slots(s, a)[slot], e, memory_order_release);
+        ntbf__sim_changed(s);
+        return 0;
+}
+
+static int clear_slot(struct ntbf_sim *s, uint32_t a, uint32_t slot)
+{
+        if (slot >= s->ad[a].nslots)
+                return -EINVAL;
+        atomic_store_explicit(&sim_slots(s, a)[slot], 0, memory_order_release);
+        ntbf__sim_changed(s);
+        return 0;
+}
+
+static int sim_xlat_set(struct ntbf_adapter_h *h, uint32_t slot, const struct ntbf_xlat *x)
+{
+        if (!(A(h)->p.xlat & NTBF_XLAT_OUTBOUND))
+                return NTBF_EUNSUPPORTED; /* this adapter is programmed by the buffer owner */
+        return program_slot(S(h), h->adapter, slot, x);
+}
+
+static int sim_xlat_clear(struct ntbf_adapter_h *h, uint32_t slot)
+{
+        if (!(A(h)->p.xlat & NTBF_XLAT_OUTBOUND))
+                return NTBF_EUNSUPPORTED;
+        return clear_slot(S(h), h->adapter, slot);
+}
+
+static int sim_peer_xlat_set(struct ntbf_adapter_h *h, uint32_t peer, uint32_t slot,
+                             uint64_t local_addr)
+{
+        struct ntbf_sim *s = S(h);
+        if (!(A(h)->p.xlat & NTBF_XLAT_INBOUND))
+                return NTBF_EUNSUPPORTED;
+        if (peer >= s->t->nadapters)
+                return -EINVAL;
+        struct ntbf_xlat x = {A(h)->node, h->adapter, local_addr, NTBF_NONE};
+        return program_slot(s, peer, slot, &x);
+}
+
+static int sim_peer_xlat_clear(struct ntbf_adapter_h *h, uint32_t peer, uint32_t slot)
+{
+        struct ntbf_sim *s = S(h);
+        if (!(A(h)->p.xlat & NTBF_XLAT_INBOUND))
+                return NTBF_EUNSUPPORTED;
+        if (peer >= s->t->nadapters || slot >= s->ad[peer].nslots)
+                return -EINVAL;
+        uint64_t e = atomic_load(&sim_slots(s, peer)[slot]);
+        /* The buffer owner clears only translations into its own host. */
+        if ((e & SLOT_VALID) && ((e & SLOT_MCAST) || SLOT_TARGET(e) != h->adapter))
+                return -EPERM;
+        return clear_slot(s, peer, slot);
+}
+
+static int sim_xlat_get(struct ntbf_adapter_h *h, uint32_t slot, struct ntbf_xlat *x, bool *valid)
+{
+        struct ntbf_sim *s = S(h);
+        if (!x || !valid || slot >= s->ad[h->adapter].nslots)
+                return -EINVAL;
+        uint64_t e = atomic_load(&sim_slots(s, h->adapter)[slot]);
+        *valid = e & SLOT_VALID;
+        *x = (struct ntbf_xlat){NTBF_NONE, NTBF_NONE, e & SLOT_ADDR, NTBF_NONE};
+        if (!*valid)
+                x->addr = 0;
+        else if (e & SLOT_MCAST)
+                x->mcast_group = SLOT_TARGET(e);
+        else {
+                x->dst_adapter = SLOT_TARGET(e);
+                x->dst_node = s->t->adapters[x->dst_adapter].node;
+        }
+        return 0;
+}
+
+/* ---- requester IDs -----------------------------------------------------------------------------
+ */
+
+/*
+ * Insert entry e in tab[lo, n): one compare-and-swap into a free word, then a look for a
+ * twin inserted concurrently: of two equal entries the one at the higher index backs out,
+ * so racing adders never leave duplicates and a killed adder leaves one whole entry.
+ */
+static int table_add(_Atomic uint64_t *tab, uint32_t lo, uint32_t n, uint64_t e)
+{
+        for (uint32_t i = 0; i < n; i++)
+                if (atomic_load(&tab[i]) == e)
+                        return -EEXIST;
+        for (uint32_t i = lo; i < n; i++) {
+                uint64_t expect = 0;
+                if (!atomic_compare_exchange_strong(&tab[i], &expect, e))
+                        continue;
+                for (uint32_t j = 0; j < i; j++) {
+                        if (atomic_load(&tab[j]) == e) {
+                                uint64_t mine = e;
+                                atomic_compare_exchange_strong(&tab[i], &mine, 0);
+                                return -EEXIST;
+                        }
+                }
+                return 0;
+        }
+        return -ENOSPC;
+}
+
+static int table_del(_Atomic uint64_t *tab, uint32_t lo, uint32_t n, uint64_t e)
+{
+        for (uint32_t i = lo; i < n; i++) {
+                uint64_t expect = e;
+                if (atomic_compare_exchange_strong(&tab[i], &expect, 0))
+                        return 0;
+        }
+        return -ENOENT;
+}
+
+static int rid_check(struct ntbf_sim *s, const struct ntbf_rid *r)
+{
+        return r && r->node < s->t->nnodes ? 0 : -EINVAL;
+}
+
+static int sim_rid_add(struct ntbf_adapter_h *h, const struct ntbf_rid *r)
+{
+        struct ntbf_sim *s = S(h);
+        struct sim_adapter *x = &s->ad[h->adapter];
+        if (rid_check(s, r))
+                return -EINVAL;
+        if (!x->nrids)
+                return NTBF_EUNSUPPORTED;
+        /* An adapter's table holds requesters of its own host (docs/model.md). */
+        if (r->node != x->node)
+                return -EINVAL;
+        int e = table_add(sim_rids(s, h->adapter), x->rid_reserved, x->nrids,
+                          rid_entry(r->node, r->rid, r->mask));
+        if (!e)
+                ntbf__sim_changed(s);
+        return e;
+}
+
+static int sim_rid_del(struct ntbf_adapter_h *h, const struct ntbf_rid *r)
+{
+        struct ntbf_sim *s = S(h);
+        struct sim_adapter *x = &s->ad[h->adapter];
+        if (rid_check(s, r))
+                return -EINVAL;
+        if (!x->nrids)
+                return NTBF_EUNSUPPORTED;
+        uint64_t e = rid_entry(r->node, r->rid, r->mask);
+        _Atomic uint64_t *tab = sim_rids(s, h->adapter);
+        for (uint32_t i = 0; i < x->rid_reserved; i++)
+                if (atomic_load(&tab[i]) == e)
+                        return -EPERM; /* the host CPU's entries stay */
+        int err = table_del(tab, x->rid_reserved, x->nrids, e);
+        if (!err)
+                ntbf__sim_changed(s);
+        return err;
+}
+
+static int sim_switch_rid_add(struct ntbf_adapter_h *h, uint32_t sw, const struct ntbf_rid *r)
+{
+        struct ntbf_sim *s = S(h);
+        if (rid_check(s, r) || sw >= s->t->nswitches)
+                return -EINVAL;
+        const struct sim_switch *x = &s->sw[sw];
+        if (!x->nrids)
+                return NTBF_EUNSUPPORTED;
+        uint64_t e = rid_entry(r->node, r->rid, r->mask);
+        const uint32_t *links = s->t->switches[sw].link;
+        uint64_t mine[NTBF_MAX_SWITCH_PORTS / 64] = {0}; /* ports this call filled */
+        uint32_t added = 0, had = 0, ports = 0;
+        int err = 0;
+        for (uint32_t p = 0; p < x->ports && !err; p++) {
+                if (links[p] == NTBF_NONE)
+                        continue; /* no partition on an unconnected port */
+                ports++;
+                int r2 = table_add(sim_swrids(s, sw, p), 0, x->nrids, e);
+                if (r2 == -EEXIST) {
+                        had++;
+                } else if (r2) {
+                        err = r2;
+                } else {
+                        added++;
+                        mine[p / 64] |= UINT64_C(1) << (p % 64);
+                }
+        }
+        if (err) {
+                /* Every connected port or none: take back what this call added. */
+                for (uint32_t p = 0; p < x->ports; p++)
+                        if (mine[p / 64] >> (p % 64) & 1)
+                                table_del(sim_swrids(s, sw, p), 0, x->nrids, e);
+                return err;
+        }
+        if (!added && had == ports)
+                return -EEXIST;
+        ntbf__sim_changed(s);
+        return 0;
+}
+
+static int sim_switch_rid_del(struct ntbf_adapter_h *h, uint32_t sw, const struct ntbf_rid *r)
+{
+        struct ntbf_sim *s = S(h);
+        if (rid_check(s, r) || sw >= s->t->nswitches)
+                return -EINVAL;
+        const struct sim_switch *x = &s->sw[sw];
+        if (!x->nrids)
+                return NTBF_EUNSUPPORTED;
+        uint64_t e = rid_entry(r->node, r->rid, r->mask);
+        uint32_t gone = 0;
+        for (uint32_t p = 0; p < x->ports; p++)
+                if (s->t->switches[sw].link[p] != NTBF_NONE &&
+                    !table_del(sim_swrids(s, sw, p), 0, x->nrids, e))
+                        gone++;
+        if (!gone)
+                return -ENOENT;
+        ntbf__sim_changed(s);
+        return 0;
+}
+
+/* ---- CPU maps, memory -------------------------------------------------------------------------
+ */
+
+static int sim_map_window(struct ntbf_adapter_h *h, uint64_t offset, uint64_t size, unsigned flags,
+                          void **addr)
+{
+        return ntbf__sim_map(S(h), h->adapter, offset, size, flags, addr);
+}
+
+static int sim_unmap_window(struct ntbf_adapter_h *h, void *addr, uint64_t size)
+{
+        return ntbf__sim_unmap(S(h), h->adapter, addr, size);
+}
+
+static int sim_mem_alloc(struct ntbf_adapter_h *h, uint64_t size, uint64_t align,
+                         struct ntbf_mem *out)
+{
+        return ntbf__sim_mem_alloc(S(h), A(h)->node, size, align, out);
+}
+
+static int sim_mem_free(struct ntbf_adapter_h *h, struct ntbf_mem *m)
+{
+        return ntbf__sim_mem_free(S(h), A(h)->node, m);
+}
+
+/* ---- doorbells, scratchpads, messages ------------------------------------------------------- */
+
+/* Registers of a peer are reached over the link: its route from us must be up. */
+static int peer_ok(struct ntbf_adapter_h *h, uint32_t peer)
+{
+        struct ntbf_sim *s = S(h);
+        if (peer >= s->t->nadapters || !sim_route(s, h->adapter, peer)->valid)
+                return -EINVAL;
+        const struct sim_route *rt = sim_route(s, h->adapter, peer);
+        for (uint32_t i = 0; i < rt->nhops; i++)
+                if (s->hops[rt->first + i].kind == NTBF_HOP_LINK &&
+                    !ntbf__sim_link_up(s, s->hops[rt->first + i].obj))
+                        return -ENOTCONN;
+        return 0;
+}
+
+static uint64_t db_valid(const struct sim_adapter *x)
+{
+        return x->ndb >= 64 ? UINT64_MAX : (UINT64_C(1) << x->ndb) - 1;
+}
+
+static int sim_db_read(struct ntbf_adapter_h *h, uint64_t *bits)
+{
+        if (!bits)
+                return -EINVAL;
+        *bits = atomic_load(&S(h)->ad[h->adapter].db);
+        return 0;
+}
+
+static int sim_db_clear(struct ntbf_adapter_h *h, uint64_t bits)
+{
+        atomic_fetch_and(&S(h)->ad[h->adapter].db, ~bits);
+        return 0;
+}
+
+static int sim_db_set_mask(struct ntbf_adapter_h *h, uint64_t bits)
+{
+        struct sim_adapter *x = &S(h)->ad[h->adapter];
+        if (bits & ~db_valid(x))
+                return -EINVAL;
+        atomic_fetch_or(&x->db_mask, bits);
+        return 0;
+}
+
+static int sim_db_clear_mask(struct ntbf_adapter_h *h, uint64_t bits)
+{
+        struct ntbf_sim *s = S(h);
+        struct sim_adapter *x = &s->ad[h->adapter];
+        if (bits & ~db_valid(x))
+                return -EINVAL;
+        uint64_t old = atomic_fetch_and(&x->db_mask, ~bits);
+        /* Unmasking a pending bit raises the interrupt it held back. */
+        if (old & bits & atomic_load(&x->db)) {
+                atomic_fetch_add(&x->db_seq, 1);
+                ntbf__sim_adapter_event(s, h->adapter);
+        }
+        return 0;
+}
+
+static int sim_peer_db_set(struct ntbf_adapter_h *h, uint32_t peer, uint64_t bits)
+{
+        struct ntbf_sim *s = S(h);
+        int r = peer_ok(h, peer);
+        if (r)
+                return r;
+        struct sim_adapter *x = &s->ad[peer];
+        if (bits & ~db_valid(x))
+                return -EINVAL;
+        atomic_fetch_or(&x->db, bits);
+        atomic_fetch_add(&x->db_seq, 1);
+        ntbf__sim_adapter_event(s, peer);
+        return 0;
+}
+
+static int sim_spad_read(struct ntbf_adapter_h *h, uint32_t idx, uint32_t *val)
+{
+        struct ntbf_sim *s = S(h);
+        if (!val || idx >= s->ad[h->adapter].nspads)
+                return -EINVAL;
+        *val = atomic_load(&sim_spads(s, h->adapter)[idx]);
+        return 0;
+}
+
+static int sim_spad_write(struct ntbf_adapter_h *h, uint32_t idx, uint32_t val)
+{
+        struct ntbf_sim *s = S(h);
+        if (idx >= s->ad[h->adapter].nspads)
+                return -EINVAL;
+        atomic_store(&sim_spads(s, h->adapter)[idx], val);
+        return 0;
+}
+
+static int sim_peer_spad_read(struct ntbf_adapter_h *h, uint32_t peer, uint32_t idx, uint32_t *val)
+{
+        struct ntbf_sim *s = S(h);
+        int r = peer_ok(h, peer);
+        if (r)
+                return r;
+        if (!val || idx >= s->ad[peer].nspads)
+                return -EINVAL;
+        *val = atomic_load(&sim_spads(s, peer)[idx]);
+        return 0;
+}
+
+static int sim_peer_spad_write(struct ntbf_adapter_h *h, uint32_t peer, uint32_t idx, uint32_t val)
+{
+        struct ntbf_sim *s = S(h);
+        int r = peer_ok(h, peer);
+        if (r)
+                return r;
+        if (idx >= s->ad[peer].nspads)
+                return -EINVAL;
+        atomic_store(&sim_spads(s, peer)[idx], val);
+        return 0;
+}
+
+static int sim_peer_msg_write(struct ntbf_adapter_h *h, uint32_t peer, uint32_t midx, uint32_t val)
+{
+        struct ntbf_sim *s = S(h);
+        int r = peer_ok(h, peer);
+        if (r)
+                return r;
+        if (midx >= s->ad[peer].nmsgs)
+                return -EINVAL;
+        uint64_t expect = 0;
+        uint64_t e = MSG_FULL | (uint64_t)h->adapter << 32 | val;
+        if (!atomic_compare_exchange_strong(&sim_msgs(s, peer)[midx], &expect, e))
+                return -EBUSY; /* the previous message was not read yet */
+        ntbf__sim_adapter_event(s, peer);
+        return 0;
+}
+
+static int sim_msg_read(struct ntbf_adapter_h *h, uint32_t midx, uint32_t *peer, uint32_t *val)
+{
+        struct ntbf_sim *s = S(h);
+        if (!peer || !val || midx >= s->ad[h->adapter].nmsgs)
+                return -EINVAL;
+        uint64_t e = atomic_exchange(&sim_msgs(s, h->adapter)[midx], 0);
+        if (!(e & MSG_FULL))
+                return -ENOMSG;
+        *peer = (uint32_t)(e >> 32) & 0x7fffffff;
+        *val = (uint32_t)e;
+        return 0;
+}
+
+/* ---- multicast, DMA, IOMMU, interrupts ---------------------------------------------------------
+ */
+
+static int sim_mcast_join(struct ntbf_adapter_h *h, uint32_t group, uint64_t local_addr,
+                          uint64_t size)
+{
+        return ntbf__sim_mcast_join(S(h), h->adapter, group, local_addr, size);
+}
+
+static int sim_mcast_leave(struct ntbf_adapter_h *h, uint32_t group)
+{
+        return ntbf__sim_mcast_leave(S(h), h->adapter, group);
+}
+
+static int sim_dma_submit(struct ntbf_adapter_h *h, uint32_t chan, uint64_t src, uint64_t dst,
+                          uint64_t len, uint64_t cookie)
+{
+        return ntbf__sim_dma_submit(S(h), h->adapter, chan, src, dst, len, cookie);
+}
+
+static int sim_dma_poll(struct ntbf_adapter_h *h, uint32_t chan, uint64_t *cookies, int *status,
+                        unsigned max)
+{
+        return ntbf__sim_dma_poll(S(h), h->adapter, chan, cookies, status, max);
+}
+
+static int sim_iommu_map(struct ntbf_adapter_h *h, uint64_t iova, uint64_t phys, uint64_t len)
+{
+        struct ntbf_sim *s = S(h);
+        uint32_t node = s->ad[h->adapter].node;
+        if (!s->nodes[node].iommu)
+                return NTBF_EUNSUPPORTED;
+        return ntbf__sim_iommu_map(s, node, iova, phys, len);
+}
+
+static int sim_iommu_unmap(struct ntbf_adapter_h *h, uint64_t iova, uint64_t len)
+{
+        struct ntbf_sim *s = S(h);
+        uint32_t node = s->ad[h->adapter].node;
+        if (!s->nodes[node].iommu)
+                return NTBF_EUNSUPPORTED;
+        return ntbf__sim_iommu_unmap(s, node, iova, len);
+}
+
+static int sim_irq_alloc(struct ntbf_adapter_h *h, struct ntbf_irq *out)
+{
+        return ntbf__sim_irq_alloc(S(h), A(h)->node, out);
+}
+
+static int sim_irq_free(struct ntbf_adapter_h *h, struct ntbf_irq *irq)
+{
+        return ntbf__sim_irq_free(S(h), A(h)->node, irq);
+}
+
+/* ---- reset, counters, faults -------------------------------------------------------------------
+ */
+
+void ntbf__sim_reserved_rids(struct ntbf_sim *s, uint32_t a)
+{
+        struct sim_adapter *x = &s->ad[a];
+        _Atomic uint64_t *tab = sim_rids(s, a);
+        for (uint32_t k = 0; k < x->rid_reserved; k++)
+                atomic_store(&tab[k], rid_entry(x->node, (uint16_t)(k << 3), 0xffff));
+        for (uint32_t k = x->rid_reserved; k < x->nrids; k++)
+                atomic_store(&tab[k], 0);
+}
+
+void ntbf__sim_adapter_reset(struct ntbf_sim *s, uint32_t a)
+{
+        struct sim_adapter *x = &s->ad[a];
+        _Atomic uint64_t *slots = sim_slots(s, a);
+        for (uint32_t k = 0; k < x->nslots; k++)
+                atomic_store(&slots[k], 0);
+        ntbf__sim_reserved_rids(s, a);
+        atomic_store(&x->db, 0);
+        atomic_store(&x->db_mask, 0);
+        for (uint32_t k = 0; k < x->nspads; k++)
+                atomic_store(&sim_spads(s, a)[k], 0);
+        for (uint32_t k = 0; k < x->nmsgs; k++)
+                atomic_store(&sim_msgs(s, a)[k], 0);
+        ntbf__sim_mcast_clear(s, a);
+        atomic_fetch_add(&x->reset_seq, 1);
+        ntbf__sim_adapter_event(s, a);
+        ntbf__sim_changed(s);
+}
+
+static int sim_reset(struct ntbf_adapter_h *h)
+{
+        ntbf__sim_adapter_reset(S(h), h->adapter);
+        return 0;
+}
+
+static int sim_counters(struct ntbf_adapter_h *h, struct ntbf_counters *out)
+{
+        if (!out)
+                return -EINVAL;
+        struct sim_counters *c = &S(h)->ad[h->adapter].ctr;
+        *out = (struct ntbf_counters){atomic_load(&c->tx),
+                                      atomic_load(&c->rx),
+                                      atomic_load(&c->drop_no_rid),
+                                      atomic_load(&c->drop_unprogrammed),
+                                      atomic_load(&c->drop_link_down),
+                                      atomic_load(&c->master_abort),
+                                      atomic_load(&c->iommu_fault)};
+        return 0;
+}
+
+/* Mark the links of node's adapters dead (or alive again). */
+static void node_links(struct ntbf_sim *s, uint32_t node, bool dead)
+{
+        const struct ntbf_topo *t = s->t;
+        for (uint32_t l = 0; l < t->nlinks; l++) {
+                for (int e = 0; e < 2; e++) {
+                        const struct ntbf_port_ref *p = &t->links[l].end[e];
+                        if (p->kind == NTBF_PORT_ADAPTER && t->adapters[p->obj].node == node &&
+                            t->adapters[p->obj].link[p->port] == l)
+                                link_set(s, l, e ? LINK_END1_DEAD : LINK_END0_DEAD, dead);
+                }
+        }
+}
+
+static int sim_fault(struct ntbf_backend *b, const struct ntbf_fault *f)
+{
+        struct ntbf_sim *s = ntbf__sim_of(b);
+        if (!s || !f)
+                return -EINVAL;
+        const struct ntbf_topo *t = s->t;
+        switch (f->kind) {
+        case NTBF_FAULT_LINK_DOWN:
+        case NTBF_FAULT_LINK_UP:
+                if (f->obj >= t->nlinks ||
+                    ntbf_topo_port_link(t, t->links[f->obj].end[0]) != f->obj)
+                        return -EINVAL;
+                link_set(s, f->obj, LINK_ADMIN_DOWN, f->kind == NTBF_FAULT_LINK_DOWN);
+                return 0;
+        case NTBF_FAULT_ADAPTER_RESET:
+                if (f->obj >= t->nadapters)
+                        return -EINVAL;
+                ntbf__sim_adapter_reset(s, f->obj);
+                return 0;
+        case NTBF_FAULT_HOST_DEATH:
+                if (f->obj >= t->nnodes)
+                        return -EINVAL;
+                if (!atomic_exchange(&s->nodes[f->obj].alive, 0))
+                        return 0;
+                node_links(s, f->obj, true);
+                ntbf__sim_changed(s);
+                return 0;
+        case NTBF_FAULT_HOST_REVIVE:
+                if (f->obj >= t->nnodes)
+                        return -EINVAL;
+                if (atomic_load(&s->nodes[f->obj].alive))
+                        return 0;
+                /* A rebooted host: memory, vectors and IOMMU tables gone, adapters reset. */
+                ntbf__sim_node_wipe(s, f->obj);
+                for (uint32_t k = 0; k < t->nodes[f->obj].nadapters; k++)
+                        ntbf__sim_adapter_reset(s, t->nodes[f->obj].adapters[k]);
+                atomic_fetch_add(&s->nodes[f->obj].boot, 1);
+                atomic_store(&s->nodes[f->obj].alive, 1);
+                node_links(s, f->obj, false);
+                ntbf__sim_changed(s);
+                return 0;
+        }
+        return -EINVAL;
+}
+
+const struct ntbf_backend_ops ntbf__sim_ops = {
+    .name = "sim",
+    .open = sim_open,
+    .close = sim_close,
+    .probe = sim_probe,
+    .release = sim_release,
+    .caps = sim_caps,
+    .link_state = sim_link_state,
+    .link_enable = sim_link_enable,
+    .link_disable = sim_link_disable,
+    .set_events = sim_set_events,
+    .event_fd = sim_event_fd,
+    .process_events = sim_process_events,
+    .xlat_set = sim_xlat_set,
+    .xlat_clear = sim_xlat_clear,
+    .peer_xlat_set = sim_peer_xlat_set,
+    .peer_xlat_clear = sim_peer_xlat_clear,
+    .xlat_get = sim_xlat_get,
+    .rid_add = sim_rid_add,
+    .rid_del = sim_rid_del,
+    .switch_rid_add = sim_switch_rid_add,
+    .switch_rid_del = sim_switch_rid_del,
+    .map_window = sim_map_window,
+    .unmap_window = sim_unmap_window,
+    .mem_alloc = sim_mem_alloc,
+    .mem_free = sim_mem_free,
+    .db_read = sim_db_read,
+    .db_clear = sim_db_clear,
+    .db_set_mask = sim_db_set_mask,
+    .db_clear_mask = sim_db_clear_mask,
+    .peer_db_set = sim_peer_db_set,
+    .spad_read = sim_spad_read,
+    .spad_write = sim_spad_write,
+    .peer_spad_read = sim_peer_spad_read,
+    .peer_spad_write = sim_peer_spad_write,
+    .peer_msg_write = sim_peer_msg_write,
+    .msg_read = sim_msg_read,
+    .mcast_join = sim_mcast_join,
+    .mcast_leave = sim_mcast_leave,
+    .dma_submit = sim_dma_submit,
+    .dma_poll = sim_dma_poll,
+    .iommu_map = sim_iommu_map,
+    .iommu_unmap = sim_iommu_unmap,
+    .irq_alloc = sim_irq_alloc,
+    .irq_free = sim_irq_free,
+    .reset = sim_reset,
+    .counters = sim_counters,
+    .fault = sim_fault,
+};

@@ -1,0 +1,451 @@
+/* tests/unit/test_simfab_ops.c: the vtable rules, and the sim's registers, events and instances. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "ntbfab/error.h"
+#include "fixtures.h"
+#include "simfab_fx.h"
+
+#define MiB NTBF_MiB
+
+/* ---- ntbf_backend_ops_valid --------------------------------------------------------------------
+ */
+
+static void expect_invalid(const struct ntbf_backend_ops *o, const char *why_expected)
+{
+        char why[256] = "";
+        assert_false(ntbf_backend_ops_valid(o, why, sizeof(why)));
+        assert_string_equal(why, why_expected);
+}
+
+static void test_ops_valid_rules(void **state)
+{
+        (void)state;
+        const struct ntbf_backend_ops *sim = ntbf_backend_find("sim");
+        assert_non_null(sim);
+        assert_ptr_equal(ntbf_backend_at(0), sim);
+        assert_null(ntbf_backend_at(1));
+        assert_null(ntbf_backend_find("nope"));
+        char why[256];
+        assert_true(ntbf_backend_ops_valid(sim, why, sizeof(why)));
+        assert_true(ntbf_backend_ops_valid(sim, NULL, 0));
+
+        expect_invalid(NULL, "no vtable");
+        struct ntbf_backend_ops o = *sim;
+        o.name = "";
+        expect_invalid(&o, "the backend has no name");
+
+        /* Every mandatory callback, one at a time. */
+        static const struct {
+                size_t off;
+                const char *name;
+        } mandatory[] = {
+#define M(f) {offsetof(struct ntbf_backend_ops, f), #f}
+            M(open),           M(close),       M(probe),        M(release),    M(caps),
+            M(link_state),     M(link_enable), M(link_disable), M(set_events), M(event_fd),
+            M(process_events), M(reset),       M(counters),
+#undef M
+        };
+        for (size_t i = 0; i < sizeof(mandatory) / sizeof(mandatory[0]); i++) {
+                o = *sim;
+                memset((char *)&o + mandatory[i].off, 0, sizeof(void (*)(void)));
+                char exp[128];
+                snprintf(exp, sizeof(exp), "mandatory callback %s is missing", mandatory[i].name);
+                expect_invalid(&o, exp);
+        }
+
+        /* Translation: each pair complete, and at least one of them. */
+        o = *sim;
+        o.xlat_clear = NULL;
+        expect_invalid(&o, "xlat_set without xlat_clear");
+        o = *sim;
+        o.peer_xlat_set = NULL;
+        expect_invalid(&o, "peer_xlat_clear without peer_xlat_set");
+        o = *sim;
+        o.xlat_set = NULL;
+        o.xlat_clear = NULL;
+        o.peer_xlat_set = NULL;
+        o.peer_xlat_clear = NULL;
+        expect_invalid(&o, "no translation: neither xlat_set/xlat_clear nor "
+                           "peer_xlat_set/peer_xlat_clear");
+        o = *sim;
+        o.xlat_set = NULL; /* inbound only (Intel, AMD) is fine */
+        o.xlat_clear = NULL;
+        assert_true(ntbf_backend_ops_valid(&o, why, sizeof(why)));
+        o = *sim;
+        o.xlat_get = NULL; /* optional on its own */
+        o.fault = NULL;
+        assert_true(ntbf_backend_ops_valid(&o, why, sizeof(why)));
+
+        /* Pairs. */
+        o = *sim;
+        o.rid_del = NULL;
+        expect_invalid(&o, "rid_add without rid_del");
+        o = *sim;
+        o.switch_rid_add = NULL;
+        expect_invalid(&o, "switch_rid_del without switch_rid_add");
+        o = *sim;
+        o.unmap_window = NULL;
+        expect_invalid(&o, "map_window without unmap_window");
+        o = *sim;
+        o.mem_alloc = NULL;
+        expect_invalid(&o, "mem_free without mem_alloc");
+        o = *sim;
+        o.msg_read = NULL;
+        expect_invalid(&o, "peer_msg_write without msg_read");
+        o = *sim;
+        o.mcast_leave = NULL;
+        expect_invalid(&o, "mcast_join without mcast_leave");
+        o = *sim;
+        o.dma_poll = NULL;
+        expect_invalid(&o, "dma_submit without dma_poll");
+        o = *sim;
+        o.iommu_unmap = NULL;
+        expect_invalid(&o, "iommu_map without iommu_unmap");
+        o = *sim;
+        o.irq_alloc = NULL;
+        expect_invalid(&o, "irq_free without irq_alloc");
+
+        /* Groups: all or none. */
+        o = *sim;
+        o.peer_db_set = NULL;
+        expect_invalid(&o, "doorbell group incomplete: db_read without peer_db_set (all or none)");
+        o = *sim;
+        o.db_read = NULL;
+        expect_invalid(&o, "doorbell group incomplete: db_clear without db_read (all or none)");
+        o = *sim;
+        o.peer_spad_write = NULL;
+        expect_invalid(&o, "scratchpad group incomplete: spad_read without peer_spad_write (all or "
+                           "none)");
+        o = *sim;
+        o.db_read = NULL;
+        o.db_clear = NULL;
+        o.db_set_mask = NULL;
+        o.db_clear_mask = NULL;
+        o.peer_db_set = NULL;
+        o.spad_read = NULL;
+        o.spad_write = NULL;
+        o.peer_spad_read = NULL;
+        o.peer_spad_write = NULL;
+        o.rid_add = NULL;
+        o.rid_del = NULL;
+        o.switch_rid_add = NULL;
+        o.switch_rid_del = NULL;
+        o.map_window = NULL;
+        o.unmap_window = NULL;
+        o.mem_alloc = NULL;
+        o.mem_free = NULL;
+        o.peer_msg_write = NULL;
+        o.msg_read = NULL;
+        o.mcast_join = NULL;
+        o.mcast_leave = NULL;
+        o.dma_submit = NULL;
+        o.dma_poll = NULL;
+        o.iommu_map = NULL;
+        o.iommu_unmap = NULL;
+        o.irq_alloc = NULL;
+        o.irq_free = NULL;
+        assert_true(ntbf_backend_ops_valid(&o, why, sizeof(why))); /* the minimum */
+}
+
+/* ---- instances ------------------------------------------------------------------------------ */
+
+static void test_instance_lifecycle(void **state)
+{
+        (void)state;
+        struct fab f;
+        struct ntbf_topo *t = fab_b2b(true);
+        uint32_t d = ntbf_topo_add_device(t, 0, "nvme0");
+        t->devices[d].bus = 3;
+        ntbf_sim_defaults(&t->devices[d].sim, NTBF_SIM_NVME);
+        t->devices[d].sim.capacity = 16 * MiB;
+        ntbf_device_apply_sim(&t->devices[d]);
+        fab_up(&f, t);
+        char why[512], path[512];
+        /* Same topology again: nothing happens. */
+        assert_int_equal(ntbf_sim_fabric_create(t, f.dir, why, sizeof(why)), 0);
+        snprintf(path, sizeof(path), "%s/images/a-nvme0.img", f.dir);
+        struct stat st;
+        assert_int_equal(stat(path, &st), 0);
+        assert_int_equal(st.st_size, 16 * MiB);
+        /* A different topology is refused, by create and by attach, with a clear sentence. */
+        struct ntbf_topo *t2 = fab_b2b(true);
+        t2->nodes[1].ram = 512 * MiB;
+        fx_finalize_ok(t2);
+        assert_int_equal(ntbf_sim_fabric_create(t2, f.dir, why, sizeof(why)), NTBF_EEXISTS);
+        assert_non_null(strstr(why, "was created from a different topology"));
+        assert_non_null(strstr(why, "destroy it"));
+        struct ntbf_backend *b2 = NULL;
+        struct ntbf_backend_env env = {t2, f.dir, NTBF_NONE};
+        assert_int_equal(ntbf_sim_attach(&env, &b2, why, sizeof(why)), NTBF_ECONFIG);
+        assert_non_null(strstr(why, "different topology"));
+        assert_int_equal(f.ops->open(&env, &b2), NTBF_ECONFIG);
+        /* No instance at all. */
+        env.dir = "/dev/shm/ntbfab-test-does-not-exist";
+        assert_int_equal(ntbf_sim_attach(&env, &b2, why, sizeof(why)), NTBF_ENOTFOUND);
+        ntbf_topo_free(t2);
+        /* A process acting as node a may not probe b's adapter. */
+        env = (struct ntbf_backend_env){t, f.dir, 0};
+        assert_int_equal(f.ops->open(&env, &b2), 0);
+        struct ntbf_adapter_h *h;
+        assert_int_equal(f.ops->probe(b2, 1, &h), -EPERM);
+        assert_int_equal(f.ops->probe(b2, 0, &h), 0);
+        f.ops->release(h);
+        f.ops->close(b2);
+        assert_int_equal(ntbf_sim_check(f.b, why, sizeof(why)), 0);
+        /* Destroy keeps the images and nothing else. */
+        for (uint32_t a = 0; a < 16; a++)
+                if (f.h[a])
+                        f.ops->release(f.h[a]);
+        f.ops->close(f.b);
+        assert_int_equal(ntbf_sim_fabric_destroy(f.dir), 0);
+        assert_int_equal(stat(path, &st), 0);
+        snprintf(path, sizeof(path), "%s/fabric", f.dir);
+        assert_int_equal(access(path, F_OK), -1);
+        snprintf(path, sizeof(path), "%s/ram-a", f.dir);
+        assert_int_equal(access(path, F_OK), -1);
+        snprintf(path, sizeof(path), "%s/images/a-nvme0.img", f.dir);
+        unlink(path);
+        snprintf(path, sizeof(path), "%s/images", f.dir);
+        rmdir(path);
+        rmdir(f.dir);
+        ntbf_topo_free(t);
+}
+
+/* ---- registers and events ------------------------------------------------------------------- */
+
+struct seen {
+        int links, dbs, msgs, resets;
+        uint32_t port, peer, midx, value;
+        bool up;
+        uint64_t bits;
+};
+
+static void ev_link(void *ctx, uint32_t port, bool up)
+{
+        struct seen *s = ctx;
+        s->links++;
+        s->port = port;
+        s->up = up;
+}
+static void ev_db(void *ctx, uint32_t vector, uint64_t bits)
+{
+        struct seen *s = ctx;
+        (void)vector;
+        s->dbs++;
+        s->bits = bits;
+}
+static void ev_msg(void *ctx, uint32_t peer, uint32_t midx, uint32_t value)
+{
+        struct seen *s = ctx;
+        s->msgs++;
+        s->peer = peer;
+        s->midx = midx;
+        s->value = value;
+}
+static void ev_reset(void *ctx)
+{
+        ((struct seen *)ctx)->resets++;
+}
+
+static const struct ntbf_event_ops evops = {ev_link, ev_db, ev_msg, ev_reset};
+
+/* Wait for the handle's event fd, then dispatch. */
+static int pump(struct fab *f, uint32_t a)
+{
+        fab_wait_fd(f->ops->event_fd(f->h[a]), 2000);
+        return f->ops->process_events(f->h[a]);
+}
+
+static void test_doorbells_spads_events(void **state)
+{
+        (void)state;
+        struct fab f;
+        struct ntbf_topo *t = fab_b2b(false);
+        t->adapters[1].p.messages = 4; /* pxh830 has none; IDT-like messages on b */
+        t->adapters[0].p.messages = 4;
+        fab_up(&f, t);
+        struct seen sb = {0};
+        assert_int_equal(f.ops->set_events(f.h[1], &evops, &sb), 0);
+        struct ntbf_caps c;
+        assert_int_equal(f.ops->caps(f.h[1], &c), 0);
+        assert_int_equal(c.db_valid_mask, 0xffff);
+        assert_int_equal(c.scratchpads, 8);
+
+        /* Doorbells: masked bits wait, unmasking raises them. */
+        assert_int_equal(f.ops->db_set_mask(f.h[1], 0x2), 0);
+        assert_int_equal(f.ops->peer_db_set(f.h[0], 1, 0x3), 0);
+        assert_int_equal(pump(&f, 1), 1);
+        assert_int_equal(sb.dbs, 1);
+        assert_int_equal(sb.bits, 0x1);
+        uint64_t bits;
+        assert_int_equal(f.ops->db_read(f.h[1], &bits), 0);
+        assert_int_equal(bits, 0x3);
+        assert_int_equal(f.ops->db_clear(f.h[1], 0x1), 0);
+        assert_int_equal(f.ops->db_clear_mask(f.h[1], 0x2), 0);
+        assert_int_equal(pump(&f, 1), 1);
+        assert_int_equal(sb.bits, 0x2);
+        assert_int_equal(f.ops->peer_db_set(f.h[0], 1, 1u << 16), -EINVAL);
+        assert_int_equal(f.ops->peer_db_set(f.h[0], 0, 1), -EINVAL); /* not a peer */
+
+        /* Scratchpads. */
+        assert_int_equal(f.ops->peer_spad_write(f.h[0], 1, 3, 0xdeadbeef), 0);
+        uint32_t v;
+        assert_int_equal(f.ops->spad_read(f.h[1], 3, &v), 0);
+        assert_int_equal(v, 0xdeadbeef);
+        assert_int_equal(f.ops->spad_write(f.h[1], 4, 7), 0);
+        assert_int_equal(f.ops->peer_spad_read(f.h[0], 1, 4, &v), 0);
+        assert_int_equal(v, 7);
+        assert_int_equal(f.ops->spad_read(f.h[1], 8, &v), -EINVAL);
+
+        /* Messages: delivered as msg_event; a full register refuses the next one. */
+        assert_int_equal(f.ops->peer_msg_write(f.h[0], 1, 2, 42), 0);
+        assert_int_equal(f.ops->peer_msg_write(f.h[0], 1, 2, 43), -EBUSY);
+        assert_int_equal(pump(&f, 1), 1);
+        assert_int_equal(sb.msgs, 1);
+        assert_int_equal(sb.peer, 0);
+        assert_int_equal(sb.midx, 2);
+        assert_int_equal(sb.value, 42);
+        assert_int_equal(f.ops->peer_msg_write(f.h[0], 1, 2, 43), 0);
+        uint32_t peer;
+        assert_int_equal(f.ops->set_events(f.h[1], NULL, NULL), 0);
+        assert_int_equal(f.ops->msg_read(f.h[1], 2, &peer, &v), 0);
+        assert_int_equal(v, 43);
+        assert_int_equal(f.ops->msg_read(f.h[1], 2, &peer, &v), -ENOMSG);
+        assert_int_equal(f.ops->set_events(f.h[1], &evops, &sb), 0);
+
+        /* Link events at both ends; peers unreachable while down. */
+        struct seen sa = {0};
+        assert_int_equal(f.ops->set_events(f.h[0], &evops, &sa), 0);
+        assert_int_equal(f.ops->link_disable(f.h[0], 0), 0);
+        assert_int_equal(pump(&f, 1), 1);
+        assert_int_equal(sb.links, 1);
+        assert_false(sb.up);
+        assert_int_equal(pump(&f, 0), 1);
+        assert_int_equal(sa.links, 1);
+        assert_int_equal(f.ops->peer_db_set(f.h[0], 1, 1), -ENOTCONN);
+        assert_int_equal(f.ops->link_enable(f.h[1], 0), 0);
+        assert_int_equal(pump(&f, 0), 1);
+        assert_true(sa.up);
+        assert_int_equal(pump(&f, 1), 1);
+        assert_true(sb.up);
+        assert_int_equal(f.ops->link_state(f.h[0], 1, &sa.up), 0); /* port 1: no cable */
+        assert_false(sa.up);
+        assert_int_equal(f.ops->link_disable(f.h[0], 1), -ENOTCONN);
+
+        /* Reset: slots, requester IDs (not the CPU's), doorbells, masks, scratchpads. */
+        fab_slot(&f, 1, 4, 0, 16 * MiB);
+        struct ntbf_rid r = {1, 0x0300, 0xffff};
+        assert_int_equal(f.ops->rid_add(f.h[1], &r), 0);
+        assert_int_equal(f.ops->db_set_mask(f.h[1], 0xff), 0);
+        assert_int_equal(f.ops->reset(f.h[1]), 0);
+        assert_int_equal(pump(&f, 1), 1);
+        assert_int_equal(sb.resets, 1);
+        struct ntbf_xlat x;
+        bool valid = true;
+        assert_int_equal(f.ops->xlat_get(f.h[1], 4, &x, &valid), 0);
+        assert_false(valid);
+        assert_int_equal(f.ops->rid_del(f.h[1], &r), -ENOENT);
+        assert_int_equal(f.ops->db_read(f.h[1], &bits), 0);
+        assert_int_equal(bits, 0);
+        assert_int_equal(f.ops->spad_read(f.h[1], 4, &v), 0);
+        assert_int_equal(v, 0);
+        uint8_t one = 1;
+        assert_int_equal(ntbf_sim_write(f.b, 1, NTBF_NONE, 0, fab_win(&f, 1, 0, 0), &one, 1, NULL),
+                         NTBF_EUNPROGRAMMED);
+        char why[256];
+        assert_int_equal(ntbf_sim_check(f.b, why, sizeof(why)), 0);
+        fab_down(&f);
+}
+
+static void test_xlat_programming(void **state)
+{
+        (void)state;
+        struct fab f;
+        struct ntbf_topo *t = ntbf_topo_new("mixed", "mixed.yaml");
+        uint32_t a = ntbf_topo_add_node(t, "a", 4), b = ntbf_topo_add_node(t, "b", 8);
+        t->nodes[a].ram = t->nodes[b].ram = 256 * MiB;
+        t->nodes[a].iommu = t->nodes[b].iommu = false;
+        uint32_t ia = ntbf_topo_add_adapter(t, a, "ntb0", ntbf_adapter_preset("intel-gen3"));
+        uint32_t ib = ntbf_topo_add_adapter(t, b, "ntb0", ntbf_adapter_preset("intel-gen3"));
+        ntbf_topo_add_link(t, fx_ap(ia, 0), fx_ap(ib, 0));
+        fab_up(&f, t);
+        struct ntbf_caps c;
+        assert_int_equal(f.ops->caps(f.h[0], &c), 0);
+        assert_true(c.flags & NTBF_CAP_XLAT_INBOUND);
+        assert_false(c.flags & NTBF_CAP_XLAT_OUTBOUND);
+        assert_int_equal(c.lut_entries, 2);
+        assert_int_equal(c.xlat_align, 256 * MiB);
+        assert_int_equal(c.rid_table, 0);
+        /* Intel: the window owner cannot program; the buffer owner programs the peer's slot. */
+        struct ntbf_xlat x = {1, 1, 0, NTBF_NONE};
+        assert_int_equal(f.ops->xlat_set(f.h[0], 0, &x), NTBF_EUNSUPPORTED);
+        assert_int_equal(f.ops->peer_xlat_set(f.h[1], 0, 1, 12 * MiB), -EINVAL); /* alignment */
+        assert_int_equal(f.ops->peer_xlat_set(f.h[1], 0, 1, 0), 0);
+        bool valid;
+        assert_int_equal(f.ops->xlat_get(f.h[0], 1, &x, &valid), 0);
+        assert_true(valid);
+        assert_int_equal(x.dst_node, 1);
+        assert_int_equal(x.dst_adapter, 1);
+        assert_int_equal(x.addr, 0);
+        assert_int_equal(x.mcast_group, NTBF_NONE);
+        /* No requester table: nothing is enforced. */
+        uint8_t v[4] = {1, 2, 3, 4};
+        assert_int_equal(
+            ntbf_sim_write(f.b, 0, NTBF_NONE, 0x4200, fab_win(&f, 0, 1, 12 * MiB), v, 4, NULL), 0);
+        assert_memory_equal(fab_ram(&f, 1, 12 * MiB, 4), v, 4);
+        assert_int_equal(f.ops->peer_xlat_clear(f.h[0], 0, 1), -EPERM); /* not into a's host */
+        assert_int_equal(f.ops->peer_xlat_clear(f.h[1], 0, 1), 0);
+        assert_int_equal(f.ops->xlat_get(f.h[0], 1, &x, &valid), 0);
+        assert_false(valid);
+        struct ntbf_rid r = {0, 0x300, 0xffff};
+        assert_int_equal(f.ops->rid_add(f.h[0], &r), NTBF_EUNSUPPORTED);
+        fab_down(&f);
+}
+
+static void test_xlat_checks(void **state)
+{
+        (void)state;
+        struct fab f;
+        struct ntbf_topo *t = fab_star(3, false);
+        fab_up(&f, t);
+        struct ntbf_xlat x = {1, 1, 3 * MiB, NTBF_NONE};
+        assert_int_equal(f.ops->xlat_set(f.h[0], 256, &x), -EINVAL);
+        x.addr = 3 * MiB + 4096;
+        assert_int_equal(f.ops->xlat_set(f.h[0], 0, &x), -EINVAL); /* not slot aligned */
+        x.addr = UINT64_C(1) << 48;
+        assert_int_equal(f.ops->xlat_set(f.h[0], 0, &x), -EINVAL); /* beyond any sim domain */
+        x = (struct ntbf_xlat){2, 1, 0, NTBF_NONE};
+        assert_int_equal(f.ops->xlat_set(f.h[0], 0, &x), -EINVAL); /* adapter 1 is not on node 2 */
+        x = (struct ntbf_xlat){0, 0, 0, NTBF_NONE};
+        assert_int_equal(f.ops->xlat_set(f.h[0], 0, &x), NTBF_ENOPATH); /* own host */
+        x = (struct ntbf_xlat){NTBF_NONE, NTBF_NONE, 0, 64};
+        assert_int_equal(f.ops->xlat_set(f.h[0], 0, &x), -EINVAL); /* 64 groups: 0..63 */
+        x.mcast_group = 63;
+        assert_int_equal(f.ops->xlat_set(f.h[0], 0, &x), 0);
+        bool valid;
+        assert_int_equal(f.ops->xlat_get(f.h[0], 0, &x, &valid), 0);
+        assert_true(valid);
+        assert_int_equal(x.mcast_group, 63);
+        fab_down(&f);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_ops_valid_rules),
+            cmocka_unit_test(test_instance_lifecycle),
+            cmocka_unit_test(test_doorbells_spads_events),
+            cmocka_unit_test(test_xlat_programming),
+            cmocka_unit_test(test_xlat_checks),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
