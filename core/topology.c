@@ -37,11 +37,11 @@ void ntbf_topo_free(struct ntbf_topo *t)
 {
         if (!t)
                 return;
-        for (uint32_t i = 0; i < t->nnodes; i++) {
+        for (uint32_t i = 0; t->nodes && i < t->nnodes; i++) {
                 free(t->nodes[i].adapters);
                 free(t->nodes[i].devices);
         }
-        for (uint32_t i = 0; i < t->nswitches; i++)
+        for (uint32_t i = 0; t->switches && i < t->nswitches; i++)
                 free(t->switches[i].link);
         if (t->maps)
                 for (uint32_t i = 0; i < t->nnodes; i++)
@@ -56,6 +56,49 @@ void ntbf_topo_free(struct ntbf_topo *t)
         free(t->file);
         free(t->key_file);
         free(t);
+}
+
+static void *dup_array(const void *v, uint32_t n, size_t sz)
+{
+        void *p = malloc((n ? n : 1) * sz);
+        if (p && n)
+                memcpy(p, v, n * sz);
+        return p;
+}
+
+struct ntbf_topo *ntbf_topo_clone(const struct ntbf_topo *t)
+{
+        struct ntbf_topo *c = calloc(1, sizeof(*c));
+        if (!c)
+                return NULL;
+        memcpy(c->name, t->name, sizeof(c->name));
+        memcpy(c->backend, t->backend, sizeof(c->backend));
+        c->nodes = dup_array(t->nodes, t->nnodes, sizeof(*t->nodes));
+        c->adapters = dup_array(t->adapters, t->nadapters, sizeof(*t->adapters));
+        c->switches = dup_array(t->switches, t->nswitches, sizeof(*t->switches));
+        c->links = dup_array(t->links, t->nlinks, sizeof(*t->links));
+        c->devices = dup_array(t->devices, t->ndevices, sizeof(*t->devices));
+        c->nnodes = c->cap_nodes = t->nnodes;
+        c->nadapters = c->cap_adapters = t->nadapters;
+        c->nswitches = c->cap_switches = t->nswitches;
+        c->nlinks = c->cap_links = t->nlinks;
+        c->ndevices = c->cap_devices = t->ndevices;
+        c->file = t->file ? strdup(t->file) : NULL;
+        c->key_file = t->key_file ? strdup(t->key_file) : NULL;
+        bool ok = c->nodes && c->adapters && c->switches && c->links && c->devices &&
+                  (!t->file || c->file) && (!t->key_file || c->key_file);
+        /* Derived data belongs to the original: finalize rebuilds it for the copy. */
+        for (uint32_t i = 0; c->nodes && i < c->nnodes; i++) {
+                c->nodes[i].adapters = c->nodes[i].devices = NULL;
+                c->nodes[i].nadapters = c->nodes[i].ndevices = 0;
+        }
+        for (uint32_t i = 0; c->switches && i < c->nswitches; i++)
+                c->switches[i].link = NULL;
+        if (!ok) {
+                ntbf_topo_free(c);
+                return NULL;
+        }
+        return c;
 }
 
 /* Grow *v (of *cap elements of size sz) to hold n + 1. */

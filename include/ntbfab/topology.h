@@ -217,6 +217,11 @@ NTBF_EXPORT const struct ntbf_switch_params *ntbf_switch_preset_at(size_t i);
 
 NTBF_EXPORT struct ntbf_topo *ntbf_topo_new(const char *name, const char *file);
 NTBF_EXPORT void ntbf_topo_free(struct ntbf_topo *t);
+/*
+ * A deep copy of the objects (not finalized: call ntbf_topo_finalize on it). Used for
+ * what-if questions ("what if the lender had 30 more such devices?"). NULL on ENOMEM.
+ */
+NTBF_EXPORT struct ntbf_topo *ntbf_topo_clone(const struct ntbf_topo *t);
 
 /*
  * Add objects. Each returns the new object's index, or NTBF_NONE on allocation failure.

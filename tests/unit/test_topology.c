@@ -352,6 +352,30 @@ static void test_bdf(void **state)
         assert_string_equal(ntbf_bdf_fmt(1, 0x5e, 3, 1, buf, sizeof(buf)), "0001:5e:03.1");
 }
 
+static void test_clone(void **state)
+{
+        (void)state;
+        struct ntbf_topo *t = fx_star(3);
+        fx_finalize_ok(t);
+        struct ntbf_topo *c = ntbf_topo_clone(t);
+        assert_non_null(c);
+        /* A what-if copy: one more device on n0; the original is untouched. */
+        uint32_t d = ntbf_topo_add_device(c, 0, "nvme0#2");
+        c->devices[d] = c->devices[0];
+        snprintf(c->devices[d].name, sizeof(c->devices[d].name), "nvme0#2");
+        c->devices[d].bus = 9;
+        fx_finalize_ok(c);
+        assert_int_equal(c->ndevices, 3);
+        assert_int_equal(t->ndevices, 2);
+        assert_int_equal(c->nodes[0].ndevices, 3);
+        /* Windows keep their addresses; the new BAR gets its own. */
+        assert_int_equal(c->adapters[0].window_base, t->adapters[0].window_base);
+        assert_int_not_equal(c->devices[d].bars[0].addr, t->devices[0].bars[0].addr);
+        assert_int_equal(c->devices[0].bars[0].addr, t->devices[0].bars[0].addr);
+        ntbf_topo_free(c);
+        ntbf_topo_free(t);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -366,6 +390,7 @@ int main(void)
             cmocka_unit_test(test_device_errors),
             cmocka_unit_test(test_low_mmio_exhaustion),
             cmocka_unit_test(test_bdf),
+            cmocka_unit_test(test_clone),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
