@@ -119,8 +119,8 @@ static void check_node(struct chk *c, struct ntbf_sim *s, uint32_t ni)
 
 static void check_adapter(struct chk *c, struct ntbf_sim *s, uint32_t a)
 {
-        char an[80];
-        aname(s, a, an, sizeof(an));
+        char an[100], nm[80];
+        snprintf(an, sizeof(an), "adapter %s", aname(s, a, nm, sizeof(nm)));
         const struct sim_adapter *x = &s->ad[a];
         const _Atomic uint64_t *slots = sim_slots(s, a);
         for (uint32_t k = 0; k < x->nslots; k++) {
@@ -129,28 +129,28 @@ static void check_adapter(struct chk *c, struct ntbf_sim *s, uint32_t a)
                         continue;
                 uint32_t tgt = SLOT_TARGET(e);
                 if (!(e & SLOT_VALID) || (e & 0xffc) || (e & SLOT_ADDR) % x->slot_size)
-                        bad(c, "adapter %s: slot %u is malformed (%016" PRIx64 ")", an, k, e);
+                        bad(c, "%s: slot %u is malformed (%016" PRIx64 ")", an, k, e);
                 else if (e & SLOT_MCAST ? tgt >= x->ngroups
                                         : tgt >= s->t->nadapters || !sim_route(s, a, tgt)->valid)
-                        bad(c, "adapter %s: slot %u targets %s %u, which it cannot reach", an, k,
+                        bad(c, "%s: slot %u targets %s %u, which it cannot reach", an, k,
                             e & SLOT_MCAST ? "group" : "adapter", tgt);
         }
         const _Atomic uint64_t *rids = sim_rids(s, a);
         for (uint32_t k = 0; k < x->rid_reserved; k++)
                 if (atomic_load(&rids[k]) != rid_entry(x->node, (uint16_t)(k << 3), 0xffff))
-                        bad(c, "adapter %s: reserved requester entry %u was changed", an, k);
+                        bad(c, "%s: reserved requester entry %u was changed", an, k);
         check_rid_table(c, rids, x->nrids, s->t->nnodes, x->node, an);
         for (uint32_t g = 0; g < x->ngroups; g++) {
                 uint64_t base, size;
                 if (ntbf__sim_mcast_get(s, a, g, &base, &size) && (!size || base >= SIM_ADDR_LIMIT))
-                        bad(c, "adapter %s: multicast membership %u is malformed", an, g);
+                        bad(c, "%s: multicast membership %u is malformed", an, g);
         }
         for (uint32_t ch = 0; ch < x->nchan; ch++) {
                 struct sim_dmachan *d = sim_dma(s, a, ch);
                 ntbf__sim_lock(&d->lock, ntbf__sim_dma_recover, d);
                 uint64_t head = atomic_load(&d->head), done = atomic_load(&d->done);
                 if (done > head || d->reaped > done || head - d->reaped > SIM_DMA_RING)
-                        bad(c, "adapter %s: DMA channel %u indexes are inconsistent", an, ch);
+                        bad(c, "%s: DMA channel %u indexes are inconsistent", an, ch);
                 ntbf__sim_unlock(&d->lock);
         }
 }
