@@ -104,7 +104,8 @@ struct ntbf_xlat {
         uint32_t dst_node;    /* destination host */
         uint32_t dst_adapter; /* adapter through which it enters the destination host */
         uint64_t addr;        /* far-side address (xlat_align aligned), in the destination's
-                                 inbound domain (its IOVA space if it has an IOMMU) */
+                                 inbound domain (its IOVA space if it has an IOMMU); for a
+                                 multicast group, the offset in the group's space */
         uint32_t mcast_group; /* NTBF_NONE, or a multicast group (dst_* then unused) */
 };
 
@@ -120,7 +121,8 @@ struct ntbf_mem {
         void *addr; /* mapped in this process */
         uint64_t size;
         uint64_t bus_addr; /* physical address in the host */
-        int fd;            /* a file descriptor other local processes can map, or -1 */
+        int fd;            /* a file descriptor other local processes can map, or -1;
+                              owned by the allocation (mem_free closes it) */
         uint64_t offset;   /* offset of the memory in fd */
 };
 
@@ -179,6 +181,7 @@ struct ntbf_backend_ops {
         /* Events (mandatory). */
         int (*set_events)(struct ntbf_adapter_h *h, const struct ntbf_event_ops *ops, void *ctx);
         int (*event_fd)(struct ntbf_adapter_h *h);
+        /* Dispatch what happened since the last call; returns how many events, or < 0. */
         int (*process_events)(struct ntbf_adapter_h *h);
 
         /* Translation: at least one of the two pairs. */
@@ -191,7 +194,9 @@ struct ntbf_backend_ops {
         /* Optional: read a slot back (conformance and diagnostics). */
         int (*xlat_get)(struct ntbf_adapter_h *h, uint32_t slot, struct ntbf_xlat *x, bool *valid);
 
-        /* Requester IDs of this host's requesters leaving through the adapter (pair). */
+        /* Requester IDs of this host's requesters leaving through the adapter (pair).
+         * -EEXIST: the entry is already there; -ENOENT: deleting an absent entry; the
+         * rid_reserved entries of the host's CPU cannot be deleted (-EPERM). */
         int (*rid_add)(struct ntbf_adapter_h *h, const struct ntbf_rid *r);
         int (*rid_del)(struct ntbf_adapter_h *h, const struct ntbf_rid *r);
         /* Switch port requester tables (pair): register r on every connected port of sw. */
