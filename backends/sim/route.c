@@ -213,6 +213,9 @@ void ntbf__sim_route(struct ntbf_sim *s, uint32_t node, uint32_t device, uint16_
         h->addr = addr;
         h->len = len;
         h->kind = NTBF_REGION_RAM;
+        h->fkind = SF_ONES; /* no backing file until the piece lands in RAM or a BAR */
+        h->fobj = 0;
+        h->foff = 0;
         h->latency_ns = device != NTBF_NONE ? s->t->devices[device].hop_ns : 0;
         const struct ntbf_region *r = ntbf_addrmap_lookup(s->t, node, addr);
         if (!r) {
