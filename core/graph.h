@@ -23,4 +23,16 @@ struct ntbf__graph {
 struct ntbf__graph *ntbf__graph_build(const struct ntbf_topo *t);
 void ntbf__graph_free(struct ntbf__graph *g);
 
+/*
+ * The least-latency tree from host vertex src to every vertex, under the rules of
+ * ntbf_path_find (hosts are leaves, no transit through another host's adapter): prev[v] is
+ * the arc that reaches v (NTBF_NONE for src and unreached vertices), dist[v] its latency.
+ * For every host the tree path is the one ntbf_path_find returns. dist and prev hold g->nv
+ * entries; heap is caller-provided scratch of ntbf__sssp_heap_bytes(g) bytes, so a caller
+ * computing many trees allocates once.
+ */
+size_t ntbf__sssp_heap_bytes(const struct ntbf__graph *g);
+void ntbf__sssp_tree(const struct ntbf__graph *g, uint32_t src, uint64_t *dist, uint32_t *prev,
+                     void *heap);
+
 #endif

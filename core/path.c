@@ -420,19 +420,15 @@ static struct heap_item heap_pop(struct heap_item *h, uint32_t *n)
         return top;
 }
 
-/* Least-latency arc chain src -> dst; returns the chain length or -1 if unreachable. */
-static int dijkstra(const struct ntbf__graph *g, const struct ntbf_path_opts *o, uint32_t src,
-                    uint32_t dst, uint32_t *chain, uint32_t maxchain)
+/*
+ * The Dijkstra loop shared by single paths and trees. With dst == NTBF_NONE it computes the
+ * whole tree from src (every host is a leaf); otherwise it stops once dst is settled. Ties
+ * are broken by (distance, vertex), so a tree and a single search agree on every path.
+ */
+static void dijkstra_run(const struct ntbf__graph *g, const struct ntbf_path_opts *o, uint32_t src,
+                         uint32_t dst, uint64_t *dist, uint32_t *prev, struct heap_item *heap)
 {
         uint32_t src_node = is_host(g, src) ? src : g->anode[src - g->nnodes];
-        uint64_t *dist = malloc(g->nv * sizeof(*dist));
-        uint32_t *prev = malloc(g->nv * sizeof(*prev));
-        struct heap_item *heap = malloc((g->narcs + 2) * sizeof(*heap));
-        int len = -1;
-        if (!dist || !prev || !heap) {
-                len = -2;
-                goto out;
-        }
         for (uint32_t v = 0; v < g->nv; v++) {
                 dist[v] = UINT64_MAX;
                 prev[v] = NTBF_NONE;
@@ -450,8 +446,16 @@ static int dijkstra(const struct ntbf__graph *g, const struct ntbf_path_opts *o,
                         continue;
                 for (uint32_t k = g->first[it.v]; k < g->first[it.v + 1]; k++) {
                         const struct ntbf__arc *e = &g->arcs[k];
-                        if (!arc_usable(g, o, it.v, e, src, dst, src_node))
+                        if (dst == NTBF_NONE) {
+                                /* A tree enters every host, but never leaves another host's
+                                 * adapter by a cable (no transit, as in arc_usable). */
+                                if (link_down(o, e->link) ||
+                                    (is_adapter(g, it.v) && e->link != NTBF_NONE &&
+                                     g->anode[it.v - g->nnodes] != src_node))
+                                        continue;
+                        } else if (!arc_usable(g, o, it.v, e, src, dst, src_node)) {
                                 continue;
+                        }
                         uint64_t nd = it.d + e->cost + g->vcost[e->to];
                         if (nd < dist[e->to]) {
                                 dist[e->to] = nd;
@@ -460,6 +464,32 @@ static int dijkstra(const struct ntbf__graph *g, const struct ntbf_path_opts *o,
                         }
                 }
         }
+}
+
+size_t ntbf__sssp_heap_bytes(const struct ntbf__graph *g)
+{
+        return ((size_t)g->narcs + 2) * sizeof(struct heap_item);
+}
+
+void ntbf__sssp_tree(const struct ntbf__graph *g, uint32_t src, uint64_t *dist, uint32_t *prev,
+                     void *heap)
+{
+        dijkstra_run(g, NULL, src, NTBF_NONE, dist, prev, heap);
+}
+
+/* Least-latency arc chain src -> dst; returns the chain length or -1 if unreachable. */
+static int dijkstra(const struct ntbf__graph *g, const struct ntbf_path_opts *o, uint32_t src,
+                    uint32_t dst, uint32_t *chain, uint32_t maxchain)
+{
+        uint64_t *dist = malloc(g->nv * sizeof(*dist));
+        uint32_t *prev = malloc(g->nv * sizeof(*prev));
+        struct heap_item *heap = malloc((g->narcs + 2) * sizeof(*heap));
+        int len = -1;
+        if (!dist || !prev || !heap) {
+                len = -2;
+                goto out;
+        }
+        dijkstra_run(g, o, src, dst, dist, prev, heap);
         if (dist[dst] == UINT64_MAX)
                 goto out;
         /* Walk back from dst along the arcs that reached each vertex. */
