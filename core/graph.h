@@ -24,10 +24,13 @@ struct ntbf__graph *ntbf__graph_build(const struct ntbf_topo *t);
 void ntbf__graph_free(struct ntbf__graph *g);
 
 /*
- * The least-latency tree from host vertex src to every vertex, under the rules of
+ * The least-latency tree from vertex src to every vertex, under the rules of
  * ntbf_path_find (hosts are leaves, no transit through another host's adapter): prev[v] is
  * the arc that reaches v (NTBF_NONE for src and unreached vertices), dist[v] its latency.
- * For every host the tree path is the one ntbf_path_find returns. dist and prev hold g->nv
+ * From a host, every host's tree path is the one ntbf_path_find returns. From a switch
+ * (src >= nnodes + nadapters) no adapter carries traffic between cables, so the tree is that
+ * of any host whose only cable goes to that switch, beyond the switch (distances shifted by
+ * a constant, which keeps the tie-breaking order). dist and prev hold g->nv
  * entries; heap is caller-provided scratch of ntbf__sssp_heap_bytes(g) bytes, so a caller
  * computing many trees allocates once.
  */

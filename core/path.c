@@ -424,11 +424,17 @@ static struct heap_item heap_pop(struct heap_item *h, uint32_t *n)
  * The Dijkstra loop shared by single paths and trees. With dst == NTBF_NONE it computes the
  * whole tree from src (every host is a leaf); otherwise it stops once dst is settled. Ties
  * are broken by (distance, vertex), so a tree and a single search agree on every path.
+ * src may also be a switch: a tree from it lets no adapter carry traffic between cables.
  */
 static void dijkstra_run(const struct ntbf__graph *g, const struct ntbf_path_opts *o, uint32_t src,
                          uint32_t dst, uint64_t *dist, uint32_t *prev, struct heap_item *heap)
 {
-        uint32_t src_node = is_host(g, src) ? src : g->anode[src - g->nnodes];
+        uint32_t src_node = is_host(g, src)      ? src
+                            : is_adapter(g, src) ? g->anode[src - g->nnodes]
+                                                 : NTBF_NONE;
+        uint32_t dst_node = dst == NTBF_NONE  ? NTBF_NONE
+                            : is_host(g, dst) ? dst
+                                              : g->anode[dst - g->nnodes];
         for (uint32_t v = 0; v < g->nv; v++) {
                 dist[v] = UINT64_MAX;
                 prev[v] = NTBF_NONE;
@@ -453,7 +459,13 @@ static void dijkstra_run(const struct ntbf__graph *g, const struct ntbf_path_opt
                                     (is_adapter(g, it.v) && e->link != NTBF_NONE &&
                                      g->anode[it.v - g->nnodes] != src_node))
                                         continue;
-                        } else if (!arc_usable(g, o, it.v, e, src, dst, src_node)) {
+                        } else if (!arc_usable(g, o, it.v, e, src, dst, src_node) ||
+                                   (is_adapter(g, e->to) &&
+                                    g->anode[e->to - g->nnodes] != src_node &&
+                                    g->anode[e->to - g->nnodes] != dst_node)) {
+                                /* Another host's adapter is a dead end for this search (it
+                                 * leads only into its host): leaving it out changes no path
+                                 * and keeps a search in a large fabric to the switches. */
                                 continue;
                         }
                         uint64_t nd = it.d + e->cost + g->vcost[e->to];
