@@ -18,6 +18,7 @@ struct ntbf__graph {
         struct ntbf__arc *arcs;
         uint32_t *vcost; /* latency of passing through the vertex */
         uint32_t *anode; /* host (node index) of each adapter */
+        uint32_t *rev;   /* the arc going back along the same cable (or host-adapter pair) */
 };
 
 struct ntbf__graph *ntbf__graph_build(const struct ntbf_topo *t);

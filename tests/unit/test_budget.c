@@ -12,6 +12,7 @@
 #include "ntbfab/error.h"
 #include "ntbfab/resolve.h"
 #include "fixtures.h"
+#include "graph.h"
 #include "state.h"
 
 static struct ntbf_state *state_ok(const struct ntbf_topo *t)
@@ -422,6 +423,74 @@ static void test_baseline_matches_paths(void **state)
         ntbf_topo_free(t);
 }
 
+/* A fabric full of equal-latency alternatives: two tops, parallel cables, dual-homed nodes. */
+static struct ntbf_topo *tie_fabric(void)
+{
+        struct ntbf_topo *t = fx_cascade(12, 3, 0);
+        uint32_t top2 = ntbf_topo_add_switch(t, "top2", ntbf_switch_preset("mxs824"));
+        for (uint32_t s = 1; s <= 3; s++)
+                ntbf_topo_add_link(t, fx_sp(s, 22), fx_sp(top2, s));
+        ntbf_topo_add_link(t, fx_sp(0, 20), fx_sp(1, 20)); /* a second top - sub0 cable */
+        uint32_t side = ntbf_topo_add_switch(t, "side", ntbf_switch_preset("mxs824"));
+        for (uint32_t n = 0; n < 6; n++) {
+                uint32_t a = ntbf_topo_add_adapter(t, n, "ntb1", ntbf_adapter_preset("pxh830"));
+                ntbf_topo_add_link(t, fx_ap(a, 0), fx_sp(side, n));
+        }
+        uint32_t a6 = ntbf_topo_add_adapter(t, 6, "ntb2", ntbf_adapter_preset("pxh830"));
+        uint32_t a7 = ntbf_topo_add_adapter(t, 7, "ntb2", ntbf_adapter_preset("pxh830"));
+        ntbf_topo_add_link(t, fx_ap(a6, 0), fx_ap(a7, 0));
+        ntbf_topo_add_link(t, fx_ap(8, 1), fx_sp(2, 21)); /* n8's second port onto sub1 */
+        /* n9 (on sub0) also on sub1 by a slow cable: from sub1's nodes both ways cost the
+         * same (302 + 340 + 132 = 642 + 0 + 132) though the switches are settled apart. */
+        uint32_t slow = ntbf_topo_add_link(t, fx_ap(9, 1), fx_sp(2, 19));
+        t->links[slow].latency_ns = 340;
+        return t;
+}
+
+/* Every tree path (ntbf__sssp_tree) is exactly the path ntbf_path_find returns. */
+static void test_tree_matches_path_find(void **state)
+{
+        (void)state;
+        struct ntbf_topo *t = tie_fabric();
+        fx_finalize_ok(t);
+        const struct ntbf__graph *g = t->graph;
+        uint64_t *dist = malloc(g->nv * sizeof(*dist));
+        uint32_t *prev = malloc(g->nv * sizeof(*prev));
+        void *heap = malloc(ntbf__sssp_heap_bytes(g));
+        for (uint32_t n = 0; n < t->nnodes; n++) {
+                ntbf__sssp_tree(g, n, dist, prev, heap);
+                for (uint32_t m = 0; m < t->nnodes; m++) {
+                        if (m == n)
+                                continue;
+                        struct ntbf_path p;
+                        char why[256];
+                        assert_int_equal(ntbf_path_find(t, NULL,
+                                                        (struct ntbf_endpoint){NTBF_EP_CPU, n, 0},
+                                                        (struct ntbf_endpoint){NTBF_EP_CPU, m, 0},
+                                                        &p, why, sizeof(why)),
+                                         0);
+                        uint32_t links[NTBF_PATH_MAX], nl = 0;
+                        for (uint32_t v = m; v != n; v = g->arcs[prev[v]].from) {
+                                assert_int_not_equal(prev[v], NTBF_NONE);
+                                if (g->arcs[prev[v]].link != NTBF_NONE)
+                                        links[nl++] = g->arcs[prev[v]].link;
+                        }
+                        assert_int_equal(dist[m], p.latency_ns);
+                        for (uint32_t h = 0; h < p.nhops; h++)
+                                if (p.hops[h].kind == NTBF_HOP_LINK) {
+                                        assert_true(nl > 0);
+                                        assert_int_equal(links[--nl], p.hops[h].obj);
+                                }
+                        assert_int_equal(nl, 0);
+                }
+        }
+        free(dist);
+        free(prev);
+        free(heap);
+        check_baseline_brute(t);
+        ntbf_topo_free(t);
+}
+
 static void test_slot_sharing(void **state)
 {
         (void)state;
@@ -690,6 +759,7 @@ int main(void)
             cmocka_unit_test(test_switch_table_full),
             cmocka_unit_test(test_baseline_overflow),
             cmocka_unit_test(test_baseline_matches_paths),
+            cmocka_unit_test(test_tree_matches_path_find),
             cmocka_unit_test(test_slot_sharing),
             cmocka_unit_test(test_first_fit_and_exhaustion),
             cmocka_unit_test(test_addressing_limits),
