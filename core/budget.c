@@ -811,6 +811,14 @@ static bool eff_slot(const struct ntbf__adapter_st *as, const struct claims *c, 
         return true;
 }
 
+static bool claimed(const struct claims *c, uint32_t k)
+{
+        for (uint32_t i = 0; i < c->n; i++)
+                if (k - c->r[i]->first < c->r[i]->count)
+                        return true;
+        return false;
+}
+
 struct lut_want {
         uint32_t adapter;
         enum ntbf_dest_kind dest;
@@ -825,6 +833,17 @@ static bool slot_is(const struct ntbf__slot *sl, const struct lut_want *w, uint6
 {
         return sl->dest == (uint32_t)w->dest && sl->dst_node == w->dst_node &&
                sl->dst_adapter == w->dst_adapter && sl->group == w->group && sl->dst_addr == addr;
+}
+
+/* Whether slots [k, k + n) hold the consecutive blocks from lo of w's destination. */
+static bool run_maps(const struct ntbf__adapter_st *as, const struct claims *c, uint64_t E,
+                     uint32_t k, uint32_t n, const struct lut_want *w, uint64_t lo)
+{
+        struct ntbf__slot sl;
+        for (uint32_t i = 0; i < n; i++)
+                if (!eff_slot(as, c, E, k + i, &sl) || !slot_is(&sl, w, lo + i * E))
+                        return false;
+        return true;
 }
 
 /* Who programs a slot (docs/model.md: xlat side); the budget is the window owner's. */
@@ -877,19 +896,28 @@ static int take_lut(struct adm *a, const struct lut_want *w, uint64_t *near)
         struct ntbf__slot sl;
         uint32_t first = NTBF_NONE;
         bool shared = false;
-        for (uint32_t k = 0; k + n <= L && first == NTBF_NONE; k++) {
-                if (!eff_slot(as, &c, E, k, &sl) || !slot_is(&sl, w, lo))
+        /* Share: a run this plan already took, else one in the state (scanned only when the
+         * adapter has slots in use: admission cost stays independent of the LUT size). */
+        for (uint32_t i = 0; i < c.n && first == NTBF_NONE; i++) {
+                const struct ntbf_res *r = c.r[i];
+                struct ntbf__slot head = {r->dst_addr,    1,        r->dest, r->dst_node,
+                                          r->dst_adapter, r->group, 0};
+                if (lo < r->dst_addr || (lo - r->dst_addr) / E >= r->count ||
+                    !slot_is(&head, w, r->dst_addr))
                         continue;
-                uint32_t i = 1;
-                while (i < n && eff_slot(as, &c, E, k + i, &sl) && slot_is(&sl, w, lo + i * E))
-                        i++;
-                if (i == n) {
+                uint32_t k = r->first + (uint32_t)((lo - r->dst_addr) / E);
+                if (k + n <= L && run_maps(as, &c, E, k, (uint32_t)n, w, lo))
                         first = k;
-                        shared = true;
-                }
         }
+        for (uint32_t k = 0; as->used && k + n <= L && first == NTBF_NONE; k++) {
+                const struct ntbf__slot *x = &as->slots[k];
+                if (x->refs && x->dst_addr == lo && slot_is(x, w, lo) &&
+                    run_maps(as, &c, E, k, (uint32_t)n, w, lo))
+                        first = k;
+        }
+        shared = first != NTBF_NONE;
         for (uint32_t k = 0, run = 0; k < L && first == NTBF_NONE; k++) {
-                if (eff_slot(as, &c, E, k, &sl))
+                if (as->slots[k].refs || claimed(&c, k))
                         run = 0;
                 else if (++run == n)
                         first = k + 1 - (uint32_t)n;
