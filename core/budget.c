@@ -1346,6 +1346,9 @@ static int admit_borrow(struct adm *a)
                  an);
         if ((r = take_rid(a, la, &devq, fix)) || (r = take_path_switches(a, &p->dma_path, &devq)))
                 return r;
+        if (q->dma_window > NTBF_PHYS_LIMIT)
+                return invalid(a, "a DMA window of %" PRIu64 " bytes is beyond 48-bit addressing",
+                               q->dma_window);
         uint64_t W = ntbf_align_up(q->dma_window ? q->dma_window : NTBF_DEFAULT_DMA_WINDOW, PAGE);
         uint64_t E = t->adapters[la].lut_entry_size;
         bool io = t->nodes[B].iommu;

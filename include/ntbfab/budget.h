@@ -117,7 +117,9 @@ struct ntbf_plan {
         /* 0: admitted; NTBF_ENOSPC_BUDGET, NTBF_ENOPATH, NTBF_EADDRLIMIT, NTBF_EEXISTS (already a
          * member of the group), -EINVAL (the request names nothing valid), -E2BIG, -ENOMEM. */
         int result;
-        struct ntbf_path path;     /* requester -> target (borrow: borrower CPU -> device) */
+        /* requester -> target (borrow: borrower CPU -> device; join: no hops, first_adapter
+         * and last_adapter are the member's adapter) */
+        struct ntbf_path path;
         struct ntbf_path dma_path; /* borrow: device -> borrower RAM */
         struct ntbf_res *res;
         uint32_t nres, cap;

@@ -1,5 +1,4 @@
-/* tests/unit/test_budget_props.c: seeded random admit/commit/release sequences keep the budget
- * state consistent, every live allocation routable, and return it to the fresh state. */
+/* tests/unit/test_budget_props.c: random admit/commit/release keeps budgets exact. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
