@@ -264,6 +264,10 @@ static bool arc_usable(const struct ntbf__graph *g, const struct ntbf_path_opts 
                 return false;
         if (is_adapter(g, u) && e->link != NTBF_NONE && g->anode[u - g->nnodes] != src_node)
                 return false;
+        /* Nor does traffic come back into the source host's own adapters from a cable. */
+        if (is_adapter(g, e->to) && e->link != NTBF_NONE && e->to != dst &&
+            g->anode[e->to - g->nnodes] == src_node)
+                return false;
         return true;
 }
 

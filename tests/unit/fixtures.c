@@ -49,7 +49,9 @@ struct ntbf_topo *fx_star(unsigned count)
         for (unsigned i = 0; i < count; i++) {
                 char name[16];
                 snprintf(name, sizeof(name), "n%u", i);
-                uint32_t n = ntbf_topo_add_node(t, name, 4 * (i + 1));
+                /* ids 4, 8, ... skipping the reserved 252 */
+                uint32_t id = 4 * (i + 1) >= NTBF_RESERVED_NODE_ID ? 4 * (i + 2) : 4 * (i + 1);
+                uint32_t n = ntbf_topo_add_node(t, name, id);
                 uint32_t a = ntbf_topo_add_adapter(t, n, "ntb0", ntbf_adapter_preset("pxh830"));
                 ntbf_topo_add_link(t, fx_ap(a, 0), fx_sp(sw, i));
                 if (i == 0) {
