@@ -30,12 +30,15 @@
  *   0x50  MSI-X (only when the layout has vectors)
  *   0x60  PCI Express capability v2, endpoint, FLR capable, Gen3 (8 GT/s) link
  *   0x100 SR-IOV extended capability (function 0 only, when desc->vfs > 0: the topology
- *         places all VFs behind PF0, VF i at PF0's routing ID + NTBF_VF_OFFSET + i)
+ *         places all VFs behind PF0, VF i at PF0's routing ID + NTBF_VF_OFFSET + i);
+ *         InitialVFs = TotalVFs = desc->vfs, VF Device ID = the PF's device ID, VF BARs
+ *         64-bit prefetchable of desc->vf_bars sizes, supported pages 4K..4M (0x553)
  * Header choices: revision ID 0x01; subsystem vendor ID = NTBF_SIM_VENDOR_ID, subsystem ID =
  * the device ID; header type 0x80 (multi-function) when desc->functions > 1; interrupt pin
  * INTA on PFs (advertised, never delivered across an NTB; the borrower masks it), none on
  * VFs. VFs read vendor and device ID 0xffff, have no BARs in their own header (VF BARs are in
- * PF0's SR-IOV capability), and only Bus Master Enable and Initiate FLR are writable in them.
+ * PF0's SR-IOV capability); in a VF's header only Bus Master Enable is writable, in its
+ * Device Control only Initiate FLR (SR-IOV makes the rest RsvdP or PF-controlled).
  * Config space is little endian; the code assumes a little-endian host.
  */
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
