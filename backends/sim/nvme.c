@@ -367,15 +367,15 @@ static int file_read(int fd, void *buf, size_t len, uint64_t pos)
 
 static int file_write(int fd, const void *buf, size_t len, uint64_t pos)
 {
-        size_t put_ = 0;
-        while (put_ < len) {
+        size_t done = 0;
+        while (done < len) {
                 ssize_t r =
-                    pwrite(fd, (const uint8_t *)buf + put_, len - put_, (off_t)(pos + put_));
+                    pwrite(fd, (const uint8_t *)buf + done, len - done, (off_t)(pos + done));
                 if (r < 0 && errno == EINTR)
                         continue;
                 if (r <= 0)
                         return r < 0 ? -errno : -EIO;
-                put_ += (size_t)r;
+                done += (size_t)r;
         }
         return 0;
 }
@@ -996,8 +996,8 @@ static struct result adm_get_features(struct nvme *n, const struct ntbf_nvme_sqe
         case NTBF_NVME_FEAT_POWER_MGMT:
                 return ok(f->power);
         case NTBF_NVME_FEAT_TEMP_THRESH: {
-                uint32_t v = s->cdw11, sel_ = (v >> 16) & 0xf, th = (v >> 20) & 0x3;
-                if (sel_ != 0 || th > 1)
+                uint32_t v = s->cdw11, tsel = (v >> 16) & 0xf, th = (v >> 20) & 0x3;
+                if (tsel != 0 || th > 1)
                         return err(NTBF_NVME_SC_INVALID_FIELD, 46);
                 return ok(th == 0 ? f->temp_over : f->temp_under);
         }
@@ -1222,11 +1222,11 @@ static int process_sq(struct nvme *n, uint16_t qid)
                                 return done;
                         /* A batch that failed is retried entry by entry: only the SQEs that
                          * cannot be read fail. */
-                        bool ok_ =
+                        bool got =
                             fetched || mem_read(n, addr + (uint64_t)i * 64, &batch[i], 64) == 0;
                         s->head = (s->head + 1) % s->size;
                         done++;
-                        if (!ok_) {
+                        if (!got) {
                                 struct result r = err(NTBF_NVME_SC_DATA_XFER_ERROR, 0xffff);
                                 post(n, qid, 0xffff, &r, 0);
                                 continue;
