@@ -51,6 +51,7 @@ void ntbf__graph_free(struct ntbf__graph *g)
         free(g->arcs);
         free(g->vcost);
         free(g->anode);
+        free(g->rev);
         free(g);
 }
 
@@ -68,7 +69,8 @@ struct ntbf__graph *ntbf__graph_build(const struct ntbf_topo *t)
         g->arcs = calloc(narcs ? narcs : 1, sizeof(*g->arcs));
         g->vcost = calloc(g->nv ? g->nv : 1, sizeof(*g->vcost));
         g->anode = calloc(g->nadapters ? g->nadapters : 1, sizeof(*g->anode));
-        if (!g->first || !g->arcs || !g->vcost || !g->anode) {
+        g->rev = calloc(narcs ? narcs : 1, sizeof(*g->rev));
+        if (!g->first || !g->arcs || !g->vcost || !g->anode || !g->rev) {
                 ntbf__graph_free(g);
                 return NULL;
         }
@@ -101,20 +103,24 @@ struct ntbf__graph *ntbf__graph_build(const struct ntbf_topo *t)
         }
         for (uint32_t i = 0; i < t->nadapters; i++) {
                 uint32_t h = v_host(g, t->adapters[i].node), a = v_adapter(g, i);
-                g->arcs[g->first[h] + fill[h]++] =
-                    (struct ntbf__arc){h, a, NTBF_NONE, NTBF_NONE, NTBF_NONE, 0};
-                g->arcs[g->first[a] + fill[a]++] =
-                    (struct ntbf__arc){a, h, NTBF_NONE, NTBF_NONE, NTBF_NONE, 0};
+                uint32_t x = g->first[h] + fill[h]++, y = g->first[a] + fill[a]++;
+                g->arcs[x] = (struct ntbf__arc){h, a, NTBF_NONE, NTBF_NONE, NTBF_NONE, 0};
+                g->arcs[y] = (struct ntbf__arc){a, h, NTBF_NONE, NTBF_NONE, NTBF_NONE, 0};
+                g->rev[x] = y;
+                g->rev[y] = x;
         }
         for (uint32_t i = 0; i < t->nlinks; i++) {
                 const struct ntbf_link *l = &t->links[i];
                 if (ntbf_topo_port_link(t, l->end[0]) != i)
                         continue;
                 uint32_t u = port_vertex(g, l->end[0]), v = port_vertex(g, l->end[1]);
-                g->arcs[g->first[u] + fill[u]++] =
+                uint32_t x = g->first[u] + fill[u]++, y = g->first[v] + fill[v]++;
+                g->arcs[x] =
                     (struct ntbf__arc){u, v, i, l->end[0].port, l->end[1].port, l->latency_ns};
-                g->arcs[g->first[v] + fill[v]++] =
+                g->arcs[y] =
                     (struct ntbf__arc){v, u, i, l->end[1].port, l->end[0].port, l->latency_ns};
+                g->rev[x] = y;
+                g->rev[y] = x;
         }
         g->narcs = g->first[g->nv];
         free(fill);
@@ -257,6 +263,10 @@ static bool arc_usable(const struct ntbf__graph *g, const struct ntbf_path_opts 
         if (is_host(g, e->to) && e->to != dst)
                 return false;
         if (is_adapter(g, u) && e->link != NTBF_NONE && g->anode[u - g->nnodes] != src_node)
+                return false;
+        /* Nor does traffic come back into the source host's own adapters from a cable. */
+        if (is_adapter(g, e->to) && e->link != NTBF_NONE && e->to != dst &&
+            g->anode[e->to - g->nnodes] == src_node)
                 return false;
         return true;
 }
@@ -420,19 +430,21 @@ static struct heap_item heap_pop(struct heap_item *h, uint32_t *n)
         return top;
 }
 
-/* Least-latency arc chain src -> dst; returns the chain length or -1 if unreachable. */
-static int dijkstra(const struct ntbf__graph *g, const struct ntbf_path_opts *o, uint32_t src,
-                    uint32_t dst, uint32_t *chain, uint32_t maxchain)
+/*
+ * The Dijkstra loop shared by single paths and trees. With dst == NTBF_NONE it computes the
+ * whole tree from src (every host is a leaf); otherwise it stops once dst is settled. Ties
+ * are broken by (distance, vertex), so a tree and a single search agree on every path.
+ * src may also be a switch: a tree from it lets no adapter carry traffic between cables.
+ */
+static void dijkstra_run(const struct ntbf__graph *g, const struct ntbf_path_opts *o, uint32_t src,
+                         uint32_t dst, uint64_t *dist, uint32_t *prev, struct heap_item *heap)
 {
-        uint32_t src_node = is_host(g, src) ? src : g->anode[src - g->nnodes];
-        uint64_t *dist = malloc(g->nv * sizeof(*dist));
-        uint32_t *prev = malloc(g->nv * sizeof(*prev));
-        struct heap_item *heap = malloc((g->narcs + 2) * sizeof(*heap));
-        int len = -1;
-        if (!dist || !prev || !heap) {
-                len = -2;
-                goto out;
-        }
+        uint32_t src_node = is_host(g, src)      ? src
+                            : is_adapter(g, src) ? g->anode[src - g->nnodes]
+                                                 : NTBF_NONE;
+        uint32_t dst_node = dst == NTBF_NONE  ? NTBF_NONE
+                            : is_host(g, dst) ? dst
+                                              : g->anode[dst - g->nnodes];
         for (uint32_t v = 0; v < g->nv; v++) {
                 dist[v] = UINT64_MAX;
                 prev[v] = NTBF_NONE;
@@ -450,8 +462,22 @@ static int dijkstra(const struct ntbf__graph *g, const struct ntbf_path_opts *o,
                         continue;
                 for (uint32_t k = g->first[it.v]; k < g->first[it.v + 1]; k++) {
                         const struct ntbf__arc *e = &g->arcs[k];
-                        if (!arc_usable(g, o, it.v, e, src, dst, src_node))
+                        if (dst == NTBF_NONE) {
+                                /* Other hosts and their adapters are the tree's leaves: they
+                                 * relax nothing, so settle_leaves() places them afterwards. */
+                                if (link_down(o, e->link) || is_host(g, e->to) ||
+                                    (is_adapter(g, e->to) &&
+                                     g->anode[e->to - g->nnodes] != src_node))
+                                        continue;
+                        } else if (!arc_usable(g, o, it.v, e, src, dst, src_node) ||
+                                   (is_adapter(g, e->to) &&
+                                    g->anode[e->to - g->nnodes] != src_node &&
+                                    g->anode[e->to - g->nnodes] != dst_node)) {
+                                /* Another host's adapter is a dead end for this search (it
+                                 * leads only into its host): leaving it out changes no path
+                                 * and keeps a search in a large fabric to the switches. */
                                 continue;
+                        }
                         uint64_t nd = it.d + e->cost + g->vcost[e->to];
                         if (nd < dist[e->to]) {
                                 dist[e->to] = nd;
@@ -460,6 +486,105 @@ static int dijkstra(const struct ntbf__graph *g, const struct ntbf_path_opts *o,
                         }
                 }
         }
+}
+
+/*
+ * Whether relaxing arc k (from u, settled at dist[u]) would have won over the current best
+ * for its head: a smaller distance, or the same one from a vertex popped earlier (the heap
+ * pops by (distance, vertex); a vertex relaxes its arcs in order, and only a strictly smaller
+ * distance replaces).
+ */
+static bool leaf_better(const struct ntbf__graph *g, const uint64_t *dist, uint32_t k, uint64_t nd,
+                        uint64_t best, uint32_t best_arc)
+{
+        if (nd != best)
+                return nd < best;
+        if (best_arc == NTBF_NONE)
+                return true;
+        uint32_t u = g->arcs[k].from, w = g->arcs[best_arc].from;
+        if (dist[u] != dist[w])
+                return dist[u] < dist[w];
+        return u != w ? u < w : k < best_arc;
+}
+
+/*
+ * Place the leaves of a tree exactly where Dijkstra would have: each other host's adapter
+ * from the settled switch (or source adapter) that reaches it first, then each other host
+ * from its adapter that does. This keeps a tree's cost to the switches in large fabrics.
+ */
+static void settle_leaves(const struct ntbf__graph *g, const struct ntbf_path_opts *o, uint32_t src,
+                          uint32_t src_node, uint64_t *dist, uint32_t *prev)
+{
+        for (uint32_t a = 0; a < g->nadapters; a++) {
+                uint32_t v = g->nnodes + a;
+                if (g->anode[a] == src_node)
+                        continue;
+                uint64_t best = UINT64_MAX;
+                uint32_t best_arc = NTBF_NONE;
+                for (uint32_t i = g->first[v]; i < g->first[v + 1]; i++) {
+                        const struct ntbf__arc *back = &g->arcs[i];
+                        uint32_t u = back->to, k = g->rev[i];
+                        if (back->link == NTBF_NONE || link_down(o, back->link) ||
+                            dist[u] == UINT64_MAX || is_host(g, u) ||
+                            (is_adapter(g, u) && g->anode[u - g->nnodes] != src_node))
+                                continue;
+                        uint64_t nd = dist[u] + g->arcs[k].cost + g->vcost[v];
+                        if (leaf_better(g, dist, k, nd, best, best_arc)) {
+                                best = nd;
+                                best_arc = k;
+                        }
+                }
+                dist[v] = best;
+                prev[v] = best_arc;
+        }
+        for (uint32_t m = 0; m < g->nnodes; m++) {
+                if (m == src)
+                        continue;
+                uint64_t best = UINT64_MAX;
+                uint32_t best_arc = NTBF_NONE;
+                for (uint32_t i = g->first[m]; i < g->first[m + 1]; i++) {
+                        uint32_t a = g->arcs[i].to, k = g->rev[i];
+                        if (dist[a] == UINT64_MAX || g->anode[a - g->nnodes] == src_node)
+                                continue;
+                        uint64_t nd = dist[a] + g->arcs[k].cost + g->vcost[m];
+                        if (leaf_better(g, dist, k, nd, best, best_arc)) {
+                                best = nd;
+                                best_arc = k;
+                        }
+                }
+                dist[m] = best;
+                prev[m] = best_arc;
+        }
+}
+
+size_t ntbf__sssp_heap_bytes(const struct ntbf__graph *g)
+{
+        return ((size_t)g->narcs + 2) * sizeof(struct heap_item);
+}
+
+void ntbf__sssp_tree(const struct ntbf__graph *g, uint32_t src, uint64_t *dist, uint32_t *prev,
+                     void *heap)
+{
+        dijkstra_run(g, NULL, src, NTBF_NONE, dist, prev, heap);
+        uint32_t src_node = is_host(g, src)      ? src
+                            : is_adapter(g, src) ? g->anode[src - g->nnodes]
+                                                 : NTBF_NONE;
+        settle_leaves(g, NULL, src, src_node, dist, prev);
+}
+
+/* Least-latency arc chain src -> dst; returns the chain length or -1 if unreachable. */
+static int dijkstra(const struct ntbf__graph *g, const struct ntbf_path_opts *o, uint32_t src,
+                    uint32_t dst, uint32_t *chain, uint32_t maxchain)
+{
+        uint64_t *dist = malloc(g->nv * sizeof(*dist));
+        uint32_t *prev = malloc(g->nv * sizeof(*prev));
+        struct heap_item *heap = malloc((g->narcs + 2) * sizeof(*heap));
+        int len = -1;
+        if (!dist || !prev || !heap) {
+                len = -2;
+                goto out;
+        }
+        dijkstra_run(g, o, src, dst, dist, prev, heap);
         if (dist[dst] == UINT64_MAX)
                 goto out;
         /* Walk back from dst along the arcs that reached each vertex. */

@@ -21,6 +21,10 @@
  * are lost, as on hardware. Models must behave like hardware on such errors (e.g. an
  * NVMe command whose PRP read fails completes with a data transfer error, if the
  * completion itself can be written).
+ *
+ * A naturally aligned write of 4 or 8 bytes lands as one store, never torn (as PCIe
+ * delivers an aligned DWORD write): models rely on it to publish an NVMe completion's
+ * phase-tag dword after the rest of the entry, and an MSI-X message's data whole.
  */
 
 struct ntbf_sim_dma {

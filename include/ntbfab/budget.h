@@ -42,6 +42,14 @@ enum ntbf_req_kind {
 /* Default DMA window of a borrow (docs/model.md). */
 #define NTBF_DEFAULT_DMA_WINDOW (16 * NTBF_MiB)
 
+/*
+ * Inbound domains (docs/model.md): a node with an IOMMU hands out IOVA ranges from
+ * [NTBF_IOVA_BASE, NTBF_PHYS_LIMIT); a node without one reserves DMA windows in a RAM pool
+ * made of its RAM from NTBF_POOL_BASE up. Both are allocated first fit from the bottom.
+ */
+#define NTBF_IOVA_BASE (1 * NTBF_MiB)
+#define NTBF_POOL_BASE (16 * NTBF_MiB)
+
 struct ntbf_request {
         enum ntbf_req_kind kind;
         /* BORROW: device/function of its node, borrowed by node `by`. */
@@ -61,9 +69,9 @@ NTBF_EXPORT void ntbf_request_init(struct ntbf_request *r, enum ntbf_req_kind ki
 
 enum ntbf_res_kind {
         NTBF_RES_LUT,        /* adapter obj: slots [first, first + count) */
-        NTBF_RES_RID,        /* adapter obj: one requester-ID entry for req */
+        NTBF_RES_RID,        /* adapter obj: one requester-ID entry for req (all its functions) */
         NTBF_RES_SWITCH_RID, /* switch obj: req registered (one entry on each connected port) */
-        NTBF_RES_MCAST,      /* switch obj: one multicast group slot for group */
+        NTBF_RES_MCAST,      /* switch obj: multicast group slot `first` for group (size bytes) */
         NTBF_RES_RANGE,      /* node obj: [addr, addr + size) reserved in its inbound domain */
 };
 
@@ -86,7 +94,10 @@ struct ntbf_res {
         uint32_t dst_node, dst_adapter;
         uint64_t dst_addr;
         uint64_t addr, size; /* LUT: window address of the first slot and bytes; RANGE */
-        uint64_t maps_to;    /* RANGE: physical address an IOVA range maps (0: not mapped) */
+        /* RANGE: in a node with an IOMMU the range is IOVA and maps_to the physical address it
+         * maps (0: pages are mapped later by the driver, as in a DMA window); in a node without
+         * one it is RAM of the pool (maps_to 0). */
+        uint64_t maps_to;
         uint32_t programmer; /* LUT: the node whose driver programs it (xlat side) */
         char what[48];       /* what it is for: "BAR0", "DMA window", "MSI window", ... */
 };
@@ -98,29 +109,38 @@ enum ntbf_budget_kind {
         NTBF_BUDGET_SWITCH_RID, /* switch requester-ID entries per port */
         NTBF_BUDGET_MCAST,      /* switch multicast groups */
         NTBF_BUDGET_ADDR,       /* an addressing limit (not a count) */
+        NTBF_BUDGET_RANGE,      /* bytes of a node's inbound domain (IOVA space or RAM pool) */
 };
 
 struct ntbf_plan {
         struct ntbf_request req;
-        int result; /* 0: admitted; NTBF_ENOSPC_BUDGET, NTBF_ENOPATH, NTBF_EADDRLIMIT, -EINVAL */
-        struct ntbf_path path;     /* requester -> target (borrow: borrower CPU -> device) */
+        /* 0: admitted; NTBF_ENOSPC_BUDGET, NTBF_ENOPATH, NTBF_EADDRLIMIT, NTBF_EEXISTS (already a
+         * member of the group), -EINVAL (the request names nothing valid), -E2BIG, -ENOMEM. */
+        int result;
+        /* requester -> target (borrow: borrower CPU -> device; join: no hops, first_adapter
+         * and last_adapter are the member's adapter) */
+        struct ntbf_path path;
         struct ntbf_path dma_path; /* borrow: device -> borrower RAM */
         struct ntbf_res *res;
         uint32_t nres, cap;
         /* Addresses the requester uses (0 where not applicable). */
         uint64_t bar_addr[NTBF_MAX_BARS]; /* borrow: BARs in the borrower's address space */
         uint64_t dma_addr; /* borrow: device-side DMA window base; map/connect: target address */
-        uint64_t dma_iova; /* borrow: IOVA range in the borrower behind the DMA window */
+        uint64_t dma_iova; /* borrow: IOVA range in the borrower behind the DMA window (its RAM
+                            * pool range if the borrower has no IOMMU) */
         uint64_t msi_addr; /* borrow: device-side address of the borrower's MSI range */
-        /* Refusal details (result != 0). */
+        /* Refusal details (result != 0; res is then empty). For NTBF_BUDGET_ADDR, used is the
+         * highest address needed and total the limit (the first address out of reach). */
         enum ntbf_budget_kind refused_kind;
-        uint32_t refused_obj; /* adapter or switch index */
+        uint32_t refused_obj; /* adapter, switch, or node (RANGE) index; NTBF_NONE if none */
         uint64_t refused_used, refused_total, refused_need;
-        char why[512]; /* "lender.ntb0: requester-ID table full (32/32 used); ..." */
+        char why[512]; /* "b.ntb0: requester-ID table is full (32 of 32 used: ...); ..." */
 };
 
 NTBF_EXPORT void ntbf_plan_init(struct ntbf_plan *p);
 NTBF_EXPORT void ntbf_plan_free(struct ntbf_plan *p);
+/* Deep copy of a plan (its own res array); 0 or -ENOMEM. */
+NTBF_EXPORT int ntbf_plan_copy(struct ntbf_plan *dst, const struct ntbf_plan *src);
 
 /*
  * Create the state with its baseline (adapter entries reserved for CPUs, CPU requester
@@ -135,7 +155,8 @@ NTBF_EXPORT const struct ntbf_topo *ntbf_state_topo(const struct ntbf_state *s);
 
 /*
  * Decide a request against the state without changing it. Fills plan (which the caller
- * frees with ntbf_plan_free) and returns plan->result.
+ * frees with ntbf_plan_free; the previous content of plan is not read, so free it before
+ * reusing it) and returns plan->result.
  */
 NTBF_EXPORT int ntbf_admit(const struct ntbf_state *s, const struct ntbf_request *req,
                            struct ntbf_plan *plan);
@@ -149,16 +170,23 @@ NTBF_EXPORT int ntbf_commit(struct ntbf_state *s, const struct ntbf_plan *plan, 
 NTBF_EXPORT int ntbf_release(struct ntbf_state *s, uint32_t id);
 /* The plan an allocation was made from, or NULL. */
 NTBF_EXPORT const struct ntbf_plan *ntbf_alloc_plan(const struct ntbf_state *s, uint32_t id);
+/* Fill up to max ids of live allocations (ascending) and return how many exist. */
+NTBF_EXPORT size_t ntbf_state_allocs(const struct ntbf_state *s, uint32_t *ids, size_t max);
 
 struct ntbf_budget_row {
         enum ntbf_budget_kind kind;
-        uint32_t obj;  /* adapter or switch index */
+        uint32_t obj;  /* adapter, switch or node index */
         uint64_t used; /* including the baseline */
         uint64_t total;
         uint64_t baseline; /* taken at start (CPUs) */
 };
 
-/* Fill up to max rows (adapters then switches) and return how many rows exist. */
+/*
+ * Fill up to max rows and return how many rows exist: per adapter LUT (slots), WINDOW
+ * (bytes) and RID (entries; only if it has a table); per switch SWITCH_RID (entries on each
+ * connected port; only if rid_table is set) and MCAST (groups; only if it has any); per node
+ * RANGE (bytes of its inbound domain). Adapters first, then switches, then nodes.
+ */
 NTBF_EXPORT size_t ntbf_budget_rows(const struct ntbf_state *s, struct ntbf_budget_row *rows,
                                     size_t max);
 NTBF_EXPORT const char *ntbf_budget_kind_name(enum ntbf_budget_kind k);

@@ -64,7 +64,9 @@ NTBF_EXPORT const char *ntbf_endpoint_name(const struct ntbf_topo *t, struct ntb
                                            char *buf, size_t len);
 
 /*
- * The path of least modeled latency from a to b. Paths never transit a third host.
+ * The path of least modeled latency from a to b. Paths never transit a third host, nor
+ * loop back through the source host's adapters. When a and b are in the same host the
+ * path is local (no adapter) and the adapter options are ignored.
  * Returns 0, or NTBF_ENOPATH with a sentence naming the gap in why, or -E2BIG.
  */
 NTBF_EXPORT int ntbf_path_find(const struct ntbf_topo *t, const struct ntbf_path_opts *opts,

@@ -49,11 +49,16 @@ struct ntbf_route_rid {
 };
 
 struct ntbf_route {
-        int result; /* 0 delivered; NTBF_EUNPROGRAMMED, NTBF_ENORID, NTBF_EUNREACHABLE, ... */
+        /* 0 delivered; NTBF_EUNPROGRAMMED, NTBF_ENORID, NTBF_EUNREACHABLE, NTBF_EIOMMU_FAULT,
+         * NTBF_EADDRLIMIT, -EINVAL (the requester or domain names nothing). */
+        int result;
+        /* The address spaces passed: the requester's host (land WINDOW with adapter and slot
+         * when it goes through a window), the far node's IOVA domain if the slot targets it,
+         * the far host (its final landing). A multicast write lists only the sender's step. */
         struct ntbf_route_step steps[NTBF_ROUTE_MAX_STEPS];
         uint32_t nsteps;
         struct ntbf_route_dest dests[NTBF_ROUTE_MAX_DESTS]; /* more than one: multicast */
-        uint32_t ndests;
+        uint32_t ndests;                                    /* 0 unless result is 0 */
         struct ntbf_route_rid rids[NTBF_PATH_MAX];
         uint32_t nrids;
         uint32_t latency_ns; /* one way, modeled */
@@ -66,6 +71,8 @@ struct ntbf_route {
  * requester-ID tables it needs. A write that would be dropped on hardware gives a
  * non-zero result and a why naming the adapter, slot or table (article 8.6: missing
  * requester IDs drop TLPs; unprogrammed slots and unclaimed addresses master-abort).
+ * dom is the requester's host, or (to ask what an inbound IOVA reaches) a node's IOVA
+ * domain, which is translated and landed without requester checks. Returns out->result.
  */
 NTBF_EXPORT int ntbf_resolve(const struct ntbf_state *s, const struct ntbf_requester *req,
                              struct ntbf_domain dom, uint64_t addr, struct ntbf_route *out);

@@ -49,7 +49,9 @@ struct ntbf_topo *fx_star(unsigned count)
         for (unsigned i = 0; i < count; i++) {
                 char name[16];
                 snprintf(name, sizeof(name), "n%u", i);
-                uint32_t n = ntbf_topo_add_node(t, name, 4 * (i + 1));
+                /* ids 4, 8, ... skipping the reserved 252 */
+                uint32_t id = 4 * (i + 1) >= NTBF_RESERVED_NODE_ID ? 4 * (i + 2) : 4 * (i + 1);
+                uint32_t n = ntbf_topo_add_node(t, name, id);
                 uint32_t a = ntbf_topo_add_adapter(t, n, "ntb0", ntbf_adapter_preset("pxh830"));
                 ntbf_topo_add_link(t, fx_ap(a, 0), fx_sp(sw, i));
                 if (i == 0) {
@@ -67,6 +69,74 @@ struct ntbf_topo *fx_star(unsigned count)
                         dev->sim.memory = 64 * NTBF_MiB;
                         ntbf_device_apply_sim(dev);
                 }
+        }
+        return t;
+}
+
+struct ntbf_topo *fx_b2b_devices(unsigned ndev, uint64_t bar)
+{
+        struct ntbf_topo *t = fx_b2b("pxh830");
+        for (uint32_t n = 0; n < 2; n++) {
+                for (unsigned i = 0; i < ndev; i++) {
+                        char name[16];
+                        snprintf(name, sizeof(name), "d%u", i);
+                        uint32_t d = ntbf_topo_add_device(t, n, name);
+                        struct ntbf_device *dev = &t->devices[d];
+                        dev->bus = (uint8_t)(i + 1);
+                        dev->lend = true;
+                        dev->bars[0] = (struct ntbf_bar){.size = bar, .flags = NTBF_BAR_64};
+                }
+        }
+        return t;
+}
+
+uint32_t fx_add_accel(struct ntbf_topo *t, uint32_t node, const char *name, uint8_t bus,
+                      uint64_t mem)
+{
+        uint32_t d = ntbf_topo_add_device(t, node, name);
+        struct ntbf_device *dev = &t->devices[d];
+        dev->bus = bus;
+        dev->lend = true;
+        ntbf_sim_defaults(&dev->sim, NTBF_SIM_ACCEL);
+        dev->sim.memory = mem;
+        ntbf_device_apply_sim(dev);
+        return d;
+}
+
+struct ntbf_topo *fx_cascade(unsigned nodes, unsigned subs, uint32_t rid_table)
+{
+        struct ntbf_topo *t = ntbf_topo_new("cascade", "cascade.yaml");
+        unsigned per = (nodes + subs - 1) / subs;
+        struct ntbf_switch_params top = *ntbf_switch_preset("mxs824");
+        struct ntbf_switch_params sub = top;
+        if (top.ports < subs)
+                top.ports = subs;
+        if (sub.ports < per + 1)
+                sub.ports = per + 1;
+        if (rid_table)
+                top.rid_table = sub.rid_table = rid_table;
+        uint32_t ti = ntbf_topo_add_switch(t, "top", &top);
+        t->switches[ti].loc = (struct ntbf_loc){3, 5};
+        for (unsigned s = 0; s < subs; s++) {
+                char name[16];
+                snprintf(name, sizeof(name), "sub%u", s);
+                uint32_t si = ntbf_topo_add_switch(t, name, &sub);
+                t->switches[si].loc = (struct ntbf_loc){4 + s, 5};
+                ntbf_topo_add_link(t, fx_sp(si, sub.ports - 1), fx_sp(ti, s));
+        }
+        for (unsigned i = 0; i < nodes; i++) {
+                char name[16];
+                snprintf(name, sizeof(name), "n%u", i);
+                uint32_t id = i + 1 >= NTBF_RESERVED_NODE_ID ? i + 2 : i + 1;
+                uint32_t n = ntbf_topo_add_node(t, name, id);
+                uint32_t a = ntbf_topo_add_adapter(t, n, "ntb0", ntbf_adapter_preset("pxh830"));
+                ntbf_topo_add_link(t, fx_ap(a, 0), fx_sp(1 + i % subs, i / subs));
+                uint32_t d = ntbf_topo_add_device(t, n, "nvme0");
+                struct ntbf_device *dev = &t->devices[d];
+                dev->bus = 3;
+                dev->lend = true;
+                ntbf_sim_defaults(&dev->sim, NTBF_SIM_NVME);
+                ntbf_device_apply_sim(dev);
         }
         return t;
 }

@@ -11,6 +11,21 @@ struct ntbf_topo *fx_b2b(const char *model);
  * port i of mxs824 switch "sw0". Node n0 has an NVMe "nvme0" (lend) and an accelerator "acc0".
  */
 struct ntbf_topo *fx_star(unsigned count);
+/*
+ * Two pxh830 nodes "a" and "b" back to back, each with ndev single-function lent devices
+ * "d0".."d{ndev-1}" (buses 1..ndev) with one 64-bit non-prefetchable BAR0 of bar bytes.
+ */
+struct ntbf_topo *fx_b2b_devices(unsigned ndev, uint64_t bar);
+/*
+ * The article's cascade: `nodes` nodes "n0".. (ids 1.. skipping the reserved 252), each with
+ * a pxh830 "ntb0" on sub-switch "sub{i % subs}" port i / subs (mxs824 with as many ports as
+ * needed; uplink on its last port, cabled to port s of the top switch "top"). With
+ * rid_table != 0 every switch gets that requester table. Each node has a lent NVMe "nvme0".
+ */
+struct ntbf_topo *fx_cascade(unsigned nodes, unsigned subs, uint32_t rid_table);
+/* Add a lent simulated accelerator with mem bytes of device memory (BAR2) to node n. */
+uint32_t fx_add_accel(struct ntbf_topo *t, uint32_t node, const char *name, uint8_t bus,
+                      uint64_t mem);
 /* Port reference helpers. */
 struct ntbf_port_ref fx_ap(uint32_t adapter, uint32_t port);
 struct ntbf_port_ref fx_sp(uint32_t sw, uint32_t port);

@@ -227,13 +227,45 @@ static void test_no_transit(void **state)
         ntbf_topo_free(t);
 }
 
+static void test_no_loop_through_source(void **state)
+{
+        (void)state;
+        /* a.ntb0 - sw0; a.ntb1 port 0 - sw0, port 1 - sw1; b - sw1. */
+        struct ntbf_topo *t = ntbf_topo_new("loop", "loop.yaml");
+        uint32_t a = ntbf_topo_add_node(t, "a", 4), b = ntbf_topo_add_node(t, "b", 8);
+        uint32_t a0 = ntbf_topo_add_adapter(t, a, "ntb0", ntbf_adapter_preset("pxh830"));
+        uint32_t a1 = ntbf_topo_add_adapter(t, a, "ntb1", ntbf_adapter_preset("pxh830"));
+        uint32_t b0 = ntbf_topo_add_adapter(t, b, "ntb0", ntbf_adapter_preset("pxh830"));
+        uint32_t sw0 = ntbf_topo_add_switch(t, "sw0", ntbf_switch_preset("mxs824"));
+        uint32_t sw1 = ntbf_topo_add_switch(t, "sw1", ntbf_switch_preset("mxs824"));
+        ntbf_topo_add_link(t, fx_ap(a0, 0), fx_sp(sw0, 0));
+        ntbf_topo_add_link(t, fx_ap(a1, 0), fx_sp(sw0, 1));
+        ntbf_topo_add_link(t, fx_ap(a1, 1), fx_sp(sw1, 0));
+        ntbf_topo_add_link(t, fx_ap(b0, 0), fx_sp(sw1, 1));
+        fx_finalize_ok(t);
+        struct ntbf_path p;
+        char why[512];
+        assert_int_equal(ntbf_path_find(t, NULL, ep(t, "a"), ep(t, "b"), &p, why, sizeof(why)), 0);
+        assert_int_equal(p.first_adapter, a1);
+        /* Leaving through ntb0 would need to come back in through ntb1 and out again. */
+        struct ntbf_path_opts o = NTBF_PATH_OPTS_INIT;
+        o.first_adapter = a0;
+        assert_int_equal(ntbf_path_find(t, &o, ep(t, "a"), ep(t, "b"), &p, why, sizeof(why)),
+                         NTBF_ENOPATH);
+        ntbf_topo_free(t);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_endpoint_parse),      cmocka_unit_test(test_b2b_path),
-            cmocka_unit_test(test_switch_path),         cmocka_unit_test(test_disjoint),
-            cmocka_unit_test(test_disjoint_bottleneck), cmocka_unit_test(test_down_links),
+            cmocka_unit_test(test_endpoint_parse),
+            cmocka_unit_test(test_b2b_path),
+            cmocka_unit_test(test_switch_path),
+            cmocka_unit_test(test_disjoint),
+            cmocka_unit_test(test_disjoint_bottleneck),
+            cmocka_unit_test(test_down_links),
             cmocka_unit_test(test_no_transit),
+            cmocka_unit_test(test_no_loop_through_source),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
