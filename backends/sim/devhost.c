@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cfgspace.h"
 #include "devmodel.h"
 #include "sim.h"
 
@@ -33,7 +34,6 @@ struct runner {
         struct ntbf_sim_devenv env;
         uint32_t func, device, node, adapter;
         uint16_t rid;
-        int pcie_cap; /* offset of the PCI Express capability in config space, 0: none */
         _Atomic uint64_t polls, work, naps, flr, resets;
 };
 
@@ -87,36 +87,16 @@ static int model_write(void *opaque, uint64_t addr, const void *buf, size_t len)
 
 /* ---- function level reset -------------------------------------------------------------------- */
 
-#define PCI_CAP_PTR            0x34
-#define PCI_CAP_ID_EXP         0x10
-#define PCI_EXP_DEVCTL         0x08
-#define PCI_EXP_DEVCTL_BCR_FLR 0x8000u
-
-static int find_pcie_cap(const uint8_t *cfg)
-{
-        unsigned ptr = cfg[PCI_CAP_PTR] & 0xfc;
-        for (int guard = 0; ptr >= 0x40 && ptr < 0x100 && guard < 48; guard++) {
-                if (cfg[ptr] == PCI_CAP_ID_EXP)
-                        return (int)ptr;
-                ptr = cfg[ptr + 1] & 0xfc;
-        }
-        return 0;
-}
-
 /*
- * A driver starts an FLR by writing Initiate Function Level Reset (Device Control bit 15)
- * into config space. The bit always reads as 0 on hardware: the runner resets the model
- * and clears it, which the driver sees as the reset having completed.
+ * A driver starts an FLR by writing Initiate Function Level Reset (Device Control) into
+ * config space; cfgspace keeps it pending in the values page (it reads as 0). The runner
+ * resets the model and clears it: the reset has completed.
  */
 static bool take_flr(struct runner *r)
 {
-        if (!r->pcie_cap)
+        if (!ntbf_sim_cfg_flr_pending(r->env.cfg))
                 return false;
-        _Atomic uint16_t *ctl = (_Atomic uint16_t *)(r->env.cfg + r->pcie_cap + PCI_EXP_DEVCTL);
-        uint16_t v = atomic_load_explicit(ctl, memory_order_acquire);
-        if (!(v & PCI_EXP_DEVCTL_BCR_FLR))
-                return false;
-        atomic_fetch_and(ctl, (uint16_t)~PCI_EXP_DEVCTL_BCR_FLR);
+        ntbf_sim_cfg_flr_clear(r->env.cfg);
         return true;
 }
 
@@ -233,6 +213,11 @@ static void *reaper_main(void *arg)
         return NULL;
 }
 
+const struct ntbf_sim_model_ops *ntbf_sim_builtin_model(const struct ntbf_device *d)
+{
+        return ntbf_sim_model_for(d);
+}
+
 /* ---- the device host role ------------------------------------------------------------------ */
 
 static int claim_role(struct ntbf_sim *s, char *why, size_t whylen)
@@ -315,7 +300,6 @@ static int setup_model(struct ntbf_sim_devhost *dh, struct runner *r, uint32_t d
                         return -errno;
         }
         e->dma = (struct ntbf_sim_dma){model_read, model_write, r};
-        r->pcie_cap = find_pcie_cap(e->cfg);
         return ops->create(e, &r->state);
 }
 

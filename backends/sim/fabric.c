@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "ntbfab/units.h"
+#include "cfgspace.h"
 #include "devmodel.h"
 #include "sim.h"
 
@@ -633,8 +634,122 @@ static void init_control(const struct ntbf_topo *t, const struct layout *L, uint
         }
 }
 
-static int build_control(const struct ntbf_topo *t, const char *path, uint64_t hash, char *why,
-                         size_t whylen)
+/* ---- powering device functions on -------------------------------------------------------- */
+
+static int no_dma_read(void *opaque, uint64_t addr, void *buf, size_t len)
+{
+        (void)opaque;
+        (void)addr;
+        memset(buf, 0xff, len);
+        return NTBF_EUNREACHABLE; /* no fabric yet: nothing answers */
+}
+
+static int no_dma_write(void *opaque, uint64_t addr, const void *buf, size_t len)
+{
+        (void)opaque;
+        (void)addr;
+        (void)buf;
+        (void)len;
+        return NTBF_EUNREACHABLE;
+}
+
+/* Map a whole backing file for the creator (NULL if it has no size). */
+static uint8_t *map_whole(const char *path, uint64_t size)
+{
+        if (!size)
+                return NULL;
+        int fd = open(path, O_RDWR | O_CLOEXEC);
+        if (fd < 0)
+                return NULL;
+        void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        close(fd);
+        return p == MAP_FAILED ? NULL : p;
+}
+
+/*
+ * Every device function as firmware finds it at boot: its config space, and for a function
+ * with a built-in model (models.c) the model's power-on registers. The model builds its own
+ * config space (it knows its MSI-X layout), so it is created and destroyed once here; the
+ * device host creates it again later and continues from this state. A function without a
+ * model gets cfgspace's config space with no MSI-X.
+ */
+static int power_on(const struct ntbf_topo *t, const char *dir, uint8_t *ctl, uint64_t off_cfg,
+                    char *why, size_t whylen)
+{
+        struct ntbf_sim names = {.t = t};
+        snprintf(names.dir, sizeof(names.dir), "%s", dir);
+        uint32_t k = 0;
+        int r = 0;
+        for (uint32_t d = 0; d < t->ndevices && !r; d++) {
+                const struct ntbf_device *dev = &t->devices[d];
+                const struct ntbf_sim_model_ops *ops = ntbf_sim_model_for(dev);
+                uint8_t *bar[NTBF_MAX_BARS] = {0}, *vfbar[NTBF_MAX_BARS] = {0};
+                char path[PATH_MAX];
+                for (uint32_t b = 0; b < NTBF_MAX_BARS; b++) {
+                        uint32_t obj = d * NTBF_MAX_BARS + b;
+                        bar[b] =
+                            map_whole(ntbf__sim_file_name(&names, SF_BAR, obj, path, sizeof(path)),
+                                      file_size(t, SF_BAR, obj));
+                        if (dev->vfs)
+                                vfbar[b] = map_whole(
+                                    ntbf__sim_file_name(&names, SF_VFBAR, obj, path, sizeof(path)),
+                                    file_size(t, SF_VFBAR, obj));
+                }
+                int img = -1;
+                if (dev->sim.model == NTBF_SIM_NVME) {
+                        snprintf(path, sizeof(path), "%s/images/%s-%s.img", dir,
+                                 t->nodes[dev->node].name, dev->name);
+                        img = open(path, O_RDWR | O_CLOEXEC);
+                }
+                for (uint32_t f = 0; f < ntbf_device_nfuncs(dev) && !r; f++, k++) {
+                        struct ntbf_sim_devenv env = {
+                            .desc = dev,
+                            .function = f,
+                            .node_name = t->nodes[dev->node].name,
+                            .node_id = t->nodes[dev->node].id,
+                            .cfg = ctl + off_cfg + (uint64_t)k * NTBF_SIM_CFG_REGION,
+                            .backing_fd = img,
+                            .dma = {no_dma_read, no_dma_write, NULL},
+                        };
+                        bool pf = f < dev->functions;
+                        for (uint32_t b = 0; b < NTBF_MAX_BARS; b++) {
+                                uint64_t size = ntbf_device_bar_size(dev, f, b);
+                                uint8_t *base = pf ? bar[b] : vfbar[b];
+                                if (!size || !base)
+                                        continue;
+                                env.bar[b] = base + (pf ? f : f - dev->functions) * size;
+                                env.bar_size[b] = size;
+                        }
+                        if (ops) {
+                                void *st = NULL;
+                                r = ops->create(&env, &st);
+                                if (!r)
+                                        ops->destroy(st);
+                        } else {
+                                struct ntbf_sim_cfg_layout l = {.link_width = 4};
+                                r = ntbf_sim_cfg_build(env.cfg, dev, f, &l);
+                        }
+                        if (r)
+                                say(why, whylen,
+                                    "device %s.%s function %u cannot power on (%s model): %s",
+                                    t->nodes[dev->node].name, dev->name, f, ops ? ops->name : "no",
+                                    ntbf_strerror(r));
+                }
+                if (img >= 0)
+                        close(img);
+                for (uint32_t b = 0; b < NTBF_MAX_BARS; b++) {
+                        uint32_t obj = d * NTBF_MAX_BARS + b;
+                        if (bar[b])
+                                munmap(bar[b], file_size(t, SF_BAR, obj));
+                        if (vfbar[b])
+                                munmap(vfbar[b], file_size(t, SF_VFBAR, obj));
+                }
+        }
+        return r;
+}
+
+static int build_control(const struct ntbf_topo *t, const char *dir, const char *path,
+                         uint64_t hash, char *why, size_t whylen)
 {
         struct layout L = {0};
         struct sim_route *routes = NULL;
@@ -663,6 +778,9 @@ static int build_control(const struct ntbf_topo *t, const char *path, uint64_t h
                 goto out;
         }
         init_control(t, &L, ctl, hash, routes, hops);
+        r = power_on(t, dir, ctl, L.off_cfg, why, whylen);
+        if (r)
+                goto out;
         atomic_store_explicit(&((struct sim_hdr *)ctl)->ready, 1, memory_order_release);
 out:
         if (ctl != MAP_FAILED)
@@ -758,7 +876,7 @@ int ntbf_sim_fabric_create(const struct ntbf_topo *t, const char *dir, char *why
         if (r)
                 goto out;
         snprintf(tmp, sizeof(tmp), "%s/fabric.tmp", dir);
-        r = build_control(t, tmp, hash, why, whylen);
+        r = build_control(t, dir, tmp, hash, why, whylen);
         /* The control file appears whole or not at all: attachers never see it half built. */
         if (!r && rename(tmp, path)) {
                 r = -errno;

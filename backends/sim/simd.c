@@ -10,7 +10,6 @@
 #include "ntbfab/config.h"
 #include "ntbfab/error.h"
 #include "ntbfab/sim.h"
-#include "devmodel.h"
 
 /*
  * Exit status follows the project's CLI conventions: 0 after a clean stop (SIGTERM or
@@ -95,10 +94,7 @@ int main(int argc, char **argv)
         sigaddset(&set, SIGTERM);
         sigaddset(&set, SIGINT);
         pthread_sigmask(SIG_BLOCK, &set, NULL);
-        struct ntbf_sim_devhost_opts opts = {.model_for = NULL};
-#ifdef NTBF_SIM_HAVE_MODELS
-        opts.model_for = ntbf_sim_model_for;
-#endif
+        struct ntbf_sim_devhost_opts opts = {.model_for = ntbf_sim_builtin_model};
         struct ntbf_sim_devhost *dh;
         r = ntbf_sim_devhost_start(b, &opts, &dh, why, sizeof(why));
         if (r) {

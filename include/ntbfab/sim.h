@@ -116,8 +116,12 @@ NTBF_EXPORT int ntbf_sim_owned(struct ntbf_backend *b, uint32_t node, int pid,
 struct ntbf_sim_model_ops; /* backends/sim/devmodel.h */
 struct ntbf_sim_devhost;
 
+/* The built-in model of a device (NVMe, accelerator: d->sim.model), or NULL. */
+NTBF_EXPORT const struct ntbf_sim_model_ops *ntbf_sim_builtin_model(const struct ntbf_device *d);
+
 struct ntbf_sim_devhost_opts {
-        /* The model of a device, or NULL for none; NULL lookup: no device models run. */
+        /* The model of a device, or NULL for none (ntbf_sim_builtin_model runs the built-in
+         * ones); a NULL lookup runs no device models. */
         const struct ntbf_sim_model_ops *(*model_for)(const struct ntbf_device *d);
         bool no_dma;         /* do not run the adapters' DMA engines */
         bool no_reaper;      /* do not free the resources of dead processes */

@@ -43,7 +43,18 @@ void fab_down(struct fab *f)
                         f->ops->release(f->h[a]);
         f->ops->close(f->b);
         assert_int_equal(ntbf_sim_fabric_destroy(f->dir), 0);
-        assert_int_equal(access(f->dir, F_OK), -1); /* nothing left: no images here */
+        /* Only NVMe namespace images survive teardown; a test removes them itself. */
+        char img[512];
+        for (uint32_t d = 0; d < f->t->ndevices; d++) {
+                const struct ntbf_device *dev = &f->t->devices[d];
+                snprintf(img, sizeof(img), "%s/images/%s-%s.img", f->dir,
+                         f->t->nodes[dev->node].name, dev->name);
+                unlink(img);
+        }
+        snprintf(img, sizeof(img), "%s/images", f->dir);
+        rmdir(img);
+        rmdir(f->dir);
+        assert_int_equal(access(f->dir, F_OK), -1); /* nothing left */
         ntbf_topo_free(f->t);
 }
 

@@ -15,6 +15,8 @@
 #include "ntbfab/error.h"
 #include "fixtures.h"
 #include "simfab_fx.h"
+#include "cfgspace.h"
+#include "nvme.h"
 #include "simfab_mirror.h"
 
 #define MiB NTBF_MiB
@@ -86,11 +88,10 @@ static void test_mirror_model(void **state)
         struct rig g;
         rig_up(&g);
         struct fab *f = &g.f;
-        /* A PCI Express capability so the runner can see Initiate FLR (cfgspace builds the
-         * real one; this is the minimum a function needs). */
-        g.cfg[0x34] = 0x40;
-        g.cfg[0x40] = 0x10;
-        g.cfg[0x41] = 0;
+        /* Config space was built when the fabric was created (cfgspace, no model layout). */
+        assert_int_equal(ntbf_sim_cfg_read(g.cfg, NTBF_PCI_CAP_PTR, 1) != 0, 1);
+        uint32_t pcie = ntbf_sim_cfg_find_cap(g.cfg, NTBF_PCI_CAP_ID_EXP);
+        assert_int_not_equal(pcie, 0);
 
         struct ntbf_mem src, dst;
         assert_int_equal(f->ops->mem_alloc(f->h[0], 16384, 0, &src), 0);
@@ -130,12 +131,13 @@ static void test_mirror_model(void **state)
         assert_int_equal((int32_t)*reg32(g.regs, MIRROR_STATUS), NTBF_EUNPROGRAMMED);
         assert_int_equal(fab_ctr(f, 0).drop_unprogrammed, 1);
 
-        /* Function level reset through config space: the bit reads back as 0 when done. */
-        volatile uint16_t *devctl = (volatile uint16_t *)(g.cfg + 0x48);
-        __atomic_store_n(devctl, 0x8000 | 0x10, __ATOMIC_RELEASE);
-        for (uint64_t end = now_ms() + 2000; now_ms() < end && (*devctl & 0x8000);)
+        /* Function level reset through a config write, as a driver does: pending until the
+         * runner has reset the model. */
+        assert_int_equal(
+            ntbf_sim_cfg_write(g.cfg, pcie + NTBF_PCI_EXP_DEVCTL, NTBF_PCI_EXP_DEVCTL_FLR, 2), 0);
+        for (uint64_t end = now_ms() + 2000; now_ms() < end && ntbf_sim_cfg_flr_pending(g.cfg);)
                 sleep_us(100);
-        assert_int_equal(*devctl, 0x10);
+        assert_false(ntbf_sim_cfg_flr_pending(g.cfg));
         assert_int_equal(*reg32(g.regs, MIRROR_RESETS), 1);
         assert_int_equal(*reg32(g.regs, MIRROR_DONE), 0);
 
@@ -165,6 +167,75 @@ static void test_mirror_model(void **state)
         ntbf_sim_devhost_stop(dh);
         f->ops->irq_free(f->h[1], &irq);
         fab_down(f);
+}
+
+/* The built-in NVMe model in the device host: Identify data lands in another node's RAM. */
+static void test_nvme_model_across_fabric(void **state)
+{
+        (void)state;
+        struct ntbf_topo *t = fab_b2b(false);
+        uint32_t d = ntbf_topo_add_device(t, 0, "nvme0");
+        t->devices[d].bus = 4;
+        ntbf_sim_defaults(&t->devices[d].sim, NTBF_SIM_NVME);
+        t->devices[d].sim.capacity = 16 * MiB;
+        t->devices[d].sim.msix = 8;
+        ntbf_device_apply_sim(&t->devices[d]);
+        struct fab f;
+        fab_up(&f, t);
+        /* Powered on at creation: config space with the model's MSI-X layout. */
+        uint8_t *cfg = ntbf_sim_cfg(f.b, d, 0);
+        assert_int_equal(ntbf_sim_cfg_read(cfg, NTBF_PCI_VENDOR_ID, 2), NTBF_SIM_VENDOR_ID);
+        assert_int_equal(ntbf_sim_cfg_read(cfg, NTBF_PCI_DEVICE_ID, 2), NTBF_SIM_NVME_DEVICE_ID);
+        struct ntbf_sim_msix mx;
+        ntbf_sim_cfg_msix(cfg, &mx);
+        assert_true(mx.present);
+        assert_int_equal(mx.vectors, 8);
+        assert_int_equal(
+            ntbf_sim_cfg_write(cfg, NTBF_PCI_COMMAND, NTBF_PCI_CMD_MEMORY | NTBF_PCI_CMD_MASTER, 2),
+            0);
+        struct ntbf_rid r = {0, 0x0400, 0xfff8};
+        assert_int_equal(f.ops->rid_add(f.h[0], &r), 0);
+        struct ntbf_mem buf;
+        assert_int_equal(f.ops->mem_alloc(f.h[1], 4096, 0, &buf), 0);
+        fab_slot(&f, 0, 0, 1, buf.bus_addr & ~(MiB - 1));
+
+        struct ntbf_sim_devhost_opts o = {.model_for = ntbf_sim_builtin_model};
+        struct ntbf_sim_devhost *dh;
+        char why[256];
+        assert_int_equal(ntbf_sim_devhost_start(f.b, &o, &dh, why, sizeof(why)), 0);
+        uint8_t *regs = fab_ram(&f, 0, ntbf_device_bar_addr(&t->devices[d], 0, 0), 0x4000);
+        uint8_t *sq = fab_ram(&f, 0, 2 * MiB, 4096), *cq = fab_ram(&f, 0, 3 * MiB, 4096);
+        *reg32(regs, NTBF_NVME_REG_AQA) = 15u << 16 | 15u;
+        *reg64(regs, NTBF_NVME_REG_ASQ) = 2 * MiB;
+        *reg64(regs, NTBF_NVME_REG_ACQ) = 3 * MiB;
+        *reg32(regs, NTBF_NVME_REG_CC) =
+            NTBF_NVME_CC_EN | NTBF_NVME_CC_IOSQES_64 | NTBF_NVME_CC_IOCQES_16;
+        for (uint64_t end = now_ms() + 2000;
+             now_ms() < end && !(*reg32(regs, NTBF_NVME_REG_CSTS) & NTBF_NVME_CSTS_RDY);)
+                sleep_us(100);
+        assert_true(*reg32(regs, NTBF_NVME_REG_CSTS) & NTBF_NVME_CSTS_RDY);
+        /* Identify Controller, data pointer through a's window into b's buffer. */
+        uint32_t cmd[16] = {0};
+        cmd[0] = NTBF_NVME_ADM_IDENTIFY | 7u << 16;
+        uint64_t prp = fab_win(&f, 0, 0, buf.bus_addr & (MiB - 1));
+        memcpy(&cmd[6], &prp, 8);
+        cmd[10] = NTBF_NVME_CNS_CTRL;
+        memcpy(sq, cmd, 64);
+        __atomic_store_n(reg32(regs, NTBF_NVME_SQ_TDBL(0)), 1, __ATOMIC_RELEASE);
+        volatile uint32_t *cqe = (volatile uint32_t *)cq;
+        for (uint64_t end = now_ms() + 2000; now_ms() < end && !(cqe[3] & 0x10000);)
+                sleep_us(100);
+        assert_true(cqe[3] & 0x10000);        /* phase tag of the first pass */
+        assert_int_equal(cqe[3] & 0xffff, 7); /* command identifier */
+        assert_int_equal(cqe[3] >> 17, 0);    /* success */
+        uint16_t vid;
+        memcpy(&vid, buf.addr, 2);
+        assert_int_equal(vid, NTBF_SIM_VENDOR_ID);
+        assert_memory_equal((uint8_t *)buf.addr + 24, NTBF_NVME_MN, strlen(NTBF_NVME_MN));
+        assert_int_equal(fab_ctr(&f, 0).tx, 1);
+        ntbf_sim_devhost_stop(dh);
+        assert_int_equal(f.ops->mem_free(f.h[1], &buf), 0);
+        fab_down(&f);
 }
 
 static void test_dma_engine(void **state)
@@ -294,6 +365,7 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_mirror_model),
+            cmocka_unit_test(test_nvme_model_across_fabric),
             cmocka_unit_test(test_dma_engine),
             cmocka_unit_test(test_reaper),
         };
