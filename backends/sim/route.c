@@ -314,10 +314,32 @@ static int deliver(struct ntbf_sim *s, const struct sim_hit *h, uint8_t *buf, bo
         uint8_t *base = sim_file(s, h->fkind, h->fobj);
         if (unlikely(!base))
                 return NTBF_EUNREACHABLE;
-        if (write)
-                memcpy(base + h->foff, buf, h->len);
-        else
-                memcpy(buf, base + h->foff, h->len);
+        uint8_t *p = base + h->foff;
+        /* A naturally aligned DWORD or QWORD is one store or load, never torn (devmodel.h):
+         * NVMe phase tags and MSI-X data rely on it. */
+        if (h->len == 8 && !((uintptr_t)p & 7)) {
+                uint64_t v;
+                if (write) {
+                        memcpy(&v, buf, 8);
+                        __atomic_store_n((uint64_t *)p, v, __ATOMIC_RELEASE);
+                } else {
+                        v = __atomic_load_n((uint64_t *)p, __ATOMIC_ACQUIRE);
+                        memcpy(buf, &v, 8);
+                }
+        } else if (h->len == 4 && !((uintptr_t)p & 3)) {
+                uint32_t v;
+                if (write) {
+                        memcpy(&v, buf, 4);
+                        __atomic_store_n((uint32_t *)p, v, __ATOMIC_RELEASE);
+                } else {
+                        v = __atomic_load_n((uint32_t *)p, __ATOMIC_ACQUIRE);
+                        memcpy(buf, &v, 4);
+                }
+        } else if (write) {
+                memcpy(p, buf, h->len);
+        } else {
+                memcpy(buf, p, h->len);
+        }
         return 0;
 }
 
