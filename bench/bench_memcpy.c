@@ -145,7 +145,7 @@ int main(int argc, char **argv)
         }
         const struct ntbf_backend_ops *ops = ntbf_backend_find("sim");
         struct ntbf_backend *b;
-        struct ntbf_adapter_h *ha, *hb;
+        struct ntbf_adapter_h *ha = NULL, *hb = NULL;
         struct ntbf_backend_env env = {t, dir, NTBF_NONE};
         if ((r = ops->open(&env, &b)) || (r = ops->probe(b, 0, &ha)) || (r = ops->probe(b, 1, &hb)))
                 die("attach", r);

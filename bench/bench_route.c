@@ -84,7 +84,7 @@ int main(int argc, char **argv)
                 return 1;
         const struct ntbf_backend_ops *ops = ntbf_backend_find("sim");
         struct ntbf_backend *b;
-        struct ntbf_adapter_h *h0, *h1, *h2;
+        struct ntbf_adapter_h *h0 = NULL, *h1 = NULL, *h2 = NULL;
         struct ntbf_backend_env env = {t, dir, NTBF_NONE};
         if (ops->open(&env, &b) || ops->probe(b, 0, &h0) || ops->probe(b, 2, &h2) ||
             ops->probe(b, 3, &h1))
