@@ -413,14 +413,113 @@ static void test_cpu_map_follows_routing(void **state)
         fab_down(&f);
 }
 
+static void test_host_death_and_revival(void **state)
+{
+        (void)state;
+        struct fab f;
+        fab_up(&f, fab_b2b(false));
+        struct ntbf_mem m;
+        assert_int_equal(f.ops->mem_alloc(f.h[1], 4096, 0, &m), 0);
+        memset(m.addr, 0x5a, 4096);
+        fab_slot(&f, 0, 2, 1, m.bus_addr & ~(MiB - 1));
+        fab_slot(&f, 1, 7, 0, 8 * MiB);
+        void *va;
+        assert_int_equal(f.ops->map_window(f.h[0], 2 * MiB, MiB, 0, &va), 0);
+        uint8_t *p = (uint8_t *)va + (m.bus_addr & (MiB - 1));
+        assert_int_equal(p[0], 0x5a);
+        struct ntbf_fault hf = {NTBF_FAULT_HOST_DEATH, 1};
+        assert_int_equal(f.ops->fault(f.b, &hf), 0);
+        /* b's links went down: a sees it on the way out, and its mapping reads all ones. */
+        bool up = true;
+        assert_int_equal(f.ops->link_state(f.h[0], 0, &up), 0);
+        assert_false(up);
+        uint8_t buf[16];
+        assert_int_equal(ntbf_sim_read(f.b, 0, NTBF_NONE, 0, fab_win(&f, 0, 2, 0), buf, 16, NULL),
+                         NTBF_ELINKDOWN);
+        assert_true(all_ones(p, 64));
+        hf.kind = NTBF_FAULT_HOST_REVIVE;
+        assert_int_equal(f.ops->fault(f.b, &hf), 0);
+        /* A reboot: b's memory is gone and zero, its adapter reset; a's slot survives. */
+        assert_int_equal(f.ops->link_state(f.h[0], 0, &up), 0);
+        assert_true(up);
+        assert_int_equal(p[0], 0);
+        assert_int_equal(*fab_ram(&f, 1, m.bus_addr, 1), 0);
+        struct ntbf_sim_owned o;
+        assert_int_equal(ntbf_sim_owned(f.b, 1, 0, &o), 0);
+        assert_int_equal(o.mem, 0);
+        struct ntbf_xlat x;
+        bool valid;
+        assert_int_equal(f.ops->xlat_get(f.h[1], 7, &x, &valid), 0);
+        assert_false(valid);
+        assert_int_equal(f.ops->xlat_get(f.h[0], 2, &x, &valid), 0);
+        assert_true(valid);
+        memset(buf, 0x33, sizeof(buf));
+        assert_int_equal(ntbf_sim_write(f.b, 0, NTBF_NONE, 0,
+                                        fab_win(&f, 0, 2, m.bus_addr & (MiB - 1)), buf, 16, NULL),
+                         0);
+        assert_int_equal(p[0], 0x33);
+        /* A link taken down on purpose stays down through a death and revival. */
+        struct ntbf_fault lf = {NTBF_FAULT_LINK_DOWN, 0};
+        assert_int_equal(f.ops->fault(f.b, &lf), 0);
+        hf.kind = NTBF_FAULT_HOST_DEATH;
+        assert_int_equal(f.ops->fault(f.b, &hf), 0);
+        hf.kind = NTBF_FAULT_HOST_REVIVE;
+        assert_int_equal(f.ops->fault(f.b, &hf), 0);
+        assert_int_equal(f.ops->link_state(f.h[0], 0, &up), 0);
+        assert_false(up);
+        char why[256];
+        assert_int_equal(ntbf_sim_check(f.b, why, sizeof(why)), 0);
+        assert_int_equal(f.ops->unmap_window(f.h[0], va, MiB), 0);
+        fab_down(&f);
+}
+
+static void test_vf_bars_and_p2p(void **state)
+{
+        (void)state;
+        struct ntbf_topo *t = fab_b2b(true);
+        uint32_t d = fab_add_dev(t, 1, "sriov", 6, 1);
+        t->devices[d].vfs = 4;
+        t->devices[d].vf_bars[0] = 8192;
+        struct fab f;
+        fab_up(&f, t);
+        const struct ntbf_device *dev = &f.t->devices[d];
+        /* VF 2's BAR0 is its own 8 KiB of the VF BAR array; reached peer-to-peer from a, past
+         * b's IOMMU (inbound traffic to BARs is not translated). */
+        uint64_t vf2 = ntbf_device_bar_addr(dev, 1 + 2, 0);
+        assert_int_equal(vf2, dev->vf_bar_addr[0] + 2 * 8192);
+        fab_slot(&f, 0, 4, 1, vf2 & ~(MiB - 1));
+        uint8_t out[32];
+        fill(out, sizeof(out), 41);
+        struct ntbf_sim_trace tr;
+        assert_int_equal(ntbf_sim_write(f.b, 0, NTBF_NONE, 0, fab_win(&f, 0, 4, vf2 & (MiB - 1)),
+                                        out, sizeof(out), &tr),
+                         0);
+        assert_int_equal(tr.dst_kind, NTBF_REGION_VF_BAR);
+        assert_int_equal(tr.path.to.kind, NTBF_EP_DEVICE);
+        assert_int_equal(tr.path.to.device, d);
+        assert_memory_equal(fab_ram(&f, 1, vf2, 32), out, 32);
+        /* VF i's routing ID: PF0's + 0x80 + i; its config region exists. */
+        assert_int_equal(ntbf_device_rid(dev, 3), 0x0600 + 0x80 + 2);
+        assert_non_null(ntbf_sim_cfg(f.b, d, 4));
+        assert_null(ntbf_sim_cfg(f.b, d, 5));
+        fab_down(&f);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_b2b_one_hop),    cmocka_unit_test(test_switch_two_hops),
-            cmocka_unit_test(test_drop_reasons),   cmocka_unit_test(test_split_at_slots),
-            cmocka_unit_test(test_iommu),          cmocka_unit_test(test_msi_to_vector),
-            cmocka_unit_test(test_multicast),      cmocka_unit_test(test_rid_mask),
-            cmocka_unit_test(test_table_capacity), cmocka_unit_test(test_cpu_map_follows_routing),
+            cmocka_unit_test(test_b2b_one_hop),
+            cmocka_unit_test(test_switch_two_hops),
+            cmocka_unit_test(test_drop_reasons),
+            cmocka_unit_test(test_split_at_slots),
+            cmocka_unit_test(test_iommu),
+            cmocka_unit_test(test_msi_to_vector),
+            cmocka_unit_test(test_multicast),
+            cmocka_unit_test(test_rid_mask),
+            cmocka_unit_test(test_table_capacity),
+            cmocka_unit_test(test_cpu_map_follows_routing),
+            cmocka_unit_test(test_host_death_and_revival),
+            cmocka_unit_test(test_vf_bars_and_p2p),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
