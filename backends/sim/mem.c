@@ -190,7 +190,10 @@ int ntbf__sim_mem_free(struct ntbf_sim *s, uint32_t node, struct ntbf_mem *m)
 uint32_t ntbf__sim_mem_reap(struct ntbf_sim *s, uint32_t node)
 {
         struct sim_node *n = &s->nodes[node];
-        struct span freed[64];
+        /* Punching holes is a syscall: done after unlocking, for up to 64 of them. */
+        struct {
+                uint64_t base, size;
+        } freed[64];
         uint32_t nfreed = 0, total = 0;
         int last_pid = -1;
         uint64_t last_start = 0;
@@ -213,13 +216,13 @@ uint32_t ntbf__sim_mem_reap(struct ntbf_sim *s, uint32_t node)
                 n->mem_bytes -= rec->size;
                 total++;
                 if (nfreed < 64)
-                        freed[nfreed++] = (struct span){rec->base, rec->size};
+                        freed[nfreed].base = rec->base, freed[nfreed++].size = rec->size;
                 else
                         punch(s, node, rec->base, rec->size);
         }
         ntbf__sim_unlock(&n->mem_lock);
         for (uint32_t i = 0; i < nfreed; i++)
-                punch(s, node, freed[i].base, freed[i].end);
+                punch(s, node, freed[i].base, freed[i].size);
         return total;
 }
 
