@@ -68,7 +68,7 @@ static void check_node(struct chk *c, struct ntbf_sim *s, uint32_t ni)
                 bad(c, "out of memory");
                 return;
         }
-        ntbf__sim_lock(&n->mem_lock, ntbf__sim_mem_recover, n);
+        ntbf__sim_lock(s, &n->mem_lock, ntbf__sim_mem_recover, n);
         uint32_t count = 0;
         uint64_t bytes = 0;
         for (uint32_t i = 0; i < SIM_MEM_RECORDS; i++) {
@@ -104,7 +104,7 @@ static void check_node(struct chk *c, struct ntbf_sim *s, uint32_t ni)
                             name, spans[2 * i - 2], spans[2 * i]);
         free(spans);
 
-        ntbf__sim_lock(&n->irq_lock, ntbf__sim_irq_recover, n);
+        ntbf__sim_lock(s, &n->irq_lock, ntbf__sim_irq_recover, n);
         uint32_t used = 0;
         for (uint32_t i = 0; i < SIM_IRQ_VECTORS; i++) {
                 uint32_t st = atomic_load(&n->irq[i].state);
@@ -147,7 +147,7 @@ static void check_adapter(struct chk *c, struct ntbf_sim *s, uint32_t a)
         }
         for (uint32_t ch = 0; ch < x->nchan; ch++) {
                 struct sim_dmachan *d = sim_dma(s, a, ch);
-                ntbf__sim_lock(&d->lock, ntbf__sim_dma_recover, d);
+                ntbf__sim_lock(s, &d->lock, ntbf__sim_dma_recover, d);
                 uint64_t head = atomic_load(&d->head), done = atomic_load(&d->done);
                 if (done > head || d->reaped > done || head - d->reaped > SIM_DMA_RING)
                         bad(c, "%s: DMA channel %u indexes are inconsistent", an, ch);

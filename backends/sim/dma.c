@@ -27,7 +27,7 @@ int ntbf__sim_dma_submit(struct ntbf_sim *s, uint32_t a, uint32_t chan, uint64_t
                 return -EINVAL;
         struct sim_dmachan *c = sim_dma(s, a, chan);
         int r = 0;
-        ntbf__sim_lock(&c->lock, ntbf__sim_dma_recover, c);
+        ntbf__sim_lock(s, &c->lock, ntbf__sim_dma_recover, c);
         uint64_t head = atomic_load(&c->head);
         if (head - c->reaped >= SIM_DMA_RING) {
                 r = -EBUSY; /* ring full of unpolled completions or pending work */
@@ -53,7 +53,7 @@ int ntbf__sim_dma_poll(struct ntbf_sim *s, uint32_t a, uint32_t chan, uint64_t *
                 return -EINVAL;
         struct sim_dmachan *c = sim_dma(s, a, chan);
         unsigned n = 0;
-        ntbf__sim_lock(&c->lock, ntbf__sim_dma_recover, c);
+        ntbf__sim_lock(s, &c->lock, ntbf__sim_dma_recover, c);
         uint64_t done = atomic_load_explicit(&c->done, memory_order_acquire);
         while (n < max && c->reaped < done) {
                 const struct sim_dmadesc *d = &c->ring[c->reaped % SIM_DMA_RING];

@@ -107,10 +107,11 @@ int ntbf__sim_mutex_init(pthread_mutex_t *m)
         return -r;
 }
 
-void ntbf__sim_lock(pthread_mutex_t *m, void (*recover)(void *), void *arg)
+void ntbf__sim_lock(struct ntbf_sim *s, pthread_mutex_t *m, void (*recover)(void *), void *arg)
 {
         int r = pthread_mutex_lock(m);
         if (r == EOWNERDEAD) {
+                atomic_fetch_add(&s->hdr->recoveries, 1);
                 /* The previous owner died inside: records are whole (state words are
                  * written last), only derived data may be stale. */
                 if (recover)
@@ -1097,6 +1098,12 @@ int ntbf_sim_phys_ptr(struct ntbf_backend *b, uint32_t node, uint64_t addr, uint
                 return -EIO;
         *ptr = base + off;
         return 0;
+}
+
+uint64_t ntbf_sim_recoveries(struct ntbf_backend *b)
+{
+        struct ntbf_sim *s = ntbf__sim_of(b);
+        return s ? atomic_load(&s->hdr->recoveries) : 0;
 }
 
 uint8_t *ntbf_sim_cfg(struct ntbf_backend *b, uint32_t device, uint32_t f)

@@ -56,7 +56,7 @@ int ntbf__sim_irq_alloc(struct ntbf_sim *s, uint32_t node, struct ntbf_irq *out)
         }
         struct sim_node *n = &s->nodes[node];
         uint32_t id = UINT32_MAX;
-        ntbf__sim_lock(&n->irq_lock, ntbf__sim_irq_recover, n);
+        ntbf__sim_lock(s, &n->irq_lock, ntbf__sim_irq_recover, n);
         /* Vector 0 is never handed out: a zeroed MSI data word must not hit a live vector. */
         for (uint32_t i = 1; i < SIM_IRQ_VECTORS; i++) {
                 struct sim_irqrec *v = &n->irq[i];
@@ -98,7 +98,7 @@ int ntbf__sim_irq_alloc(struct ntbf_sim *s, uint32_t node, struct ntbf_irq *out)
 static void release_record(struct ntbf_sim *s, uint32_t node, uint32_t id, uint32_t gen)
 {
         struct sim_node *n = &s->nodes[node];
-        ntbf__sim_lock(&n->irq_lock, ntbf__sim_irq_recover, n);
+        ntbf__sim_lock(s, &n->irq_lock, ntbf__sim_irq_recover, n);
         struct sim_irqrec *v = &n->irq[id];
         /* Only ours: the reaper may have given a vector of a "dead" pid to someone else. */
         if (atomic_load(&v->state) == 1 && v->gen == gen && v->pid == s->pid) {
@@ -166,7 +166,7 @@ uint32_t ntbf__sim_irq_reap(struct ntbf_sim *s, uint32_t node)
         int last_pid = -1;
         uint64_t last_start = 0;
         bool last_alive = true;
-        ntbf__sim_lock(&n->irq_lock, ntbf__sim_irq_recover, n);
+        ntbf__sim_lock(s, &n->irq_lock, ntbf__sim_irq_recover, n);
         for (uint32_t i = 0; i < SIM_IRQ_VECTORS; i++) {
                 struct sim_irqrec *v = &n->irq[i];
                 if (atomic_load(&v->state) != 1)

@@ -26,7 +26,7 @@
  */
 
 #define SIM_MAGIC   UINT64_C(0x314d4953464254e4) /* "\xe4TBFSIM1" little-endian */
-#define SIM_VERSION 1
+#define SIM_VERSION 2
 
 #define SIM_PAGE         4096u
 #define SIM_IOVA_BITS    48 /* IOVA space of a host IOMMU (VT-d 4-level tables) */
@@ -138,7 +138,8 @@ struct sim_hdr {
         uint32_t nhops, ngroups;
         uint64_t off_node, off_adapter, off_switch, off_link, off_route, off_hop, off_func;
         int32_t creator_pid;
-        _Atomic uint32_t ready; /* set last by the creator */
+        _Atomic uint32_t ready;      /* set last by the creator */
+        _Atomic uint64_t recoveries; /* shared locks found with a dead owner and repaired */
 
         /* Routing generation: bumped by every change that can alter a route. */
         alignas(64) struct sim_futex change;

@@ -37,7 +37,7 @@ int ntbf__sim_mcast_join(struct ntbf_sim *s, uint32_t a, uint32_t g, uint64_t ad
                 return -EINVAL;
         struct sim_mcrec *m = sim_mc(s, a, g);
         int r = 0;
-        ntbf__sim_lock(&s->hdr->mcast_lock, NULL, NULL);
+        ntbf__sim_lock(s, &s->hdr->mcast_lock, NULL, NULL);
         uint64_t w = atomic_load(&m->word);
         if (w & MC_VALID) {
                 r = NTBF_EBUSY; /* leave first: one overlay per adapter and group */
@@ -56,7 +56,7 @@ int ntbf__sim_mcast_leave(struct ntbf_sim *s, uint32_t a, uint32_t g)
                 return -EINVAL;
         struct sim_mcrec *m = sim_mc(s, a, g);
         int r = 0;
-        ntbf__sim_lock(&s->hdr->mcast_lock, NULL, NULL);
+        ntbf__sim_lock(s, &s->hdr->mcast_lock, NULL, NULL);
         uint64_t w = atomic_load(&m->word);
         if (!(w & MC_VALID))
                 r = -ENOENT;
@@ -68,7 +68,7 @@ int ntbf__sim_mcast_leave(struct ntbf_sim *s, uint32_t a, uint32_t g)
 
 void ntbf__sim_mcast_clear(struct ntbf_sim *s, uint32_t a)
 {
-        ntbf__sim_lock(&s->hdr->mcast_lock, NULL, NULL);
+        ntbf__sim_lock(s, &s->hdr->mcast_lock, NULL, NULL);
         for (uint32_t g = 0; g < s->ad[a].ngroups; g++) {
                 struct sim_mcrec *m = sim_mc(s, a, g);
                 uint64_t w = atomic_load(&m->word);

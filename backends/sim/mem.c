@@ -104,7 +104,7 @@ int ntbf__sim_mem_alloc(struct ntbf_sim *s, uint32_t node, uint64_t size, uint64
         if (!used)
                 return -ENOMEM;
         int r = 0;
-        ntbf__sim_lock(&n->mem_lock, ntbf__sim_mem_recover, n);
+        ntbf__sim_lock(s, &n->mem_lock, ntbf__sim_mem_recover, n);
         uint32_t nused = 0, freerec = UINT32_MAX;
         for (uint32_t i = 0; i < SIM_MEM_RECORDS; i++) {
                 if (atomic_load(&n->mem[i].state) == 1)
@@ -162,7 +162,7 @@ int ntbf__sim_mem_free(struct ntbf_sim *s, uint32_t node, struct ntbf_mem *m)
                 return -EINVAL;
         struct sim_node *n = &s->nodes[node];
         int r = -ENOENT;
-        ntbf__sim_lock(&n->mem_lock, ntbf__sim_mem_recover, n);
+        ntbf__sim_lock(s, &n->mem_lock, ntbf__sim_mem_recover, n);
         for (uint32_t i = 0; i < SIM_MEM_RECORDS; i++) {
                 struct sim_memrec *rec = &n->mem[i];
                 if (atomic_load(&rec->state) == 1 && rec->base == m->bus_addr &&
@@ -198,7 +198,7 @@ uint32_t ntbf__sim_mem_reap(struct ntbf_sim *s, uint32_t node)
         int last_pid = -1;
         uint64_t last_start = 0;
         bool last_alive = true;
-        ntbf__sim_lock(&n->mem_lock, ntbf__sim_mem_recover, n);
+        ntbf__sim_lock(s, &n->mem_lock, ntbf__sim_mem_recover, n);
         for (uint32_t i = 0; i < SIM_MEM_RECORDS; i++) {
                 struct sim_memrec *rec = &n->mem[i];
                 if (atomic_load(&rec->state) != 1)
@@ -229,13 +229,13 @@ uint32_t ntbf__sim_mem_reap(struct ntbf_sim *s, uint32_t node)
 void ntbf__sim_node_wipe(struct ntbf_sim *s, uint32_t node)
 {
         struct sim_node *n = &s->nodes[node];
-        ntbf__sim_lock(&n->mem_lock, ntbf__sim_mem_recover, n);
+        ntbf__sim_lock(s, &n->mem_lock, ntbf__sim_mem_recover, n);
         for (uint32_t i = 0; i < SIM_MEM_RECORDS; i++)
                 atomic_store(&n->mem[i].state, 0);
         n->mem_count = 0;
         n->mem_bytes = 0;
         ntbf__sim_unlock(&n->mem_lock);
-        ntbf__sim_lock(&n->irq_lock, ntbf__sim_irq_recover, n);
+        ntbf__sim_lock(s, &n->irq_lock, ntbf__sim_irq_recover, n);
         for (uint32_t i = 0; i < SIM_IRQ_VECTORS; i++) {
                 atomic_store(&n->irq[i].state, 0);
                 atomic_store(&n->irq[i].pending, 0);

@@ -155,7 +155,7 @@ uint64_t ntbf__sim_now_ns(void);
 uint64_t ntbf__sim_proc_start(int pid);
 bool ntbf__sim_owner_alive(int pid, uint64_t start);
 /* Lock a robust mutex; after a previous owner's death, run recover(arg) and continue. */
-void ntbf__sim_lock(pthread_mutex_t *m, void (*recover)(void *), void *arg);
+void ntbf__sim_lock(struct ntbf_sim *s, pthread_mutex_t *m, void (*recover)(void *), void *arg);
 void ntbf__sim_unlock(pthread_mutex_t *m);
 int ntbf__sim_mutex_init(pthread_mutex_t *m);
 

@@ -101,6 +101,10 @@ NTBF_EXPORT uint8_t *ntbf_sim_cfg(struct ntbf_backend *b, uint32_t device, uint3
  */
 NTBF_EXPORT int ntbf_sim_check(struct ntbf_backend *b, char *why, size_t whylen);
 
+/* How many times a process found a shared table's lock held by a dead process and repaired
+ * the table (EOWNERDEAD), since the instance was created. */
+NTBF_EXPORT uint64_t ntbf_sim_recoveries(struct ntbf_backend *b);
+
 /* Resources with an owner process still recorded (for tests and `ntbfab status`). */
 struct ntbf_sim_owned {
         uint32_t mem;   /* exported memory allocations */

@@ -96,6 +96,7 @@ static void test_owner_death_recovery(void **state)
         assert_int_equal(atomic_load(&c->head), 1);
         assert_int_equal(c->ring[0].len, 64);
         assert_int_equal(ntbf_sim_check(f.b, why, sizeof(why)), 0);
+        assert_int_equal(ntbf_sim_recoveries(f.b), 3);
         fab_down(&f);
 }
 
