@@ -296,13 +296,22 @@ static void *watcher_main(void *arg)
         struct ntbf_sim *s = arg;
         struct sim_futex *shared[WAIT_MAX];
         struct waitv wv[WAIT_MAX];
-        bool have_waitv = true;
+        bool have_waitv = true, poll = false;
+        uint32_t n = 0, built = 0;
+        bool have_set = false;
         while (!atomic_load(&s->quit)) {
                 uint32_t kick = atomic_load(&s->kick);
-                uint32_t n = wait_set(s, shared, WAIT_MAX - 1);
-                bool poll = n > WAIT_MAX - 1 || !have_waitv;
-                if (n > WAIT_MAX - 1)
-                        n = WAIT_MAX - 1;
+                /* The set changes only when handles or vectors come and go, which kicks us:
+                 * an interrupt storm costs no allocation or lock here. */
+                if (!have_set || kick != built) {
+                        n = wait_set(s, shared, WAIT_MAX - 1);
+                        poll = n > WAIT_MAX - 1;
+                        if (n > WAIT_MAX - 1)
+                                n = WAIT_MAX - 1;
+                        built = kick;
+                        have_set = true;
+                }
+                poll = poll || !have_waitv;
                 for (uint32_t i = 0; i < n; i++)
                         atomic_fetch_add(&shared[i]->waiters, 1);
                 wv[0] = (struct waitv){kick, (uintptr_t)&s->kick, FUTEX_32 | FUTEX_PRIVATE_FLAG, 0};
