@@ -65,8 +65,11 @@ struct ld {
         bool lost_links;        /* something links may refer to was left out */
         bool lost_windows;      /* an adapter was left out or kept with stand-in figures */
         struct ntbf__strmap nodes, switches, adapters; /* name -> index; adapters "node.name" */
-        struct chunk *keys;                            /* storage of the composite keys */
-        uint32_t *standin, nstandin;                   /* nodes whose id was unusable */
+        uint32_t suggested; /* keys of the last take_map() a misspelling was reported for */
+        bool *incomplete;   /* per node: an adapter of it was left out, links to it are moot */
+        uint32_t nincomplete;
+        struct chunk *keys;          /* storage of the composite keys */
+        uint32_t *standin, nstandin; /* nodes whose id was unusable */
 };
 
 /* ---- diagnostics ------------------------------------------------------------------------ */
@@ -186,6 +189,8 @@ static int get_size(struct ld *ld, uint32_t v, const char *label, uint64_t *out)
                     show(s, b, sizeof(b)));
                 return BROKEN;
         }
+        if (e && isdigit((unsigned char)s[0]) && strchr(s, '.'))
+                why = "sizes are whole numbers; use a smaller unit (1536MiB, not 1.5GiB)";
         if (e) {
                 err(ld, at(ld, v), "%s value %s is not a size: %s", label, show(s, b, sizeof(b)),
                     why);
@@ -212,9 +217,11 @@ static int get_uint(struct ld *ld, uint32_t v, const char *label, uint64_t min, 
                 return BROKEN;
         }
         if (e || x < min || x > max) {
+                /* A number, if too large: shown bare, as written. */
+                show(s, b, sizeof(b));
+                b[strlen(b) - 1] = 0;
                 err(ld, at(ld, v), "%s value %s is out of range %" PRIu64 "..%" PRIu64 "; %s",
-                    label, show(s, b, sizeof(b)), min, max,
-                    hint ? hint : "use a value in that range");
+                    label, b + 1, min, max, hint ? hint : "use a value in that range");
                 return BROKEN;
         }
         *out = x;
@@ -321,7 +328,8 @@ static int get_name(struct ld *ld, uint32_t v, const char *what, size_t max, con
 {
         char label[64], b[SHOWBUF];
         snprintf(label, sizeof(label), "%s name", what);
-        int r = get_text(ld, v, label, "a name", out);
+        int r =
+            get_text(ld, v, "'name'", "a name (a letter, then letters, digits, '_' or '-')", out);
         if (r != GOT)
                 return r;
         const char *s = *out;
@@ -374,6 +382,8 @@ static void unknown_key(struct ld *ld, uint32_t k, const struct schema *s)
                 ntbf__suggest_add(&sg, s->keys[i].name);
         const char *best = ntbf__suggest_result(&sg);
         if (best)
+                ld->suggested |= UINT32_C(1) << key_index(s, best);
+        if (best)
                 err(ld, at(ld, k), "unknown key %s %s; did you mean '%s'?",
                     show(name, b, sizeof(b)), s->where, best);
         else
@@ -393,6 +403,7 @@ static bool take_map(struct ld *ld, uint32_t v, const char *label, const char *w
         char b[SHOWBUF];
         for (size_t i = 0; i < s->n; i++)
                 vals[i] = keyn[i] = NONE;
+        ld->suggested = 0;
         if (v == NONE || nd(ld, v)->kind == NTBF__YT_BAD)
                 return false;
         if (nd(ld, v)->kind != NTBF__YT_MAP) {
@@ -410,9 +421,10 @@ static bool take_map(struct ld *ld, uint32_t v, const char *label, const char *w
                                 unknown_key(ld, k, s);
                         } else if (vals[i] != NONE) {
                                 err(ld, kn->loc,
-                                    "duplicate key %s %s (first at line %u); remove one of them",
-                                    show(text(ld, k), b, sizeof(b)), s->where,
-                                    at(ld, keyn[i]).line);
+                                    "duplicate key %s %s (first at line %u, column %u); "
+                                    "remove one of them",
+                                    show(text(ld, k), b, sizeof(b)), s->where, at(ld, keyn[i]).line,
+                                    at(ld, keyn[i]).col);
                         } else {
                                 vals[i] = val;
                                 keyn[i] = k;
@@ -428,12 +440,15 @@ static bool take_map(struct ld *ld, uint32_t v, const char *label, const char *w
         return true;
 }
 
-/* Report the required keys of s missing from mapping v; obj names the object ("node 'a'"). */
+/*
+ * Report the required keys of s missing from mapping v; obj names the object ("node 'a'").
+ * A key whose misspelling take_map() just reported is not reported again as missing.
+ */
 static void need(struct ld *ld, uint32_t v, const struct schema *s, const uint32_t *vals,
                  const char *obj)
 {
         for (size_t i = 0; i < s->n; i++)
-                if (s->keys[i].need && vals[i] == NONE)
+                if (s->keys[i].need && vals[i] == NONE && !(ld->suggested & (UINT32_C(1) << i)))
                         err(ld, at(ld, v), "%s has no '%s'; add %s", obj, s->keys[i].name,
                             s->keys[i].need);
 }
@@ -487,9 +502,28 @@ static const char *keep_key(struct ld *ld, const char *a, const char *b)
 static void put(struct ld *ld, struct ntbf__strmap *m, const char *key, uint32_t val)
 {
         uint32_t old;
-        /* A duplicate name keeps the first object; finalize reports the duplicate. */
-        if (key && ntbf__strmap_put(m, key, val, &old) < 0)
+        int r = key ? ntbf__strmap_put(m, key, val, &old) : 0;
+        if (r < 0)
                 ld->err = -ENOMEM;
+        /* Finalize reports the duplicate; links can only name the first, not this one. */
+        if (r == 1)
+                ld->lost_links = true;
+}
+
+static void mark_incomplete(struct ld *ld, uint32_t node)
+{
+        if (node >= ld->nincomplete) {
+                uint32_t n = ld->t->nnodes;
+                bool *v = realloc(ld->incomplete, n * sizeof(*v));
+                if (!v) {
+                        ld->err = -ENOMEM;
+                        return;
+                }
+                memset(v + ld->nincomplete, 0, (n - ld->nincomplete) * sizeof(*v));
+                ld->incomplete = v;
+                ld->nincomplete = n;
+        }
+        ld->incomplete[node] = true;
 }
 
 /* ---- schemas ---------------------------------------------------------------------------- */
@@ -768,7 +802,7 @@ static const char *address_problem(const char *s)
         return NULL;
 }
 
-static void load_adapter(struct ld *ld, uint32_t v, uint32_t node, const char *node_name);
+static bool load_adapter(struct ld *ld, uint32_t v, uint32_t node, const char *node_name);
 static void load_device(struct ld *ld, uint32_t v, uint32_t node);
 
 /* Defaults of a node or device as the core gives them, without adding one to the topology. */
@@ -849,11 +883,13 @@ static void load_node(struct ld *ld, uint32_t v)
                 ld->lost_links = ld->lost_windows = true;
         }
         uint32_t item;
-        if (take_list(ld, vals[N_ADAPTERS], "'adapters'", "a list of adapters", &item)) {
-                for (; item != NONE; item = next(ld, item))
-                        load_adapter(ld, item, idx, name);
-        } else {
+        bool all = take_list(ld, vals[N_ADAPTERS], "'adapters'", "a list of adapters", &item);
+        for (; item != NONE; item = next(ld, item))
+                all &= load_adapter(ld, item, idx, name);
+        if (!all) {
                 ld->lost_links = ld->lost_windows = true;
+                if (idx != NTBF_NONE)
+                        mark_incomplete(ld, idx);
         }
         if (take_list(ld, vals[N_DEVICES], "'devices'", "a list of devices", &item))
                 for (; item != NONE; item = next(ld, item))
@@ -899,17 +935,15 @@ static int get_adapter_model(struct ld *ld, uint32_t v, struct ntbf_adapter_para
         return r;
 }
 
-static void load_adapter(struct ld *ld, uint32_t v, uint32_t node, const char *node_name)
+/* Returns false when the adapter could not be added (its node or its name is unusable). */
+static bool load_adapter(struct ld *ld, uint32_t v, uint32_t node, const char *node_name)
 {
         uint32_t vals[A_N];
         const char *name = NULL, *s;
         char obj[96], b[SHOWBUF];
         size_t e0 = ld->d->errors, i;
-        if (!take_map(ld, v, "an adapter", "a mapping with name and model", &adapter_schema,
-                      vals)) {
-                ld->lost_links = ld->lost_windows = true;
-                return;
-        }
+        if (!take_map(ld, v, "an adapter", "a mapping with name and model", &adapter_schema, vals))
+                return false;
         if (get_name(ld, vals[A_NAME], "adapter", NTBF_NAME_MAX, &name) == GOT)
                 snprintf(obj, sizeof(obj), "adapter %s", show(name, b, 48));
         else
@@ -953,14 +987,12 @@ static void load_adapter(struct ld *ld, uint32_t v, uint32_t node, const char *n
         }
         if (ld->d->errors != e0)
                 ld->lost_windows = true;
-        if (node == NTBF_NONE || !name || ld->err) {
-                ld->lost_links = ld->lost_windows = true;
-                return;
-        }
+        if (node == NTBF_NONE || !name || ld->err)
+                return false;
         uint32_t idx = ntbf_topo_add_adapter(ld->t, node, name, &p);
         if (idx == NTBF_NONE) {
                 ld->err = -ENOMEM;
-                return;
+                return false;
         }
         struct ntbf_adapter *a = &ld->t->adapters[idx];
         a->window_base = base;
@@ -974,6 +1006,7 @@ static void load_adapter(struct ld *ld, uint32_t v, uint32_t node, const char *n
         if (vals[A_LUT_ENTRIES] != NONE)
                 a->loc_lut = at(ld, vals[A_LUT_ENTRIES]);
         put(ld, &ld->adapters, keep_key(ld, node_name, name), idx);
+        return true;
 }
 
 /* ---- devices ---------------------------------------------------------------------------- */
@@ -1288,6 +1321,8 @@ static void no_adapter(struct ld *ld, uint32_t v, const char *end, uint32_t n, c
         }
         const char *best = ntbf__suggest_result(&sg);
         const char *node = t->nodes[n].name;
+        if (n < ld->nincomplete && ld->incomplete[n])
+                return; /* the adapter may be the one left out: already reported */
         if (best)
                 err(ld, at(ld, v), "link end %s: node '%s' has no adapter %s; did you mean '%s'?",
                     show(end, b, sizeof(b)), node, show(aname, c, sizeof(c)), best);
@@ -1476,6 +1511,23 @@ static void load_link(struct ld *ld, uint32_t v)
 
 /* ---- the file --------------------------------------------------------------------------- */
 
+/* Is loc the position of a link? Links were added in file order, so their positions are sorted. */
+static bool is_link_loc(const struct ntbf_topo *t, struct ntbf_loc loc)
+{
+        uint32_t lo = 0, hi = t->nlinks;
+        while (lo < hi) {
+                uint32_t mid = lo + (hi - lo) / 2;
+                struct ntbf_loc m = t->links[mid].loc;
+                if (m.line == loc.line && m.col == loc.col)
+                        return true;
+                if (m.line < loc.line || (m.line == loc.line && m.col < loc.col))
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return false;
+}
+
 /* Finalize, holding back the fabric-wide findings that mistakes already reported imply. */
 static int finalize(struct ld *ld)
 {
@@ -1483,6 +1535,10 @@ static int finalize(struct ld *ld)
         ntbf_diags_init(&fd);
         fd.limit = ld->d->limit;
         int r = ntbf_topo_finalize(ld->t, &fd);
+        /* A link finalize refused (a port used twice, ...) is lost to reachability as well. */
+        for (size_t i = 0; i < fd.n; i++)
+                if (is_link_loc(ld->t, fd.v[i].loc))
+                        ld->lost_links = true;
         for (size_t i = 0; i < fd.n && !ld->err; i++) {
                 const struct ntbf_diag *g = &fd.v[i];
                 if (ld->lost_links && strstr(g->msg, REACH_TEXT))
@@ -1557,6 +1613,7 @@ static void ld_free(struct ld *ld)
                 free(c);
         }
         free(ld->standin);
+        free(ld->incomplete);
         ntbf_topo_free(ld->sink);
 }
 

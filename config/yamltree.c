@@ -158,6 +158,22 @@ static struct ntbf_loc offset_loc(const char *buf, size_t len, size_t off)
         return l;
 }
 
+/* The byte at a 0-based line and character column, or 0. */
+static char char_at(const char *buf, size_t len, size_t line, size_t col)
+{
+        size_t i = 0;
+        for (; i < len && line; i++)
+                if (buf[i] == '\n')
+                        line--;
+        for (; i < len; i++) {
+                if (((unsigned char)buf[i] & 0xc0) == 0x80)
+                        continue;
+                if (!col--)
+                        return buf[i];
+        }
+        return 0;
+}
+
 static void report_syntax(struct builder *b, const yaml_parser_t *p, const char *buf, size_t len)
 {
         const char *problem = p->problem ? p->problem : "unknown error";
@@ -176,17 +192,15 @@ static void report_syntax(struct builder *b, const yaml_parser_t *p, const char 
                 return;
         }
         struct ntbf_loc l = mark_loc(p->problem_mark);
+        const char *fix = "check the indentation, quotes and brackets here";
+        if (char_at(buf, len, p->problem_mark.line, p->problem_mark.column) == '\t')
+                fix = "YAML indents with spaces, not tabs: replace the tab";
         if (p->context) {
                 struct ntbf_loc c = mark_loc(p->context_mark);
-                report(b, l,
-                       "YAML syntax error: %s (%s that starts at line %u, column %u); check the "
-                       "indentation, "
-                       "quotes and brackets here",
-                       problem, p->context, c.line, c.col);
+                report(b, l, "YAML syntax error: %s (%s that starts at line %u, column %u); %s",
+                       problem, p->context, c.line, c.col, fix);
         } else {
-                report(b, l,
-                       "YAML syntax error: %s; check the indentation, quotes and brackets here",
-                       problem);
+                report(b, l, "YAML syntax error: %s; %s", problem, fix);
         }
 }
 
