@@ -347,6 +347,17 @@ static int get_name(struct ld *ld, uint32_t v, const char *what, size_t max, con
         return GOT;
 }
 
+/*
+ * An invalid name is kept so that links to it still resolve, but control characters in it
+ * would reach terminals through finalize's messages: those become '?'.
+ */
+static void tidy_name(char *name)
+{
+        for (; *name; name++)
+                if ((unsigned char)*name < 0x20 || *name == 0x7f)
+                        *name = '?';
+}
+
 /* ---- mappings --------------------------------------------------------------------------- */
 
 static const char *key_list(const struct schema *s, char *buf, size_t len)
@@ -868,6 +879,7 @@ static void load_node(struct ld *ld, uint32_t v)
                 }
                 n.loc = at(ld, vals[N_NAME]);
                 snprintf(n.name, sizeof(n.name), "%s", ld->t->nodes[idx].name);
+                tidy_name(n.name);
                 ld->t->nodes[idx] = n;
                 put(ld, &ld->nodes, name, idx);
                 if (!id_ok) {
@@ -995,6 +1007,7 @@ static bool load_adapter(struct ld *ld, uint32_t v, uint32_t node, const char *n
                 return false;
         }
         struct ntbf_adapter *a = &ld->t->adapters[idx];
+        tidy_name(a->name);
         a->window_base = base;
         snprintf(a->backend, sizeof(a->backend), "%s", backend);
         snprintf(a->bdf, sizeof(a->bdf), "%s", bdf);
@@ -1234,6 +1247,7 @@ static void load_device(struct ld *ld, uint32_t v, uint32_t node)
         d.node = node;
         d.loc = at(ld, vals[D_NAME]);
         memcpy(d.name, ld->t->devices[idx].name, sizeof(d.name));
+        tidy_name(d.name);
         ld->t->devices[idx] = d;
 }
 
@@ -1277,6 +1291,7 @@ static void load_switch(struct ld *ld, uint32_t v)
                 return;
         }
         ld->t->switches[idx].loc = at(ld, vals[W_NAME]);
+        tidy_name(ld->t->switches[idx].name);
         put(ld, &ld->switches, name, idx);
 }
 
