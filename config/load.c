@@ -1,5 +1,4 @@
-/* config/load.c: the cluster file schema: YAML values into a finalized topology, every mistake
- * once. */
+/* config/load.c: the cluster file schema: YAML values into a finalized topology. */
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>

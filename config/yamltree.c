@@ -1,5 +1,4 @@
-/* config/yamltree.c: libyaml events into a compact tree, refusing what a cluster file never needs.
- */
+/* config/yamltree.c: libyaml events into a compact tree, refusing what clusters never need. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,5 +1,4 @@
-/* tests/fuzz/fuzz_config.c: libFuzzer target: any bytes through the config loader, never a crash,
- * leak or hang. */
+/* tests/fuzz/fuzz_config.c: libFuzzer target: any bytes through the config loader. */
 #include <stddef.h>
 #include <stdint.h>
 

@@ -1,5 +1,4 @@
-/* tests/unit/test_config.c: the cluster file loader: examples, values, defaults, overrides, limits.
- */
+/* tests/unit/test_config.c: the config loader: examples, values, defaults, overrides, limits. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

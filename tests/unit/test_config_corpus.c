@@ -1,5 +1,4 @@
-/* tests/unit/test_config_corpus.c: every invalid file of tests/config-invalid gives exactly its
- * .expected diagnostics. */
+/* tests/unit/test_config_corpus.c: each tests/config-invalid file gives its .expected output. */
 #include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
