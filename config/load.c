@@ -1121,7 +1121,7 @@ static void load_sim(struct ld *ld, uint32_t v, struct ntbf_device *d)
         uint32_t sv[S_N];
         if (!take_map(ld, v, "'sim'", "a mapping with model", s, sv))
                 return;
-        /* Spread the values of the model's schema into the full key set. */
+        /* need() and the readers below use the full key set, whichever model was named. */
         for (size_t i = 0; i < S_N; i++) {
                 size_t k = key_index(s, sim_keys_all[i].name);
                 vals[i] = k == SIZE_MAX ? NONE : sv[k];
