@@ -479,7 +479,8 @@ static void check_nodes(struct fin *f)
                             n->name);
                 uint64_t low_ram = n->ram < n->mmio_low_base ? n->ram : n->mmio_low_base;
                 uint64_t high_ram = n->ram - low_ram;
-                if (high_ram && FOUR_GIB + high_ram > n->mmio_high_base)
+                if (high_ram &&
+                    (high_ram > UINT64_MAX - FOUR_GIB || FOUR_GIB + high_ram > n->mmio_high_base))
                         ERR(f, n->loc,
                             "node '%s': %" PRIu64 " GiB of RAM overlaps the 64-bit MMIO "
                             "space at 0x%" PRIx64 "; raise mmio_high or lower ram",
@@ -887,6 +888,12 @@ static const char *region_owner(const struct ntbf_topo *t, const struct ntbf_reg
         return buf;
 }
 
+/* a * b, or UINT64_MAX if that overflows: such an array of BARs fits nowhere. */
+static uint64_t sat_mul(uint64_t a, uint64_t b)
+{
+        return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
 static void build_map(struct fin *f, uint32_t ni)
 {
         struct ntbf_topo *t = f->t;
@@ -920,7 +927,8 @@ static void build_map(struct fin *f, uint32_t ni)
                             o->base);
                         continue;
                 }
-                if (a->window_base + a->p.window > NTBF_PHYS_LIMIT) {
+                if (a->p.window > NTBF_PHYS_LIMIT ||
+                    a->window_base > NTBF_PHYS_LIMIT - a->p.window) {
                         ERR(f, bl,
                             "adapter %s.%s: window at 0x%" PRIx64 " ends beyond 48-bit "
                             "physical addressing",
@@ -958,7 +966,7 @@ static void build_map(struct fin *f, uint32_t ni)
                                 bool low =
                                     !(bar->flags & NTBF_BAR_PREF) || !(bar->flags & NTBF_BAR_64);
                                 pl[np++] =
-                                    (struct placement){bar->size * d->functions,
+                                    (struct placement){sat_mul(bar->size, d->functions),
                                                        bar->size,
                                                        low,
                                                        NTBF_REGION_BAR,
@@ -969,7 +977,7 @@ static void build_map(struct fin *f, uint32_t ni)
                         }
                         uint64_t v = d->vf_bars[b];
                         if (d->vfs && v && ntbf_is_pow2(v) && v >= MIN_SLOT)
-                                pl[np++] = (struct placement){v * d->vfs,         v,     false,
+                                pl[np++] = (struct placement){sat_mul(v, d->vfs), v,     false,
                                                               NTBF_REGION_VF_BAR, di,    b,
                                                               &d->vf_bar_addr[b], d->loc};
                 }
