@@ -416,16 +416,91 @@ static const struct ntbf_loc no_loc;
 struct fin {
         struct ntbf_topo *t;
         struct ntbf_diags *d;
-        int err; /* -ENOMEM if an allocation failed */
+        int err;                        /* -ENOMEM if an allocation failed */
+        struct ntbf__strmap node_names; /* node name -> index, built by check_nodes */
 };
+
+/*
+ * For each of n keys, the index of the first earlier equal key, or NTBF_NONE: duplicate
+ * checks in linear time, whatever the size of the file.
+ */
+static int first_equal(char *const *keys, uint32_t n, uint32_t *first)
+{
+        struct ntbf__strmap m;
+        ntbf__strmap_init(&m);
+        for (uint32_t i = 0; i < n; i++) {
+                uint32_t old;
+                int r = ntbf__strmap_put(&m, keys[i], i, &old);
+                if (r < 0) {
+                        ntbf__strmap_free(&m);
+                        return r;
+                }
+                first[i] = r == 1 ? old : NTBF_NONE;
+        }
+        ntbf__strmap_free(&m);
+        return 0;
+}
+
+/* Keys "prefix/name" for n objects, in one allocation; free the returned array. */
+static char **make_keys(uint32_t n, uint32_t (*prefix)(const void *obj, uint32_t i, char *buf),
+                        const void *obj)
+{
+        char **keys = malloc((size_t)(n ? n : 1) * (sizeof(char *) + 64));
+        if (!keys)
+                return NULL;
+        char *store = (char *)(keys + (n ? n : 1));
+        for (uint32_t i = 0; i < n; i++) {
+                keys[i] = store + (size_t)i * 64;
+                prefix(obj, i, keys[i]);
+        }
+        return keys;
+}
+
+static uint32_t adapter_key(const void *obj, uint32_t i, char *buf)
+{
+        const struct ntbf_adapter *a = &((const struct ntbf_topo *)obj)->adapters[i];
+        return (uint32_t)snprintf(buf, 64, "%u/%s", a->node, a->name);
+}
+
+static uint32_t switch_key(const void *obj, uint32_t i, char *buf)
+{
+        return (uint32_t)snprintf(buf, 64, "%s", ((const struct ntbf_topo *)obj)->switches[i].name);
+}
+
+static uint32_t device_name_key(const void *obj, uint32_t i, char *buf)
+{
+        const struct ntbf_device *d = &((const struct ntbf_topo *)obj)->devices[i];
+        return (uint32_t)snprintf(buf, 64, "%u/%s", d->node, d->name);
+}
+
+static uint32_t device_bdf_key(const void *obj, uint32_t i, char *buf)
+{
+        const struct ntbf_device *d = &((const struct ntbf_topo *)obj)->devices[i];
+        return (uint32_t)snprintf(buf, 64, "%u/%x:%x:%x", d->node, d->domain, d->bus, d->dev);
+}
+
+/* first[i] for keys built by fn; NULL (and f->err) on allocation failure. */
+static uint32_t *duplicates(struct fin *f, uint32_t n,
+                            uint32_t (*fn)(const void *obj, uint32_t i, char *buf))
+{
+        char **keys = make_keys(n, fn, f->t);
+        uint32_t *first = malloc((size_t)(n ? n : 1) * sizeof(*first));
+        if (!keys || !first || first_equal(keys, n, first)) {
+                free(keys);
+                free(first);
+                f->err = -ENOMEM;
+                return NULL;
+        }
+        free(keys);
+        return first;
+}
 
 #define ERR(f, loc, ...) ntbf_diag_add((f)->d, NTBF_SEV_ERROR, (f)->t->file, (loc), __VA_ARGS__)
 
 static void check_nodes(struct fin *f)
 {
         struct ntbf_topo *t = f->t;
-        struct ntbf__strmap names;
-        ntbf__strmap_init(&names);
+        struct ntbf__strmap *names = &f->node_names;
         uint32_t *by_id = NULL; /* node index + 1 per id, lazily sized */
         by_id = calloc(NTBF_MAX_NODE_ID + 1, sizeof(*by_id));
         if (!by_id) {
@@ -439,7 +514,7 @@ static void check_nodes(struct fin *f)
         for (uint32_t i = 0; i < t->nnodes; i++) {
                 struct ntbf_node *n = &t->nodes[i];
                 uint32_t old;
-                int r = ntbf__strmap_put(&names, n->name, i, &old);
+                int r = ntbf__strmap_put(names, n->name, i, &old);
                 if (r < 0) {
                         f->err = r;
                         break;
@@ -467,6 +542,14 @@ static void check_nodes(struct fin *f)
                 } else {
                         by_id[n->id] = i + 1;
                 }
+                if (n->ndevices > NTBF_MAX_NODE_DEVICES)
+                        ERR(f, n->loc,
+                            "node '%s' has %u devices; ntbfab models at most %u per node", n->name,
+                            n->ndevices, NTBF_MAX_NODE_DEVICES);
+                if (n->nadapters > NTBF_MAX_NODE_ADAPTERS)
+                        ERR(f, n->loc,
+                            "node '%s' has %u adapters; ntbfab models at most %u per node", n->name,
+                            n->nadapters, NTBF_MAX_NODE_ADAPTERS);
                 if (n->cpu_rids > 64)
                         ERR(f, n->loc,
                             "node '%s': cpu_rids %u is implausible; a CPU uses 1 or 2 "
@@ -479,7 +562,8 @@ static void check_nodes(struct fin *f)
                             n->name);
                 uint64_t low_ram = n->ram < n->mmio_low_base ? n->ram : n->mmio_low_base;
                 uint64_t high_ram = n->ram - low_ram;
-                if (high_ram && FOUR_GIB + high_ram > n->mmio_high_base)
+                if (high_ram &&
+                    (high_ram > UINT64_MAX - FOUR_GIB || FOUR_GIB + high_ram > n->mmio_high_base))
                         ERR(f, n->loc,
                             "node '%s': %" PRIu64 " GiB of RAM overlaps the 64-bit MMIO "
                             "space at 0x%" PRIx64 "; raise mmio_high or lower ram",
@@ -491,28 +575,25 @@ static void check_nodes(struct fin *f)
                             n->name, n->mmio_high_base);
         }
         free(by_id);
-        ntbf__strmap_free(&names);
 }
 
 static void check_adapters(struct fin *f)
 {
         struct ntbf_topo *t = f->t;
         char sz[32];
+        uint32_t *dup = duplicates(f, t->nadapters, adapter_key);
+        if (!dup)
+                return;
         for (uint32_t i = 0; i < t->nadapters; i++) {
                 struct ntbf_adapter *a = &t->adapters[i];
                 const char *node = t->nodes[a->node].name;
                 struct ntbf_loc wl = a->loc_window.line ? a->loc_window : a->loc;
                 struct ntbf_loc ll = a->loc_lut.line ? a->loc_lut : a->loc;
-                for (uint32_t j = 0; j < i; j++) {
-                        if (t->adapters[j].node == a->node &&
-                            !strcmp(t->adapters[j].name, a->name)) {
-                                ERR(f, a->loc,
-                                    "duplicate adapter name '%s' in node '%s' (first "
-                                    "at line %u); give each adapter a unique name",
-                                    a->name, node, t->adapters[j].loc.line);
-                                break;
-                        }
-                }
+                if (dup[i] != NTBF_NONE)
+                        ERR(f, a->loc,
+                            "duplicate adapter name '%s' in node '%s' (first "
+                            "at line %u); give each adapter a unique name",
+                            a->name, node, t->adapters[dup[i]].loc.line);
                 a->lut_entry_size = 0;
                 if (!ntbf_is_pow2(a->p.window) || a->p.window < MIN_SLOT) {
                         ERR(f, wl,
@@ -569,23 +650,23 @@ static void check_adapters(struct fin *f)
                             "shrink the window or drop window_below_4g",
                             node, a->name, ntbf_size_fmt(a->p.window, sz, sizeof(sz)));
         }
+        free(dup);
 }
 
 static void check_switches(struct fin *f)
 {
         struct ntbf_topo *t = f->t;
+        uint32_t *dup = duplicates(f, t->nswitches, switch_key);
+        if (!dup)
+                return;
         for (uint32_t i = 0; i < t->nswitches; i++) {
                 struct ntbf_switch *s = &t->switches[i];
-                for (uint32_t j = 0; j < i; j++) {
-                        if (!strcmp(t->switches[j].name, s->name)) {
-                                ERR(f, s->loc,
-                                    "duplicate switch name '%s' (first at line %u); "
-                                    "give each switch a unique name",
-                                    s->name, t->switches[j].loc.line);
-                                break;
-                        }
-                }
-                if (ntbf_topo_find_node(t, s->name) != NTBF_NONE)
+                if (dup[i] != NTBF_NONE)
+                        ERR(f, s->loc,
+                            "duplicate switch name '%s' (first at line %u); "
+                            "give each switch a unique name",
+                            s->name, t->switches[dup[i]].loc.line);
+                if (ntbf__strmap_get(&f->node_names, s->name) != UINT32_MAX)
                         ERR(f, s->loc,
                             "switch '%s' has the name of a node; link ends like "
                             "'%s.1' would be ambiguous, rename one",
@@ -599,11 +680,12 @@ static void check_switches(struct fin *f)
                 s->link = malloc(s->p.ports * sizeof(*s->link));
                 if (!s->link) {
                         f->err = -ENOMEM;
-                        return;
+                        break;
                 }
                 for (uint32_t p = 0; p < s->p.ports; p++)
                         s->link[p] = NTBF_NONE;
         }
+        free(dup);
 }
 
 static bool port_valid(const struct ntbf_topo *t, struct ntbf_port_ref p)
@@ -691,29 +773,28 @@ static void check_devices(struct fin *f)
 {
         struct ntbf_topo *t = f->t;
         char sz[32];
+        uint32_t *dup_name = duplicates(f, t->ndevices, device_name_key);
+        uint32_t *dup_bdf = dup_name ? duplicates(f, t->ndevices, device_bdf_key) : NULL;
+        if (!dup_bdf) {
+                free(dup_name);
+                return;
+        }
         for (uint32_t i = 0; i < t->ndevices; i++) {
                 struct ntbf_device *d = &t->devices[i];
                 const char *node = t->nodes[d->node].name;
                 struct ntbf_loc bl = d->loc_bars.line ? d->loc_bars : d->loc;
-                for (uint32_t j = 0; j < i; j++) {
-                        const struct ntbf_device *o = &t->devices[j];
-                        if (o->node != d->node)
-                                continue;
-                        if (!strcmp(o->name, d->name)) {
-                                ERR(f, d->loc,
-                                    "duplicate device name '%s' in node '%s' (first "
-                                    "at line %u); give each device a unique name",
-                                    d->name, node, o->loc.line);
-                                break;
-                        }
-                        if (o->domain == d->domain && o->bus == d->bus && o->dev == d->dev) {
-                                ERR(f, d->loc,
-                                    "device '%s' has the PCI address of device '%s' "
-                                    "(line %u) in node '%s'; each device needs its "
-                                    "own bus:device",
-                                    d->name, o->name, o->loc.line, node);
-                                break;
-                        }
+                if (dup_name[i] != NTBF_NONE) {
+                        ERR(f, d->loc,
+                            "duplicate device name '%s' in node '%s' (first "
+                            "at line %u); give each device a unique name",
+                            d->name, node, t->devices[dup_name[i]].loc.line);
+                } else if (dup_bdf[i] != NTBF_NONE) {
+                        const struct ntbf_device *o = &t->devices[dup_bdf[i]];
+                        ERR(f, d->loc,
+                            "device '%s' has the PCI address of device '%s' "
+                            "(line %u) in node '%s'; each device needs its "
+                            "own bus:device",
+                            d->name, o->name, o->loc.line, node);
                 }
                 if (d->functions < 1 || d->functions > NTBF_MAX_FUNCTIONS)
                         ERR(f, d->loc, "device %s.%s: functions %u is out of range 1..%u", node,
@@ -795,6 +876,8 @@ static void check_devices(struct fin *f)
                                     node, d->name, s->msix);
                 }
         }
+        free(dup_name);
+        free(dup_bdf);
 }
 
 /* ---- finalize: address maps ------------------------------------------------------------- */
@@ -887,6 +970,12 @@ static const char *region_owner(const struct ntbf_topo *t, const struct ntbf_reg
         return buf;
 }
 
+/* a * b, or UINT64_MAX if that overflows: such an array of BARs fits nowhere. */
+static uint64_t sat_mul(uint64_t a, uint64_t b)
+{
+        return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
 static void build_map(struct fin *f, uint32_t ni)
 {
         struct ntbf_topo *t = f->t;
@@ -920,7 +1009,8 @@ static void build_map(struct fin *f, uint32_t ni)
                             o->base);
                         continue;
                 }
-                if (a->window_base + a->p.window > NTBF_PHYS_LIMIT) {
+                if (a->p.window > NTBF_PHYS_LIMIT ||
+                    a->window_base > NTBF_PHYS_LIMIT - a->p.window) {
                         ERR(f, bl,
                             "adapter %s.%s: window at 0x%" PRIx64 " ends beyond 48-bit "
                             "physical addressing",
@@ -958,7 +1048,7 @@ static void build_map(struct fin *f, uint32_t ni)
                                 bool low =
                                     !(bar->flags & NTBF_BAR_PREF) || !(bar->flags & NTBF_BAR_64);
                                 pl[np++] =
-                                    (struct placement){bar->size * d->functions,
+                                    (struct placement){sat_mul(bar->size, d->functions),
                                                        bar->size,
                                                        low,
                                                        NTBF_REGION_BAR,
@@ -969,7 +1059,7 @@ static void build_map(struct fin *f, uint32_t ni)
                         }
                         uint64_t v = d->vf_bars[b];
                         if (d->vfs && v && ntbf_is_pow2(v) && v >= MIN_SLOT)
-                                pl[np++] = (struct placement){v * d->vfs,         v,     false,
+                                pl[np++] = (struct placement){sat_mul(v, d->vfs), v,     false,
                                                               NTBF_REGION_VF_BAR, di,    b,
                                                               &d->vf_bar_addr[b], d->loc};
                 }
@@ -1208,76 +1298,123 @@ static uint64_t bar_slots(const struct ntbf_device *d, uint32_t fn, uint64_t ent
         return slots;
 }
 
+/*
+ * Window geometries present in the fabric: slots are powers of two of powers of two, so
+ * a table indexed by (log2 slot size, log2 slot count) holds them all, with two distinct
+ * nodes that have each (a device cannot be borrowed by its own node).
+ */
+struct geometry {
+        uint32_t node[2];
+};
+
 static void check_device_fit(struct fin *f)
 {
         struct ntbf_topo *t = f->t;
-        char sz[32];
+        char sz[32], sz2[32];
+        struct geometry(*g)[33] = malloc(64 * sizeof(*g));
+        if (!g) {
+                f->err = -ENOMEM;
+                return;
+        }
+        for (unsigned e = 0; e < 64; e++)
+                for (unsigned n = 0; n < 33; n++)
+                        g[e][n] = (struct geometry){{NTBF_NONE, NTBF_NONE}};
+        for (uint32_t k = 0; k < t->nadapters; k++) {
+                const struct ntbf_adapter *a = &t->adapters[k];
+                if (!a->lut_entry_size)
+                        continue;
+                struct geometry *x =
+                    &g[__builtin_ctzll(a->lut_entry_size)][__builtin_ctz(a->p.lut_entries)];
+                if (x->node[0] == NTBF_NONE)
+                        x->node[0] = a->node;
+                else if (x->node[1] == NTBF_NONE && x->node[0] != a->node)
+                        x->node[1] = a->node;
+        }
         for (uint32_t i = 0; i < t->ndevices; i++) {
                 const struct ntbf_device *d = &t->devices[i];
                 if (!d->lend)
                         continue;
                 uint64_t best = 0, need_bytes = 0;
                 bool fits = false;
-                for (uint32_t k = 0; k < t->nadapters && !fits; k++) {
-                        const struct ntbf_adapter *a = &t->adapters[k];
-                        if (a->node == d->node || !a->lut_entry_size)
-                                continue;
-                        uint64_t need = bar_slots(d, 0, a->lut_entry_size);
-                        if (d->vfs) {
-                                uint64_t vneed = bar_slots(d, d->functions, a->lut_entry_size);
-                                need = need > vneed ? need : vneed;
-                        }
-                        fits = need <= a->p.lut_entries;
-                        if (a->p.window > best) {
-                                best = a->p.window;
-                                need_bytes = need * a->lut_entry_size;
+                for (unsigned e = 0; e < 64 && !fits; e++) {
+                        for (unsigned n = 0; n < 33 && !fits; n++) {
+                                const struct geometry *x = &g[e][n];
+                                if (x->node[0] == NTBF_NONE ||
+                                    (x->node[0] == d->node && x->node[1] == NTBF_NONE))
+                                        continue;
+                                uint64_t entry = UINT64_C(1) << e, slots = UINT64_C(1) << n;
+                                uint64_t need = bar_slots(d, 0, entry);
+                                if (d->vfs) {
+                                        uint64_t vneed = bar_slots(d, d->functions, entry);
+                                        need = need > vneed ? need : vneed;
+                                }
+                                fits = need <= slots;
+                                if (entry * slots > best) {
+                                        best = entry * slots;
+                                        need_bytes = need * entry;
+                                }
                         }
                 }
-                if (!fits && best) {
-                        char sz2[32];
+                if (!fits && best)
                         ERR(f, d->loc_bars.line ? d->loc_bars : d->loc,
                             "device %s.%s: its BARs need %s of window but the largest window of "
                             "another node is %s; enlarge a borrower's window or set lend: false",
                             t->nodes[d->node].name, d->name,
                             ntbf_size_fmt(need_bytes, sz, sizeof(sz)),
                             ntbf_size_fmt(best, sz2, sizeof(sz2)));
-                }
         }
+        free(g);
 }
 
 int ntbf_topo_finalize(struct ntbf_topo *t, struct ntbf_diags *diags)
 {
         struct fin f = {.t = t, .d = diags};
+        ntbf__strmap_init(&f.node_names);
         size_t errors0 = diags->errors;
         int r = build_indexes(t);
         if (r)
-                return r;
+                goto out;
         check_nodes(&f);
         check_adapters(&f);
         check_switches(&f);
-        if (f.err)
-                return f.err;
-        check_links(&f);
-        check_devices(&f);
+        if (!f.err)
+                check_links(&f);
+        if (!f.err)
+                check_devices(&f);
+        if (f.err) {
+                r = f.err;
+                goto out;
+        }
         if (t->maps)
                 for (uint32_t i = 0; i < t->nnodes; i++)
                         free(t->maps[i].v);
         free(t->maps);
         t->maps = calloc(t->nnodes ? t->nnodes : 1, sizeof(*t->maps));
-        if (!t->maps)
-                return -ENOMEM;
+        if (!t->maps) {
+                r = -ENOMEM;
+                goto out;
+        }
         for (uint32_t i = 0; i < t->nnodes && !f.err; i++)
-                build_map(&f, i);
-        if (f.err)
-                return f.err;
-        check_reach(&f);
-        check_device_fit(&f);
-        if (f.err)
-                return f.err;
+                if (t->nodes[i].ndevices <= NTBF_MAX_NODE_DEVICES &&
+                    t->nodes[i].nadapters <= NTBF_MAX_NODE_ADAPTERS)
+                        build_map(&f, i);
+        if (!f.err)
+                check_reach(&f);
+        if (!f.err)
+                check_device_fit(&f);
+        if (f.err) {
+                r = f.err;
+                goto out;
+        }
         ntbf__graph_free(t->graph);
         t->graph = ntbf__graph_build(t);
-        if (!t->graph)
-                return -ENOMEM;
+        if (!t->graph) {
+                r = -ENOMEM;
+                goto out;
+        }
         t->finalized = diags->errors == errors0;
-        return t->finalized ? 0 : NTBF_ECONFIG;
+        r = t->finalized ? 0 : NTBF_ECONFIG;
+out:
+        ntbf__strmap_free(&f.node_names);
+        return r;
 }

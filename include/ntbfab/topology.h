@@ -18,6 +18,8 @@
 #define NTBF_MAX_SWITCH_PORTS  256
 #define NTBF_MAX_FUNCTIONS     8
 #define NTBF_MAX_VFS           4096
+#define NTBF_MAX_NODE_DEVICES  1024 /* devices modeled per node */
+#define NTBF_MAX_NODE_ADAPTERS 64
 #define NTBF_RESERVED_NODE_ID  252 /* DIS_BROADCAST_NODEID_GROUP_ALL */
 #define NTBF_MAX_NODE_ID       65535
 

@@ -376,6 +376,25 @@ static void test_clone(void **state)
         ntbf_topo_free(t);
 }
 
+static void test_node_limits(void **state)
+{
+        (void)state;
+        struct ntbf_topo *t = fx_b2b("pxh830");
+        for (uint32_t i = 0; i <= NTBF_MAX_NODE_DEVICES; i++) {
+                char name[16];
+                snprintf(name, sizeof(name), "d%u", i);
+                uint32_t d = ntbf_topo_add_device(t, 0, name);
+                t->devices[d].bus = (uint8_t)(i / 32);
+                t->devices[d].dev = (uint8_t)(i % 32);
+                t->devices[d].domain = (uint16_t)(i / 8192);
+        }
+        char *e = finalize_errors(t);
+        assert_non_null(
+            strstr(e, "node 'a' has 1025 devices; ntbfab models at most 1024 per node"));
+        free(e);
+        ntbf_topo_free(t);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -391,6 +410,7 @@ int main(void)
             cmocka_unit_test(test_low_mmio_exhaustion),
             cmocka_unit_test(test_bdf),
             cmocka_unit_test(test_clone),
+            cmocka_unit_test(test_node_limits),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,25 @@
+#!/bin/sh
+# bench/run.sh BUILD_DIR [NAME...]: run benchmarks, print their figures, write JSON to bench/results/.
+# Figures are measurements on a shared machine: compare ratios measured side by side in one run.
+set -eu
+build=${1:-build}
+shift || true
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+out="$root/bench/results"
+mkdir -p "$out"
+BENCHES=${*:-}
+run() { name=$1; shift; if [ -z "$BENCHES" ] || echo " $BENCHES " | grep -q " $name "; then echo "== $name"; "$@"; fi; }
+
+gen="$build/bench/gen1024.yaml"
+"$build/bench/genfabric" --nodes 1024 --switches 64 > "$gen"
+
+run load "$build/bench/bench_load" --json "$out/load.json" \
+	"$root/config/examples/cluster-60.yaml" "$gen"
+run admit "$build/bench/bench_admit" --json "$out/admit.json" \
+	"$root/config/examples/cluster-60.yaml" "$gen"
+for extra in "$build"/bench/bench_memcpy "$build"/bench/bench_nvme; do
+	name=$(basename "$extra" | sed 's/^bench_//')
+	[ -x "$extra" ] && run "$name" "$extra" --json "$out/$name.json"
+done
+echo "JSON results in $out"
