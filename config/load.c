@@ -77,18 +77,11 @@ static void err(struct ld *ld, struct ntbf_loc loc, const char *fmt, ...) NTBF_P
 
 static void err(struct ld *ld, struct ntbf_loc loc, const char *fmt, ...)
 {
-        char *msg = NULL;
         va_list ap;
         va_start(ap, fmt);
-        int r = vasprintf(&msg, fmt, ap);
+        if (ntbf_diag_vadd(ld->d, NTBF_SEV_ERROR, ld->file, loc, fmt, ap))
+                ld->err = -ENOMEM;
         va_end(ap);
-        if (r < 0) {
-                ld->err = -ENOMEM;
-                return;
-        }
-        if (ntbf_diag_add(ld->d, NTBF_SEV_ERROR, ld->file, loc, "%s", msg))
-                ld->err = -ENOMEM;
-        free(msg);
 }
 
 static const struct ntbf__yt_node *nd(const struct ld *ld, uint32_t v)

@@ -35,18 +35,11 @@ static void report(struct builder *b, struct ntbf_loc loc, const char *fmt, ...)
 
 static void report(struct builder *b, struct ntbf_loc loc, const char *fmt, ...)
 {
-        char *msg = NULL;
         va_list ap;
         va_start(ap, fmt);
-        int r = vasprintf(&msg, fmt, ap);
+        if (ntbf_diag_vadd(b->diags, NTBF_SEV_ERROR, b->file, loc, fmt, ap))
+                b->err = -ENOMEM;
         va_end(ap);
-        if (r < 0) {
-                b->err = -ENOMEM;
-                return;
-        }
-        if (ntbf_diag_add(b->diags, NTBF_SEV_ERROR, b->file, loc, "%s", msg))
-                b->err = -ENOMEM;
-        free(msg);
 }
 
 static uint32_t add_node(struct builder *b, uint8_t kind, yaml_mark_t mark)

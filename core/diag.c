@@ -35,8 +35,8 @@ const char *ntbf_severity_name(enum ntbf_severity sev)
         }
 }
 
-int ntbf_diag_add(struct ntbf_diags *d, enum ntbf_severity sev, const char *file,
-                  struct ntbf_loc loc, const char *fmt, ...)
+int ntbf_diag_vadd(struct ntbf_diags *d, enum ntbf_severity sev, const char *file,
+                   struct ntbf_loc loc, const char *fmt, va_list ap)
 {
         size_t limit = d->limit ? d->limit : DIAG_DEFAULT_LIMIT;
         if (sev == NTBF_SEV_ERROR)
@@ -53,12 +53,8 @@ int ntbf_diag_add(struct ntbf_diags *d, enum ntbf_severity sev, const char *file
                 d->v = v;
                 d->cap = cap;
         }
-        va_list ap;
-        va_start(ap, fmt);
         char *msg = NULL;
-        int r = vasprintf(&msg, fmt, ap);
-        va_end(ap);
-        if (r < 0)
+        if (vasprintf(&msg, fmt, ap) < 0)
                 return -ENOMEM;
         char *f = file ? strdup(file) : NULL;
         if (file && !f) {
@@ -67,6 +63,16 @@ int ntbf_diag_add(struct ntbf_diags *d, enum ntbf_severity sev, const char *file
         }
         d->v[d->n++] = (struct ntbf_diag){.severity = sev, .loc = loc, .file = f, .msg = msg};
         return 0;
+}
+
+int ntbf_diag_add(struct ntbf_diags *d, enum ntbf_severity sev, const char *file,
+                  struct ntbf_loc loc, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        int r = ntbf_diag_vadd(d, sev, file, loc, fmt, ap);
+        va_end(ap);
+        return r;
 }
 
 static int diag_cmp(const struct ntbf_diag *a, const struct ntbf_diag *b)

@@ -1181,6 +1181,31 @@ static bool attach_reach(const struct attach *at, uint32_t a, uint32_t b)
         return sorted_has(x->peer, x->npeer, b);
 }
 
+/*
+ * What node n's adapters are cabled to: the switch networks (union-find roots in uf) when
+ * kind is NTBF_PORT_SWITCH, the peer nodes when it is NTBF_PORT_ADAPTER. Returns the count.
+ */
+static uint32_t cabled_to(const struct ntbf_topo *t, uint32_t n, enum ntbf_port_kind kind,
+                          uint32_t *uf, uint32_t *out)
+{
+        const struct ntbf_node *node = &t->nodes[n];
+        uint32_t cnt = 0;
+        for (uint32_t k = 0; k < node->nadapters; k++) {
+                const struct ntbf_adapter *a = &t->adapters[node->adapters[k]];
+                for (uint32_t p = 0; p < NTBF_MAX_ADAPTER_PORTS; p++) {
+                        if (a->link[p] == NTBF_NONE)
+                                continue;
+                        struct ntbf_port_ref me = {NTBF_PORT_ADAPTER, node->adapters[k], p};
+                        struct ntbf_port_ref o = ntbf_link_peer(&t->links[a->link[p]], me);
+                        if (o.kind != kind)
+                                continue;
+                        out[cnt++] =
+                            kind == NTBF_PORT_SWITCH ? uf_find(uf, o.obj) : t->adapters[o.obj].node;
+                }
+        }
+        return cnt;
+}
+
 static void check_reach(struct fin *f)
 {
         struct ntbf_topo *t = f->t;
@@ -1203,36 +1228,15 @@ static void check_reach(struct fin *f)
                         uf[a] = b;
                 }
         }
-        /* Count, then fill, each node's switch components and direct peers. */
+        /* Fill each node's switch components, then its direct peers. */
         uint32_t *cur = buf;
         for (uint32_t ni = 0; ni < t->nnodes; ni++) {
                 struct attach *x = &at[ni];
-                const struct ntbf_node *n = &t->nodes[ni];
                 x->sw = cur;
-                for (uint32_t k = 0; k < n->nadapters; k++) {
-                        const struct ntbf_adapter *a = &t->adapters[n->adapters[k]];
-                        for (uint32_t p = 0; p < NTBF_MAX_ADAPTER_PORTS; p++) {
-                                if (a->link[p] == NTBF_NONE)
-                                        continue;
-                                struct ntbf_port_ref me = {NTBF_PORT_ADAPTER, n->adapters[k], p};
-                                struct ntbf_port_ref o = ntbf_link_peer(&t->links[a->link[p]], me);
-                                if (o.kind == NTBF_PORT_SWITCH)
-                                        x->sw[x->nsw++] = uf_find(uf, o.obj);
-                        }
-                }
+                x->nsw = cabled_to(t, ni, NTBF_PORT_SWITCH, uf, x->sw);
                 cur += x->nsw;
                 x->peer = cur;
-                for (uint32_t k = 0; k < n->nadapters; k++) {
-                        const struct ntbf_adapter *a = &t->adapters[n->adapters[k]];
-                        for (uint32_t p = 0; p < NTBF_MAX_ADAPTER_PORTS; p++) {
-                                if (a->link[p] == NTBF_NONE)
-                                        continue;
-                                struct ntbf_port_ref me = {NTBF_PORT_ADAPTER, n->adapters[k], p};
-                                struct ntbf_port_ref o = ntbf_link_peer(&t->links[a->link[p]], me);
-                                if (o.kind == NTBF_PORT_ADAPTER)
-                                        x->peer[x->npeer++] = t->adapters[o.obj].node;
-                        }
-                }
+                x->npeer = cabled_to(t, ni, NTBF_PORT_ADAPTER, uf, x->peer);
                 cur += x->npeer;
                 qsort(x->sw, x->nsw, sizeof(uint32_t), cmp_u32);
                 qsort(x->peer, x->npeer, sizeof(uint32_t), cmp_u32);

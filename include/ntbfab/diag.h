@@ -2,6 +2,7 @@
 #ifndef NTBFAB_DIAG_H
 #define NTBFAB_DIAG_H
 
+#include <stdarg.h>
 #include <stdio.h>
 #include "common.h"
 
@@ -35,6 +36,9 @@ NTBF_EXPORT void ntbf_diags_free(struct ntbf_diags *d);
  */
 NTBF_EXPORT int ntbf_diag_add(struct ntbf_diags *d, enum ntbf_severity sev, const char *file,
                               struct ntbf_loc loc, const char *fmt, ...) NTBF_PRINTF(5, 6);
+/* The same with a va_list, for callers that wrap it. */
+NTBF_EXPORT int ntbf_diag_vadd(struct ntbf_diags *d, enum ntbf_severity sev, const char *file,
+                               struct ntbf_loc loc, const char *fmt, va_list ap) NTBF_PRINTF(5, 0);
 /* Sort by file, line, column (stable), so a file's mistakes print in reading order. */
 NTBF_EXPORT void ntbf_diags_sort(struct ntbf_diags *d);
 /* Print in the compiler format "FILE:LINE:COL: error: message", one per line. */

@@ -8,6 +8,9 @@
 
 #include "ntbfab/diag.h"
 #include "fixtures.h"
+#include "ntbfab/budget.h"
+#include "ntbfab/error.h"
+#include "state.h"
 
 struct ntbf_port_ref fx_ap(uint32_t adapter, uint32_t port)
 {
@@ -139,4 +142,25 @@ struct ntbf_topo *fx_cascade(unsigned nodes, unsigned subs, uint32_t rid_table)
                 ntbf_device_apply_sim(dev);
         }
         return t;
+}
+
+struct ntbf_state *fx_state_ok(const struct ntbf_topo *t)
+{
+        struct ntbf_diags d;
+        ntbf_diags_init(&d);
+        struct ntbf_state *s = NULL;
+        int r = ntbf_state_new(t, &s, &d);
+        if (r) {
+                ntbf_diags_print(&d, stderr);
+                fail_msg("ntbf_state_new: %s", ntbf_err_name(r));
+        }
+        ntbf_diags_free(&d);
+        return s;
+}
+
+void fx_consistent(const struct ntbf_state *s)
+{
+        char why[256];
+        if (ntbf__state_check(s, why, sizeof(why)))
+                fail_msg("inconsistent state: %s", why);
 }

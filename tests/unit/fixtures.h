@@ -32,4 +32,10 @@ struct ntbf_port_ref fx_sp(uint32_t sw, uint32_t port);
 /* Finalize and fail the test with the diagnostics if there are errors. */
 void fx_finalize_ok(struct ntbf_topo *t);
 
+struct ntbf_state;
+/* A budget state for t; fails the test with the diagnostics if the baseline does not fit. */
+struct ntbf_state *fx_state_ok(const struct ntbf_topo *t);
+/* Fail the test if the state's internal consistency check finds a problem. */
+void fx_consistent(const struct ntbf_state *s);
+
 #endif

@@ -15,27 +15,6 @@
 #include "graph.h"
 #include "state.h"
 
-static struct ntbf_state *state_ok(const struct ntbf_topo *t)
-{
-        struct ntbf_diags d;
-        ntbf_diags_init(&d);
-        struct ntbf_state *s = NULL;
-        int r = ntbf_state_new(t, &s, &d);
-        if (r) {
-                ntbf_diags_print(&d, stderr);
-                fail_msg("ntbf_state_new: %s", ntbf_err_name(r));
-        }
-        ntbf_diags_free(&d);
-        return s;
-}
-
-static void consistent(const struct ntbf_state *s)
-{
-        char why[256];
-        if (ntbf__state_check(s, why, sizeof(why)))
-                fail_msg("inconsistent state: %s", why);
-}
-
 /* Admit and commit a borrow; fail the test if refused. */
 static uint32_t borrow(struct ntbf_state *s, uint32_t dev, uint32_t fn, uint32_t by, uint64_t dw,
                        struct ntbf_plan *out)
@@ -51,7 +30,7 @@ static uint32_t borrow(struct ntbf_state *s, uint32_t dev, uint32_t fn, uint32_t
                 fail_msg("borrow refused: %s", p.why);
         uint32_t id;
         assert_int_equal(ntbf_commit(s, &p, &id), 0);
-        consistent(s);
+        fx_consistent(s);
         if (out)
                 *out = p;
         else
@@ -95,7 +74,7 @@ static const struct ntbf_res *find_res(const struct ntbf_plan *p, enum ntbf_res_
 /* Budget rows and tables equal to a fresh state's. */
 static void same_as_fresh(const struct ntbf_state *s)
 {
-        struct ntbf_state *f = state_ok(ntbf_state_topo(s));
+        struct ntbf_state *f = fx_state_ok(ntbf_state_topo(s));
         char why[256];
         if (ntbf__state_equal(s, f, why, sizeof(why)))
                 fail_msg("state differs from a fresh one: %s", why);
@@ -125,7 +104,7 @@ static void test_article_figure(void **state)
         (void)state;
         struct ntbf_topo *t = fx_b2b_devices(31, 16 * NTBF_KiB);
         fx_finalize_ok(t);
-        struct ntbf_state *s = state_ok(t);
+        struct ntbf_state *s = fx_state_ok(t);
         struct ntbf_budget_row r = row(s, NTBF_BUDGET_RID, 0);
         assert_int_equal(r.used, 2);
         assert_int_equal(r.total, 32);
@@ -169,7 +148,7 @@ static void test_article_figure(void **state)
 
         for (uint32_t i = 0; i < nids; i++) {
                 assert_int_equal(ntbf_release(s, ids[i]), 0);
-                consistent(s);
+                fx_consistent(s);
         }
         assert_int_equal(ntbf_release(s, ids[0]), NTBF_ENOTFOUND);
         same_as_fresh(s);
@@ -190,7 +169,7 @@ static void test_multifunction_one_entry(void **state)
         dev->bars[0] = (struct ntbf_bar){.size = 16 * NTBF_KiB, .flags = NTBF_BAR_64};
         dev->vf_bars[0] = 16 * NTBF_KiB;
         fx_finalize_ok(t);
-        struct ntbf_state *s = state_ok(t);
+        struct ntbf_state *s = fx_state_ok(t);
         uint32_t ids[12];
         for (uint32_t f = 0; f < 12; f++) {
                 struct ntbf_plan p;
@@ -224,7 +203,7 @@ static void test_switch_accounting(void **state)
         (void)state;
         struct ntbf_topo *t = fx_star(4);
         fx_finalize_ok(t);
-        struct ntbf_state *s = state_ok(t);
+        struct ntbf_state *s = fx_state_ok(t);
         struct ntbf_budget_row r = row(s, NTBF_BUDGET_SWITCH_RID, 0);
         assert_int_equal(r.used, 8);
         assert_int_equal(r.baseline, 8);
@@ -273,7 +252,7 @@ static void test_switch_accounting(void **state)
         for (unsigned i = 0; i < 4; i++) {
                 t = fx_star(sizes[i]);
                 fx_finalize_ok(t);
-                s = state_ok(t);
+                s = fx_state_ok(t);
                 assert_int_equal(row(s, NTBF_BUDGET_SWITCH_RID, 0).used, 2 * sizes[i]);
                 ntbf_state_free(s);
                 ntbf_topo_free(t);
@@ -282,7 +261,7 @@ static void test_switch_accounting(void **state)
         t = fx_star(3);
         t->nodes[2].cpu_rids = 1;
         fx_finalize_ok(t);
-        s = state_ok(t);
+        s = fx_state_ok(t);
         assert_int_equal(row(s, NTBF_BUDGET_SWITCH_RID, 0).used, 5);
         ntbf_state_free(s);
         ntbf_topo_free(t);
@@ -290,7 +269,7 @@ static void test_switch_accounting(void **state)
         /* The article's cascade: each CPU crosses the top and every sub-switch. */
         t = fx_cascade(60, 6, 0);
         fx_finalize_ok(t);
-        s = state_ok(t);
+        s = fx_state_ok(t);
         for (uint32_t sw = 0; sw < 7; sw++)
                 assert_int_equal(row(s, NTBF_BUDGET_SWITCH_RID, sw).used, 120);
         /* A borrow across the top registers the device on the three switches it crosses. */
@@ -312,7 +291,7 @@ static void test_switch_table_full(void **state)
         struct ntbf_topo *t = fx_star(3);
         t->switches[0].p.rid_table = 7;
         fx_finalize_ok(t);
-        struct ntbf_state *s = state_ok(t);
+        struct ntbf_state *s = fx_state_ok(t);
         borrow(s, 0, 0, 1, 0, NULL);
         struct ntbf_plan p;
         assert_int_equal(try_borrow(s, 1, 0, 2, 0, &p), NTBF_ENOSPC_BUDGET);
@@ -371,7 +350,7 @@ static void test_baseline_overflow(void **state)
 /* The CPU baseline is exactly the switches on ntbf_path_find's paths between every pair. */
 static void check_baseline_brute(struct ntbf_topo *t)
 {
-        struct ntbf_state *s = state_ok(t);
+        struct ntbf_state *s = fx_state_ok(t);
         bool *on = calloc(t->nswitches, sizeof(*on));
         for (uint32_t n = 0; n < t->nnodes; n++) {
                 memset(on, 0, t->nswitches * sizeof(*on));
@@ -395,7 +374,7 @@ static void check_baseline_brute(struct ntbf_topo *t)
                                          on[sw]);
         }
         free(on);
-        consistent(s);
+        fx_consistent(s);
         ntbf_state_free(s);
 }
 
@@ -496,7 +475,7 @@ static void test_slot_sharing(void **state)
         (void)state;
         struct ntbf_topo *t = fx_b2b_devices(2, 16 * NTBF_KiB);
         fx_finalize_ok(t);
-        struct ntbf_state *s = state_ok(t);
+        struct ntbf_state *s = fx_state_ok(t);
         struct ntbf_plan p1, p2;
         uint32_t id1 = borrow(s, 0, 0, 1, NTBF_MiB, &p1); /* b borrows a.d0 */
         uint32_t id2 = borrow(s, 1, 0, 1, NTBF_MiB, &p2); /* b borrows a.d1 */
@@ -524,7 +503,7 @@ static void test_slot_sharing(void **state)
         assert_int_equal(row(s, NTBF_BUDGET_LUT, 0).used, 3);
         /* Releasing one keeps the shared MSI slot: the other device's interrupt still lands. */
         assert_int_equal(ntbf_release(s, id1), 0);
-        consistent(s);
+        fx_consistent(s);
         assert_int_equal(row(s, NTBF_BUDGET_LUT, 0).used, 2);
         struct ntbf_route rt;
         struct ntbf_requester d1 = {0, 1, 0};
@@ -557,7 +536,7 @@ static void test_first_fit_and_exhaustion(void **state)
         t->adapters[0].p.window = 32 * NTBF_MiB; /* 32 slots of 1 MiB */
         t->adapters[0].p.lut_entries = 32;
         fx_finalize_ok(t);
-        struct ntbf_state *s = state_ok(t);
+        struct ntbf_state *s = fx_state_ok(t);
         struct ntbf_plan p;
         uint32_t x1 = borrow(s, 0, 0, 1, 9 * NTBF_MiB, &p);
         assert_int_equal(dma_first(&p), 0); /* slots 0-8, MSI slot 9 */
@@ -620,7 +599,7 @@ static void test_addressing_limits(void **state)
                 t->devices[d].bars[0] = (struct ntbf_bar){.size = 16 * NTBF_KiB};
                 t->adapters[0].p.window_below_4g = low;
                 fx_finalize_ok(t);
-                struct ntbf_state *s = state_ok(t);
+                struct ntbf_state *s = fx_state_ok(t);
                 struct ntbf_plan p;
                 int r = try_borrow(s, d, 0, 1, 0, &p);
                 if (!low) {
@@ -639,7 +618,7 @@ static void test_addressing_limits(void **state)
                         assert_true(p.msi_addr < (UINT64_C(1) << 32));
                         uint32_t id;
                         assert_int_equal(ntbf_commit(s, &p, &id), 0);
-                        consistent(s);
+                        fx_consistent(s);
                 }
                 ntbf_plan_free(&p);
                 ntbf_state_free(s);
@@ -650,7 +629,7 @@ static void test_addressing_limits(void **state)
         uint32_t d = fx_add_accel(t, 0, "acc", 4, 64 * NTBF_MiB);
         t->adapters[1].p.addr_bits = 32;
         fx_finalize_ok(t);
-        struct ntbf_state *s = state_ok(t);
+        struct ntbf_state *s = fx_state_ok(t);
         struct ntbf_plan p;
         assert_int_equal(try_borrow(s, d, 0, 1, 0, &p), NTBF_EADDRLIMIT);
         assert_int_equal(p.refused_obj, 1);
@@ -667,7 +646,7 @@ static void test_invalid_requests(void **state)
         (void)state;
         struct ntbf_topo *t = fx_star(3);
         fx_finalize_ok(t);
-        struct ntbf_state *s = state_ok(t);
+        struct ntbf_state *s = fx_state_ok(t);
         struct ntbf_plan p;
         assert_int_equal(try_borrow(s, 0, 0, 0, 0, &p), -EINVAL);
         assert_string_equal(p.why, "n0.nvme0 is in node 'n0' itself; a node uses its own devices "
@@ -708,7 +687,7 @@ static void test_stale_and_clone(void **state)
         t->adapters[0].p.window = 4 * NTBF_MiB;
         t->adapters[0].p.lut_entries = 4;
         fx_finalize_ok(t);
-        struct ntbf_state *s = state_ok(t);
+        struct ntbf_state *s = fx_state_ok(t);
         struct ntbf_plan pa, pb;
         assert_int_equal(try_borrow(s, 0, 0, 1, 2 * NTBF_MiB, &pa), 0);
         assert_int_equal(try_borrow(s, 1, 0, 1, 2 * NTBF_MiB, &pb), 0);
@@ -720,7 +699,7 @@ static void test_stale_and_clone(void **state)
         char why[256];
         if (ntbf__state_equal(s, before, why, sizeof(why)))
                 fail_msg("a stale commit changed the state: %s", why);
-        consistent(s);
+        fx_consistent(s);
         /* The clone lives on its own. */
         assert_int_equal(ntbf_release(before, ida), 0);
         assert_int_equal(row(before, NTBF_BUDGET_LUT, 0).used, 0);

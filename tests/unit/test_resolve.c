@@ -14,27 +14,6 @@
 #include "fixtures.h"
 #include "state.h"
 
-static struct ntbf_state *state_ok(const struct ntbf_topo *t)
-{
-        struct ntbf_diags d;
-        ntbf_diags_init(&d);
-        struct ntbf_state *s = NULL;
-        int r = ntbf_state_new(t, &s, &d);
-        if (r) {
-                ntbf_diags_print(&d, stderr);
-                fail_msg("ntbf_state_new: %s", ntbf_err_name(r));
-        }
-        ntbf_diags_free(&d);
-        return s;
-}
-
-static void consistent(const struct ntbf_state *s)
-{
-        char why[256];
-        if (ntbf__state_check(s, why, sizeof(why)))
-                fail_msg("inconsistent state: %s", why);
-}
-
 /* Admit and commit; fail the test if refused. The plan is returned (caller frees). */
 static struct ntbf_plan admit_ok(struct ntbf_state *s, const struct ntbf_request *q)
 {
@@ -43,7 +22,7 @@ static struct ntbf_plan admit_ok(struct ntbf_state *s, const struct ntbf_request
                 fail_msg("refused: %s", p.why);
         uint32_t id;
         assert_int_equal(ntbf_commit(s, &p, &id), 0);
-        consistent(s);
+        fx_consistent(s);
         return p;
 }
 
@@ -94,7 +73,7 @@ static void test_p2p_three_cases(void **state)
         uint32_t other = fx_add_accel(t, 1, "acc2", 5, 64 * NTBF_MiB);
         uint32_t local = fx_add_accel(t, 2, "local", 5, 64 * NTBF_MiB);
         fx_finalize_ok(t);
-        struct ntbf_state *s = state_ok(t);
+        struct ntbf_state *s = fx_state_ok(t);
         struct ntbf_plan b1 = do_borrow(s, src, 2), b2 = do_borrow(s, same, 2),
                          b3 = do_borrow(s, other, 2);
         const uint64_t off = 0x12340;
@@ -173,7 +152,7 @@ static void test_connect_iommu(void **state)
                 struct ntbf_topo *t = fx_b2b("pxh830");
                 t->nodes[1].iommu = iommu;
                 fx_finalize_ok(t);
-                struct ntbf_state *s = state_ok(t);
+                struct ntbf_state *s = fx_state_ok(t);
                 struct ntbf_request q;
                 ntbf_request_init(&q, NTBF_REQ_CONNECT);
                 q.requester.node = 0;
@@ -232,7 +211,7 @@ static void test_multicast(void **state)
         (void)state;
         struct ntbf_topo *t = fx_star(10);
         fx_finalize_ok(t);
-        struct ntbf_state *s = state_ok(t);
+        struct ntbf_state *s = fx_state_ok(t);
         struct ntbf_request q;
         for (uint32_t n = 1; n <= 8; n++) {
                 ntbf_request_init(&q, NTBF_REQ_MCAST_JOIN);
@@ -320,8 +299,8 @@ static void test_multicast(void **state)
         size_t n = ntbf_state_allocs(s, ids, 64);
         for (size_t i = 0; i < n; i++)
                 assert_int_equal(ntbf_release(s, ids[i]), 0);
-        consistent(s);
-        struct ntbf_state *f = state_ok(t);
+        fx_consistent(s);
+        struct ntbf_state *f = fx_state_ok(t);
         char why[256];
         if (ntbf__state_equal(s, f, why, sizeof(why)))
                 fail_msg("%s", why);
@@ -336,7 +315,7 @@ static void test_resolve_negative(void **state)
         struct ntbf_topo *t = fx_b2b_devices(3, 16 * NTBF_KiB);
         t->devices[2].dma_bits = 32;
         fx_finalize_ok(t);
-        struct ntbf_state *s = state_ok(t);
+        struct ntbf_state *s = fx_state_ok(t);
         struct ntbf_plan p = do_borrow(s, 0, 1); /* b borrows a.d0 */
         struct ntbf_route rt;
         char buf[512];
@@ -416,7 +395,7 @@ static void test_resolve_negative(void **state)
         t = fx_b2b_devices(1, 16 * NTBF_KiB);
         t->nodes[1].iommu = false;
         fx_finalize_ok(t);
-        s = state_ok(t);
+        s = fx_state_ok(t);
         p = do_borrow(s, 0, 1);
         assert_int_equal(p.dma_iova, NTBF_POOL_BASE);
         assert_int_equal(resolve(s, 0, 0, p.dma_addr + 0x10, &rt), 0);
@@ -434,7 +413,7 @@ static void test_resolve_switch_norid(void **state)
         struct ntbf_topo *t = fx_star(3);
         t->adapters[0].p.rid_table = 0; /* n0's adapter enforces nothing; the switch does */
         fx_finalize_ok(t);
-        struct ntbf_state *s = state_ok(t);
+        struct ntbf_state *s = fx_state_ok(t);
         struct ntbf_plan p = do_borrow(s, 0, 1); /* n1 borrows n0.nvme0 */
         struct ntbf_route rt;
         assert_int_equal(resolve(s, 0, 1, p.msi_addr, &rt), NTBF_ENORID); /* n0.acc0 */
