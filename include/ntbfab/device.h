@@ -1,0 +1,118 @@
+/* ntbfab/device.h: one API for local and borrowed PCIe devices (config, BARs, DMA, interrupts). */
+#ifndef NTBFAB_DEVICE_H
+#define NTBFAB_DEVICE_H
+
+#include "common.h"
+
+/*
+ * A driver uses a device the same way whether it sits in this host or is borrowed from
+ * another (article sections 4 and 6.1). A context connects the process to its node's
+ * daemon (control: open, config space, peer-to-peer mappings) and to the fabric backend
+ * (data path: BAR mappings, DMA mappings, interrupt vectors). After ntbf_dev_open, BAR
+ * access, DMA map/unmap and interrupts involve no daemon and no message to the lender.
+ *
+ * Functions return 0 or a negative error code (ntbfab/error.h); ntbf_ctx_error() gives
+ * the last error's sentence for this context (thread-local to the context).
+ */
+
+struct ntbf_ctx;
+struct ntbf_dev;
+
+/*
+ * Connect to node's daemon in instance directory dir. NULL dir/node: the environment
+ * variables NTBFAB_DIR and NTBFAB_NODE (docs/device-api.md says how a process knows who it
+ * is). Returns 0, NTBF_ENOTFOUND (no such node or no daemon there), -errno.
+ */
+NTBF_EXPORT int ntbf_ctx_open(const char *dir, const char *node, struct ntbf_ctx **out);
+/* Close the context; every device still open through it is closed first. */
+NTBF_EXPORT void ntbf_ctx_close(struct ntbf_ctx *ctx);
+/* The sentence explaining the last failure of a call on this context (or ""). */
+NTBF_EXPORT const char *ntbf_ctx_error(const struct ntbf_ctx *ctx);
+
+/* ---- memory for DMA ---------------------------------------------------------------------- */
+
+/*
+ * Memory the host's devices can reach by DMA (on the simulated fabric: node RAM; on
+ * hardware: pinned memory). Only such memory (or a segment) can be DMA-mapped, as with
+ * SPDK's DMA allocator. align 0 means 4 KiB.
+ */
+NTBF_EXPORT int ntbf_dma_alloc(struct ntbf_ctx *ctx, size_t size, size_t align, void **ptr);
+NTBF_EXPORT void ntbf_dma_free(struct ntbf_ctx *ctx, void *ptr);
+
+/* ---- devices ------------------------------------------------------------------------------ */
+
+/* Open a device by fabric-wide id: a device of this node, or one this node has borrowed. */
+NTBF_EXPORT int ntbf_dev_open(struct ntbf_ctx *ctx, uint32_t fdid, struct ntbf_dev **out);
+/* Open by PCI address in this host: a local device, or a borrowed one's shadow address. */
+NTBF_EXPORT int ntbf_dev_open_bdf(struct ntbf_ctx *ctx, const char *bdf, struct ntbf_dev **out);
+/* Close: unmaps its BARs and DMA mappings, frees its interrupt vectors. */
+NTBF_EXPORT void ntbf_dev_close(struct ntbf_dev *dev);
+
+struct ntbf_dev_bar {
+        uint64_t size; /* 0: not implemented */
+        uint64_t addr; /* the address this host's CPU reaches it at */
+        bool prefetchable;
+};
+
+struct ntbf_dev_info {
+        uint32_t fdid;
+        bool local;          /* in this host (not borrowed) */
+        char bdf[16];        /* the address the driver sees: real, or the shadow's */
+        char lender_bdf[16]; /* the device's address in its own host */
+        char lender[NTBF_NAME_MAX + 1];
+        uint16_t vendor_id, device_id;
+        uint32_t class_code;
+        struct ntbf_dev_bar bars[6];
+        uint64_t dma_window;   /* bytes of this host's memory the device can reach at once */
+        uint32_t msix_vectors; /* 0: no MSI-X */
+        uint32_t hops;         /* NTB and switch hops between this host and the device */
+        uint32_t latency_ns;   /* modeled one-way latency from this host's CPU */
+};
+
+NTBF_EXPORT int ntbf_dev_info(const struct ntbf_dev *dev, struct ntbf_dev_info *out);
+
+/*
+ * Config space, 1, 2 or 4 bytes at a naturally aligned offset. For a borrowed device the
+ * accesses are intercepted as the article's section 4.2 describes: the Interrupt Pin reads
+ * 0 and INTx stays disabled; MSI address/data writes are rewritten to reach this host.
+ */
+NTBF_EXPORT int ntbf_dev_cfg_read(struct ntbf_dev *dev, uint32_t off, unsigned size, uint32_t *val);
+NTBF_EXPORT int ntbf_dev_cfg_write(struct ntbf_dev *dev, uint32_t off, unsigned size, uint32_t val);
+
+/* Map BAR bar into the process (a direct mapping: loads and stores go to the device). */
+NTBF_EXPORT int ntbf_dev_map_bar(struct ntbf_dev *dev, unsigned bar, void **ptr, size_t *size);
+NTBF_EXPORT int ntbf_dev_unmap_bar(struct ntbf_dev *dev, unsigned bar);
+
+/*
+ * Make [ptr, ptr + size) of DMA memory reachable by the device; *ioaddr is the address the
+ * device must use. For a borrowed device this is an I/O virtual address in the borrower's
+ * IOMMU behind the DMA window programmed at borrow time (article 4.3): no message to the
+ * lender. NTBF_ENOSPC_BUDGET when the DMA window is full.
+ */
+NTBF_EXPORT int ntbf_dev_dma_map(struct ntbf_dev *dev, void *ptr, size_t size, uint64_t *ioaddr);
+NTBF_EXPORT int ntbf_dev_dma_unmap(struct ntbf_dev *dev, uint64_t ioaddr, size_t size);
+
+/*
+ * Make BAR bar of device target reachable by dev's DMA, along the shortest path (article
+ * 4.4: same lender, target in this host, or different lenders). *ioaddr is what dev uses.
+ */
+NTBF_EXPORT int ntbf_dev_map_peer(struct ntbf_dev *dev, struct ntbf_dev *target, unsigned bar,
+                                  uint64_t *ioaddr);
+NTBF_EXPORT int ntbf_dev_unmap_peer(struct ntbf_dev *dev, uint64_t ioaddr);
+
+/*
+ * Enable MSI-X vector n and return an eventfd that counts its interrupts. The device's
+ * MSI-X table entry is written with an address and data that reach this host.
+ */
+NTBF_EXPORT int ntbf_dev_irq_enable(struct ntbf_dev *dev, unsigned vector, int *eventfd);
+NTBF_EXPORT int ntbf_dev_irq_disable(struct ntbf_dev *dev, unsigned vector);
+
+/*
+ * An fd that becomes readable when something happens to the device (it was lost: its
+ * lender died or it was revoked); ntbf_dev_event reads one event.
+ */
+enum ntbf_dev_event_kind { NTBF_DEV_EVENT_NONE, NTBF_DEV_EVENT_LOST };
+NTBF_EXPORT int ntbf_dev_event_fd(struct ntbf_dev *dev);
+NTBF_EXPORT int ntbf_dev_event(struct ntbf_dev *dev, enum ntbf_dev_event_kind *kind);
+
+#endif

@@ -1,0 +1,42 @@
+/* ntbfab/rpc.h: a JSON-RPC 2.0 client for a node daemon's Unix socket (docs/rpc.md). */
+#ifndef NTBFAB_RPC_H
+#define NTBFAB_RPC_H
+
+#include "common.h"
+
+struct json_object;
+struct ntbf_rpc;
+
+/*
+ * Connect to the daemon socket at path (DIR/run/NODE.sock). Returns 0, NTBF_ENOTFOUND
+ * when nothing listens there (no daemon), -EACCES when the daemon refused us, -errno.
+ */
+NTBF_EXPORT int ntbf_rpc_connect(const char *path, struct ntbf_rpc **out);
+/* The socket path of node in instance directory dir, into buf. */
+NTBF_EXPORT const char *ntbf_rpc_socket_path(const char *dir, const char *node, char *buf,
+                                             size_t len);
+NTBF_EXPORT void ntbf_rpc_close(struct ntbf_rpc *c);
+
+/*
+ * Call method with params (an object, or NULL for none; ownership is taken) and wait up to
+ * timeout_ms (0: 30 s) for its answer. On success returns 0 and *result (the caller puts
+ * it). On an error answer returns its ntbfab code (data.error, e.g. NTBF_ENOSPC_BUDGET; or
+ * -EINVAL for invalid params, -ENOSYS for an unknown method, NTBF_EPROTO otherwise) with
+ * the message available from ntbf_rpc_error(). -ETIMEDOUT, -EPIPE (daemon gone), -errno.
+ * Event notifications that arrive meanwhile are queued for ntbf_rpc_next_event().
+ */
+NTBF_EXPORT int ntbf_rpc_call(struct ntbf_rpc *c, const char *method, struct json_object *params,
+                              struct json_object **result, int timeout_ms);
+/* The message of the last error answer or failure on this connection ("" if none). */
+NTBF_EXPORT const char *ntbf_rpc_error(const struct ntbf_rpc *c);
+
+/* The connection's fd: readable when a notification may be waiting. */
+NTBF_EXPORT int ntbf_rpc_fd(const struct ntbf_rpc *c);
+/*
+ * The next queued or arriving notification (its params object, caller puts it), waiting
+ * up to timeout_ms (0: do not wait). Returns 0, -EAGAIN when none, or an error.
+ */
+NTBF_EXPORT int ntbf_rpc_next_event(struct ntbf_rpc *c, struct json_object **params,
+                                    int timeout_ms);
+
+#endif
