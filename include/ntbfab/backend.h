@@ -250,6 +250,18 @@ struct ntbf_backend_ops {
         int (*iommu_map)(struct ntbf_adapter_h *h, uint64_t iova, uint64_t phys, uint64_t len);
         int (*iommu_unmap)(struct ntbf_adapter_h *h, uint64_t iova, uint64_t len);
 
+        /*
+         * Lender-side isolation (group, optional): put a local device (every function
+         * matching r) in its own IOMMU domain, where its DMA reaches only what is mapped
+         * there (article 4.3 and 8.1); iova -> phys, 4 KiB pages. Without isolation a
+         * device's DMA addresses are host-physical.
+         */
+        int (*dev_isolate)(struct ntbf_adapter_h *h, const struct ntbf_rid *r, bool on);
+        int (*dev_iommu_map)(struct ntbf_adapter_h *h, const struct ntbf_rid *r, uint64_t iova,
+                             uint64_t phys, uint64_t len);
+        int (*dev_iommu_unmap)(struct ntbf_adapter_h *h, const struct ntbf_rid *r, uint64_t iova,
+                               uint64_t len);
+
         /* Host interrupt vectors (pair, optional). */
         int (*irq_alloc)(struct ntbf_adapter_h *h, struct ntbf_irq *out);
         int (*irq_free)(struct ntbf_adapter_h *h, struct ntbf_irq *irq);
