@@ -1,0 +1,458 @@
+/* frontends/lending/ctx.c: device API contexts: who we are, the daemon connection, the backend,
+ * errors. */
+#include <errno.h>
+#include <json-c/json.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "ntbfab/config.h"
+#include "ntbfab/sim.h"
+#include "lending.h"
+
+/* ---- errors: one sentence per thread and context ------------------------------------------ */
+
+/*
+ * The sentence of a context's last failure is thread-local (two threads failing at once
+ * each keep their own). A thread keeps the sentences of its four most recently failing
+ * contexts, keyed by a process-unique id so that a new context at a freed address never
+ * inherits an old sentence. Failures of ntbf_ctx_open, which has no context to hang the
+ * sentence on, are kept apart and read with ntbf_ctx_error(NULL).
+ */
+#define ERR_SLOTS 4
+#define ERR_LEN   512
+
+struct err_slot {
+        uint64_t id;
+        char msg[ERR_LEN];
+};
+static _Thread_local struct err_slot err_slots[ERR_SLOTS];
+static _Thread_local unsigned err_next;
+static _Thread_local char open_err[ERR_LEN];
+static atomic_uint_fast64_t ctx_ids = 1;
+
+static char *slot_for(const struct ntbf_ctx *ctx, bool take)
+{
+        if (!ctx)
+                return open_err;
+        for (unsigned i = 0; i < ERR_SLOTS; i++)
+                if (err_slots[i].id == ctx->id)
+                        return err_slots[i].msg;
+        if (!take)
+                return NULL;
+        struct err_slot *s = &err_slots[err_next++ % ERR_SLOTS];
+        s->id = ctx->id;
+        return s->msg;
+}
+
+int ntbf__fail(const struct ntbf_ctx *ctx, int code, const char *fmt, ...)
+{
+        char *msg = slot_for(ctx, true);
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, ERR_LEN, fmt, ap);
+        va_end(ap);
+        return code;
+}
+
+const char *ntbf_ctx_error(const struct ntbf_ctx *ctx)
+{
+        const char *m = slot_for(ctx, false);
+        return m ? m : "";
+}
+
+/* ---- the control connection ----------------------------------------------------------------- */
+
+int ntbf__ctx_connected(struct ntbf_ctx *ctx)
+{
+        pthread_mutex_lock(&ctx->rpc_lock);
+        int r = 0;
+        if (ctx->rpc_dead) {
+                char path[PATH_MAX + 64];
+                ntbf_rpc_socket_path(ctx->dir, ctx->node, path, sizeof(path));
+                struct ntbf_rpc *c;
+                r = ntbf_rpc_connect(path, &c);
+                if (!r) {
+                        /* A new connection is a new daemon session: older handles are void. */
+                        ntbf_rpc_close(ctx->rpc);
+                        ctx->rpc = c;
+                        ctx->gen++;
+                        ctx->rpc_dead = false;
+                } else {
+                        ntbf__fail(ctx, r,
+                                   "the daemon of node %s went away and nothing answers at %s "
+                                   "(%s); start ntbfabd for the node again",
+                                   ctx->node, path, ntbf_strerror(r));
+                }
+        }
+        pthread_mutex_unlock(&ctx->rpc_lock);
+        return r;
+}
+
+int ntbf__call(struct ntbf_ctx *ctx, uint64_t gen, const char *method, struct json_object *params,
+               struct json_object **result)
+{
+        *result = NULL;
+        pthread_mutex_lock(&ctx->rpc_lock);
+        int r;
+        if (ctx->rpc_dead) {
+                json_object_put(params);
+                r = ntbf__fail(ctx, -EPIPE,
+                               "%s: the daemon of node %s went away (it closed the connection); "
+                               "control calls fail until it is back, while BAR and DMA mappings "
+                               "keep working",
+                               method, ctx->node);
+        } else if (gen && gen != ctx->gen) {
+                json_object_put(params);
+                r = ntbf__fail(ctx, -EPIPE,
+                               "%s: the device was opened before the daemon of node %s restarted, "
+                               "and its handle died with the old connection; close the device and "
+                               "open it again",
+                               method, ctx->node);
+        } else {
+                r = ntbf_rpc_call(ctx->rpc, method, params, result, ctx->timeout_ms);
+                if (r == -EPIPE) {
+                        ctx->rpc_dead = true;
+                        ntbf__fail(ctx, r,
+                                   "%s: the daemon of node %s went away (%s); control calls fail "
+                                   "until it is back, while BAR and DMA mappings keep working",
+                                   method, ctx->node, ntbf_rpc_error(ctx->rpc));
+                } else if (r == -ETIMEDOUT) {
+                        ntbf__fail(ctx, r,
+                                   "%s: the daemon of node %s did not answer within %d ms "
+                                   "(NTBFAB_RPC_TIMEOUT_MS sets the limit); is it stopped or "
+                                   "overloaded?",
+                                   method, ctx->node, ctx->timeout_ms);
+                } else if (r) {
+                        const char *m = ntbf_rpc_error(ctx->rpc);
+                        ntbf__fail(ctx, r, "%s: %s", method, *m ? m : ntbf_strerror(r));
+                }
+        }
+        pthread_mutex_unlock(&ctx->rpc_lock);
+        return r;
+}
+
+/* ---- events ---------------------------------------------------------------------------------- */
+
+/* Hand a device.lost notification to every open device with that fdid. */
+static void dispatch(struct ntbf_ctx *ctx, struct json_object *ev)
+{
+        struct json_object *kind, *fdid;
+        if (!json_object_object_get_ex(ev, "kind", &kind) ||
+            !json_object_object_get_ex(ev, "fdid", &fdid) ||
+            strcmp(json_object_get_string(kind), "device.lost") != 0)
+                return;
+        int64_t id = json_object_get_int64(fdid);
+        pthread_mutex_lock(&ctx->lock);
+        for (struct ntbf_dev *d = ctx->devs; d; d = d->next) {
+                if ((int64_t)d->info.fdid != id)
+                        continue;
+                atomic_store(&d->lost, true);
+                uint64_t one = 1;
+                ssize_t w = write(d->evfd, &one, sizeof(one));
+                (void)w; /* an eventfd at its maximum is readable anyway */
+        }
+        pthread_mutex_unlock(&ctx->lock);
+}
+
+static void *event_thread(void *arg)
+{
+        struct ntbf_ctx *ctx = arg;
+        struct pollfd p[2] = {{ntbf_rpc_fd(ctx->ev), POLLIN, 0}, {ctx->ev_stop, POLLIN, 0}};
+        for (;;) {
+                if (poll(p, 2, -1) < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        break;
+                }
+                if (p[1].revents)
+                        break;
+                int r;
+                struct json_object *ev;
+                while ((r = ntbf_rpc_next_event(ctx->ev, &ev, 0)) == 0) {
+                        dispatch(ctx, ev);
+                        json_object_put(ev);
+                }
+                if (r != -EAGAIN)
+                        break; /* the daemon went away: no more events on this connection */
+        }
+        atomic_store(&ctx->ev_alive, false);
+        return NULL;
+}
+
+static void events_stop(struct ntbf_ctx *ctx)
+{
+        if (!ctx->ev_started)
+                return;
+        uint64_t one = 1;
+        ssize_t w = write(ctx->ev_stop, &one, sizeof(one));
+        (void)w;
+        pthread_join(ctx->ev_thread, NULL);
+        uint64_t v;
+        ssize_t rd = read(ctx->ev_stop, &v, sizeof(v));
+        (void)rd;
+        ntbf_rpc_close(ctx->ev);
+        ctx->ev = NULL;
+        ctx->ev_started = false;
+}
+
+void ntbf__events_start(struct ntbf_ctx *ctx)
+{
+        pthread_mutex_lock(&ctx->lock);
+        if (ctx->ev_started && atomic_load(&ctx->ev_alive)) {
+                pthread_mutex_unlock(&ctx->lock);
+                return;
+        }
+        events_stop(ctx); /* a thread whose daemon went away: start over */
+        char path[PATH_MAX + 64];
+        ntbf_rpc_socket_path(ctx->dir, ctx->node, path, sizeof(path));
+        struct json_object *res = NULL;
+        if (ntbf_rpc_connect(path, &ctx->ev) == 0) {
+                /* Without events a device still works; its event fd just never fires. */
+                if (ntbf_rpc_call(ctx->ev, "events.subscribe", json_object_new_object(), &res,
+                                  ctx->timeout_ms) == 0) {
+                        atomic_store(&ctx->ev_alive, true);
+                        if (pthread_create(&ctx->ev_thread, NULL, event_thread, ctx) == 0)
+                                ctx->ev_started = true;
+                        else
+                                atomic_store(&ctx->ev_alive, false);
+                }
+                json_object_put(res);
+                if (!ctx->ev_started) {
+                        ntbf_rpc_close(ctx->ev);
+                        ctx->ev = NULL;
+                }
+        }
+        pthread_mutex_unlock(&ctx->lock);
+}
+
+/* ---- open and close ---------------------------------------------------------------------- */
+
+static int env_timeout(void)
+{
+        const char *s = getenv("NTBFAB_RPC_TIMEOUT_MS");
+        if (s && *s) {
+                char *end;
+                long v = strtol(s, &end, 10);
+                if (!*end && v > 0 && v <= 3600 * 1000)
+                        return (int)v;
+        }
+        return 5000;
+}
+
+/* The cluster file: $NTBFAB_CONFIG, else DIR/cluster.yaml (docs/device-api.md). */
+static int load_topology(struct ntbf_ctx *ctx)
+{
+        const char *env = getenv("NTBFAB_CONFIG");
+        if (env && *env)
+                snprintf(ctx->config, sizeof(ctx->config), "%s", env);
+        else
+                snprintf(ctx->config, sizeof(ctx->config), "%s/cluster.yaml", ctx->dir);
+        struct ntbf_diags d;
+        ntbf_diags_init(&d);
+        int r = ntbf_config_load(ctx->config, &ctx->topo, &d);
+        if (r == -ENOENT && !(env && *env)) {
+                r = ntbf__fail(NULL, NTBF_ENOTFOUND,
+                               "no cluster file: %s does not exist and NTBFAB_CONFIG is not set; "
+                               "set NTBFAB_CONFIG to the cluster's YAML file",
+                               ctx->config);
+        } else if (r) {
+                const char *first = d.n ? d.v[0].msg : ntbf_strerror(r);
+                uint32_t line = d.n ? d.v[0].loc.line : 0, col = d.n ? d.v[0].loc.col : 0;
+                r = ntbf__fail(NULL, r, "cannot load the cluster file %s:%u:%u: %s", ctx->config,
+                               line, col, first);
+        }
+        ntbf_diags_free(&d);
+        return r;
+}
+
+static int attach_backend(struct ntbf_ctx *ctx)
+{
+        const struct ntbf_topo *t = ctx->topo;
+        ctx->ops = ntbf_backend_find(t->backend);
+        if (!ctx->ops)
+                return ntbf__fail(NULL, NTBF_EUNSUPPORTED,
+                                  "the cluster file %s names backend '%s', which this build of "
+                                  "libntbfab does not include",
+                                  ctx->config, t->backend);
+        struct ntbf_backend_env env = {t, ctx->dir, ctx->node_idx};
+        char why[512] = "";
+        int r;
+        ctx->sim = strcmp(ctx->ops->name, "sim") == 0;
+        if (ctx->sim)
+                r = ntbf_sim_attach(&env, &ctx->b, why, sizeof(why));
+        else
+                r = ctx->ops->open(&env, &ctx->b);
+        if (r)
+                return ntbf__fail(NULL, r, "cannot attach to the %s fabric in %s: %s",
+                                  ctx->ops->name, ctx->dir, *why ? why : ntbf_strerror(r));
+        ctx->ah = calloc(t->nadapters ? t->nadapters : 1, sizeof(*ctx->ah));
+        if (!ctx->ah)
+                return ntbf__fail(NULL, -ENOMEM, "out of memory");
+        const struct ntbf_node *n = &t->nodes[ctx->node_idx];
+        for (uint32_t i = 0; i < n->nadapters; i++) {
+                uint32_t a = n->adapters[i];
+                r = ctx->ops->probe(ctx->b, a, &ctx->ah[a]);
+                if (r)
+                        return ntbf__fail(NULL, r, "cannot open adapter %s.%s: %s", ctx->node,
+                                          t->adapters[a].name, ntbf_strerror(r));
+                if (!ctx->h0)
+                        ctx->h0 = ctx->ah[a];
+        }
+        return 0;
+}
+
+static void ctx_free(struct ntbf_ctx *ctx)
+{
+        events_stop(ctx);
+        ntbf_rpc_close(ctx->rpc);
+        ntbf__dmamem_fini(&ctx->mem); /* before the adapters: it frees through h0 */
+        if (ctx->ah)
+                for (uint32_t a = 0; a < ctx->topo->nadapters; a++)
+                        if (ctx->ah[a])
+                                ctx->ops->release(ctx->ah[a]);
+        free(ctx->ah);
+        if (ctx->b)
+                ctx->ops->close(ctx->b);
+        ntbf_topo_free(ctx->topo);
+        if (ctx->ev_stop >= 0)
+                close(ctx->ev_stop);
+        pthread_mutex_destroy(&ctx->rpc_lock);
+        pthread_mutex_destroy(&ctx->lock);
+        free(ctx);
+}
+
+int ntbf_ctx_open(const char *dir, const char *node, struct ntbf_ctx **out)
+{
+        open_err[0] = 0;
+        if (!out)
+                return ntbf__fail(NULL, -EINVAL, "ntbf_ctx_open: out is NULL");
+        *out = NULL;
+        if (!dir || !*dir)
+                dir = getenv("NTBFAB_DIR");
+        if (!node || !*node)
+                node = getenv("NTBFAB_NODE");
+        if (!dir || !*dir)
+                return ntbf__fail(NULL, -EINVAL,
+                                  "no instance directory: pass one or set NTBFAB_DIR (ntbfab up "
+                                  "prints it)");
+        if (!node || !*node)
+                return ntbf__fail(NULL, -EINVAL,
+                                  "no node: pass one or set NTBFAB_NODE to the name of this "
+                                  "process's node in the cluster file");
+        if (strlen(dir) >= PATH_MAX - 64)
+                return ntbf__fail(NULL, -ENAMETOOLONG, "instance directory name too long: %s", dir);
+        if (strlen(node) > NTBF_NAME_MAX)
+                return ntbf__fail(NULL, NTBF_ENOTFOUND,
+                                  "no node '%.64s': names have at most %d "
+                                  "characters",
+                                  node, NTBF_NAME_MAX);
+        struct ntbf_ctx *ctx = calloc(1, sizeof(*ctx));
+        if (!ctx)
+                return ntbf__fail(NULL, -ENOMEM, "out of memory");
+        ctx->id = atomic_fetch_add(&ctx_ids, 1);
+        ctx->ev_stop = -1;
+        pthread_mutex_init(&ctx->rpc_lock, NULL);
+        pthread_mutex_init(&ctx->lock, NULL);
+        snprintf(ctx->dir, sizeof(ctx->dir), "%s", dir);
+        snprintf(ctx->node, sizeof(ctx->node), "%s", node);
+        ctx->timeout_ms = env_timeout();
+        ctx->gen = 1;
+        ntbf__dmamem_init(&ctx->mem, NULL, NULL);
+
+        int r = load_topology(ctx);
+        if (r)
+                goto fail;
+        ctx->node_idx = ntbf_topo_find_node(ctx->topo, node);
+        if (ctx->node_idx == NTBF_NONE) {
+                r = ntbf__fail(NULL, NTBF_ENOTFOUND, "no node '%s' in the cluster file %s", node,
+                               ctx->config);
+                goto fail;
+        }
+        char path[PATH_MAX + 64];
+        ntbf_rpc_socket_path(ctx->dir, ctx->node, path, sizeof(path));
+        r = ntbf_rpc_connect(path, &ctx->rpc);
+        if (r) {
+                if (r == NTBF_ENOTFOUND)
+                        ntbf__fail(NULL, r,
+                                   "no daemon of node %s listens at %s; start it (ntbfab up, or "
+                                   "ntbfabd --node %s)",
+                                   node, path, node);
+                else
+                        ntbf__fail(NULL, r, "cannot connect to the daemon of node %s at %s: %s",
+                                   node, path, ntbf_strerror(r));
+                goto fail;
+        }
+        r = attach_backend(ctx);
+        if (r)
+                goto fail;
+        ctx->ev_stop = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (ctx->ev_stop < 0) {
+                r = ntbf__fail(NULL, -errno, "eventfd: %s", strerror(errno));
+                goto fail;
+        }
+        ctx->mem.ops = ctx->ops;
+        ctx->mem.h = ctx->h0;
+        *out = ctx;
+        return 0;
+fail:
+        ctx_free(ctx);
+        return r;
+}
+
+void ntbf_ctx_close(struct ntbf_ctx *ctx)
+{
+        if (!ctx)
+                return;
+        for (;;) {
+                pthread_mutex_lock(&ctx->lock);
+                struct ntbf_dev *d = ctx->devs;
+                pthread_mutex_unlock(&ctx->lock);
+                if (!d)
+                        break;
+                ntbf_dev_close(d);
+        }
+        ctx_free(ctx);
+}
+
+/* ---- DMA memory -------------------------------------------------------------------------------
+ */
+
+int ntbf_dma_alloc(struct ntbf_ctx *ctx, size_t size, size_t align, void **ptr)
+{
+        if (!ctx)
+                return -EINVAL;
+        if (!ptr)
+                return ntbf__fail(ctx, -EINVAL, "ntbf_dma_alloc: ptr is NULL");
+        *ptr = NULL;
+        if (!size)
+                return ntbf__fail(ctx, -EINVAL, "ntbf_dma_alloc: size is 0");
+        if (align & (align - 1))
+                return ntbf__fail(ctx, -EINVAL,
+                                  "ntbf_dma_alloc: alignment %zu is not a power of two", align);
+        if (!ctx->h0)
+                return ntbf__fail(ctx, NTBF_EUNSUPPORTED,
+                                  "node %s has no adapter to allocate DMA memory through",
+                                  ctx->node);
+        int r = ntbf__dmamem_alloc(&ctx->mem, size, align, ptr);
+        if (r == NTBF_EUNSUPPORTED)
+                return ntbf__fail(ctx, r, "the %s backend cannot allocate DMA memory",
+                                  ctx->ops->name);
+        if (r)
+                return ntbf__fail(ctx, r, "cannot allocate %zu bytes of DMA memory on node %s: %s",
+                                  size, ctx->node, ntbf_strerror(r));
+        return 0;
+}
+
+void ntbf_dma_free(struct ntbf_ctx *ctx, void *ptr)
+{
+        if (!ctx || !ptr)
+                return;
+        if (ntbf__dmamem_free(&ctx->mem, ptr))
+                ntbf__fail(ctx, -EINVAL,
+                           "ntbf_dma_free: %p is not a live allocation of ntbf_dma_alloc", ptr);
+}

@@ -1,0 +1,1091 @@
+/* frontends/lending/device.c: devices of the device API: open, config space, BARs, DMA, MSI-X,
+ * peers. */
+#include <errno.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <sched.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "ntbfab/sim.h"
+#include "lending.h"
+
+#define PAGE 4096u
+
+/* PCI registers the API itself touches (PCI Local Bus 3.0, PCIe Base 4.0). */
+#define PCI_STATUS        0x06
+#define PCI_STATUS_CAPS   0x10
+#define PCI_CAP_PTR       0x34
+#define PCI_CAP_ID_MSIX   0x11
+#define MSIX_FLAGS        0x02
+#define MSIX_TABLE        0x04
+#define MSIX_QSIZE        0x07ff
+#define MSIX_MASKALL      0x4000
+#define MSIX_ENABLE       0x8000
+#define MSIX_ENTRY_SIZE   16
+#define MSIX_ENTRY_MASKED 1u
+
+/* ---- the fast-path lock --------------------------------------------------------------------- */
+
+/*
+ * DMA map/unmap hold a per-device spinlock for the few tens of nanoseconds of an IOVA
+ * allocation and an IOMMU update: cheaper than a mutex uncontended, and it yields to the
+ * scheduler if the holder was preempted.
+ */
+static inline void spin_lock(atomic_int *l)
+{
+        for (unsigned n = 0; atomic_exchange_explicit(l, 1, memory_order_acquire); n++) {
+                while (atomic_load_explicit(l, memory_order_relaxed)) {
+#if defined(__x86_64__) || defined(__i386__)
+                        __builtin_ia32_pause();
+#endif
+                        if (++n > 256) {
+                                sched_yield();
+                                n = 0;
+                        }
+                }
+        }
+}
+
+static inline void spin_unlock(atomic_int *l)
+{
+        atomic_store_explicit(l, 0, memory_order_release);
+}
+
+/* ---- parsing device.open ------------------------------------------------------------------ */
+
+struct parse {
+        struct ntbf_dev *d;
+        const char *what; /* "device.open" */
+        int err;
+};
+
+static int bad(struct parse *p, const char *fmt, const char *key)
+{
+        char msg[256];
+        snprintf(msg, sizeof(msg), fmt, key);
+        p->err = ntbf__fail(p->d->ctx, NTBF_EPROTO, "%s: the daemon's answer %s (docs/rpc.md)",
+                            p->what, msg);
+        return p->err;
+}
+
+/* An unsigned integer member; absent leaves *v and returns 1 (or fails when required). */
+static int get_u64(struct parse *p, struct json_object *o, const char *key, bool required,
+                   uint64_t *v)
+{
+        struct json_object *x;
+        if (!o || !json_object_object_get_ex(o, key, &x) || json_object_is_type(x, json_type_null))
+                return required ? bad(p, "has no '%s'", key) : 1;
+        if (!json_object_is_type(x, json_type_int) || json_object_get_int64(x) < 0)
+                return bad(p, "has a '%s' that is not an unsigned integer", key);
+        *v = json_object_get_uint64(x);
+        return 0;
+}
+
+static void get_str(struct json_object *o, const char *key, char *buf, size_t len)
+{
+        struct json_object *x;
+        if (o && json_object_object_get_ex(o, key, &x) && json_object_is_type(x, json_type_string))
+                snprintf(buf, len, "%s", json_object_get_string(x));
+}
+
+static bool get_bool(struct json_object *o, const char *key, bool dflt)
+{
+        struct json_object *x;
+        if (o && json_object_object_get_ex(o, key, &x) && json_object_is_type(x, json_type_boolean))
+                return json_object_get_boolean(x);
+        return dflt;
+}
+
+static struct json_object *get_obj(struct json_object *o, const char *key)
+{
+        struct json_object *x;
+        if (o && json_object_object_get_ex(o, key, &x) && json_object_is_type(x, json_type_object))
+                return x;
+        return NULL;
+}
+
+/*
+ * An adapter named in the answer: its topology index, or its name ("ntb0", or
+ * "node.ntb0"); docs/rpc.md leaves the form open. It must be one of this node's.
+ */
+static int get_adapter(struct parse *p, struct json_object *o, uint32_t *out)
+{
+        struct ntbf_ctx *ctx = p->d->ctx;
+        const struct ntbf_topo *t = ctx->topo;
+        struct json_object *x;
+        if (!o || !json_object_object_get_ex(o, "adapter", &x))
+                return bad(p, "has no '%s'", "adapter");
+        uint32_t a = NTBF_NONE;
+        if (json_object_is_type(x, json_type_int)) {
+                int64_t v = json_object_get_int64(x);
+                if (v >= 0 && v < (int64_t)t->nadapters)
+                        a = (uint32_t)v;
+        } else if (json_object_is_type(x, json_type_string)) {
+                const char *s = json_object_get_string(x), *dot = strchr(s, '.');
+                if (dot && (size_t)(dot - s) == strlen(ctx->node) &&
+                    !strncmp(s, ctx->node, dot - s))
+                        s = dot + 1;
+                a = ntbf_topo_find_adapter(t, ctx->node_idx, s);
+        }
+        if (a == NTBF_NONE || t->adapters[a].node != ctx->node_idx || !ctx->ah[a])
+                return bad(p, "names an '%s' that is not one of this node's adapters", "adapter");
+        *out = a;
+        return 0;
+}
+
+/* Where the device sits in the cluster file: fdid = node id << 12 | function index. */
+static void find_in_topology(struct ntbf_dev *d)
+{
+        const struct ntbf_topo *t = d->ctx->topo;
+        d->tdev = d->tfunc = NTBF_NONE;
+        uint32_t node = ntbf_topo_find_node_id(t, d->info.fdid >> 12);
+        if (node == NTBF_NONE)
+                return;
+        uint32_t index = d->info.fdid & 0xfff, seen = 0;
+        const struct ntbf_node *n = &t->nodes[node];
+        for (uint32_t i = 0; i < n->ndevices; i++) {
+                const struct ntbf_device *dev = &t->devices[n->devices[i]];
+                uint32_t nf = ntbf_device_nfuncs(dev);
+                if (index < seen + nf) {
+                        d->tdev = n->devices[i];
+                        d->tfunc = index - seen;
+                        return;
+                }
+                seen += nf;
+        }
+}
+
+static int parse_info(struct parse *p, struct json_object *info)
+{
+        struct ntbf_dev_info *i = &p->d->info;
+        uint64_t v = 0;
+        if (get_u64(p, info, "fdid", true, &v) < 0)
+                return p->err;
+        i->fdid = (uint32_t)v;
+        get_str(info, "bdf", i->bdf, sizeof(i->bdf));
+        get_str(info, "lender_bdf", i->lender_bdf, sizeof(i->lender_bdf));
+        get_str(info, "lender", i->lender, sizeof(i->lender));
+        static const struct {
+                const char *key;
+                size_t off;
+                unsigned bytes;
+        } f[] = {
+            {"vendor_id", offsetof(struct ntbf_dev_info, vendor_id), 2},
+            {"device_id", offsetof(struct ntbf_dev_info, device_id), 2},
+            {"class_code", offsetof(struct ntbf_dev_info, class_code), 4},
+            {"dma_window", offsetof(struct ntbf_dev_info, dma_window), 8},
+            {"msix_vectors", offsetof(struct ntbf_dev_info, msix_vectors), 4},
+            {"hops", offsetof(struct ntbf_dev_info, hops), 4},
+            {"latency_ns", offsetof(struct ntbf_dev_info, latency_ns), 4},
+        };
+        for (size_t k = 0; k < sizeof(f) / sizeof(f[0]); k++) {
+                v = 0;
+                if (get_u64(p, info, f[k].key, false, &v) < 0)
+                        return p->err;
+                uint8_t *dst = (uint8_t *)i + f[k].off;
+                if (f[k].bytes == 2) {
+                        uint16_t x = (uint16_t)v;
+                        memcpy(dst, &x, 2);
+                } else if (f[k].bytes == 4) {
+                        uint32_t x = (uint32_t)v;
+                        memcpy(dst, &x, 4);
+                } else {
+                        memcpy(dst, &v, 8);
+                }
+        }
+        return 0;
+}
+
+static int parse_bars(struct parse *p, struct json_object *res)
+{
+        struct ntbf_dev *d = p->d;
+        struct json_object *bars;
+        for (unsigned b = 0; b < NTBF_MAX_BARS; b++)
+                d->bars[b].adapter = NTBF_NONE;
+        if (!json_object_object_get_ex(res, "bars", &bars))
+                return 0;
+        if (!json_object_is_type(bars, json_type_array))
+                return bad(p, "has a '%s' that is not an array", "bars");
+        for (size_t k = 0; k < json_object_array_length(bars); k++) {
+                struct json_object *o = json_object_array_get_idx(bars, k);
+                uint64_t bar = 0, size = 0, addr = 0, off = 0;
+                if (get_u64(p, o, "bar", true, &bar) < 0 ||
+                    get_u64(p, o, "size", true, &size) < 0 ||
+                    get_u64(p, o, "addr", true, &addr) < 0)
+                        return p->err;
+                if (bar >= NTBF_MAX_BARS)
+                        return bad(p, "has a BAR number over 5 in '%s'", "bars");
+                struct ntbf__bar *B = &d->bars[bar];
+                B->size = size;
+                B->addr = addr;
+                B->prefetchable = get_bool(o, "prefetchable", false);
+                if (d->tdev != NTBF_NONE && !json_object_object_get_ex(o, "prefetchable", NULL))
+                        B->prefetchable =
+                            d->ctx->topo->devices[d->tdev].bars[bar].flags & NTBF_BAR_PREF;
+                if (!d->info.local) {
+                        if (get_adapter(p, o, &B->adapter) < 0 ||
+                            get_u64(p, o, "offset", true, &off) < 0)
+                                return p->err;
+                        B->offset = off;
+                        if (off > d->ctx->topo->adapters[B->adapter].p.window ||
+                            size > d->ctx->topo->adapters[B->adapter].p.window - off)
+                                return bad(p, "places a BAR outside the adapter's window in '%s'",
+                                           "bars");
+                }
+                d->info.bars[bar] = (struct ntbf_dev_bar){size, addr, B->prefetchable};
+        }
+        return 0;
+}
+
+/* How DMA addresses are made for this handle (docs/device-api.md, "DMA mapping"). */
+static int setup_dma(struct parse *p, struct json_object *res)
+{
+        struct ntbf_dev *d = p->d;
+        struct ntbf_ctx *ctx = d->ctx;
+        struct json_object *dma = get_obj(res, "dma"), *msi = get_obj(res, "msi");
+        struct json_object *share = get_obj(res, "iova");
+        bool isolated = get_bool(res, "isolated", false);
+        if (!d->info.local) {
+                uint32_t a;
+                if (!dma || !msi)
+                        return bad(p, "for a borrowed device has no '%s' object",
+                                   !dma ? "dma" : "msi");
+                if (get_u64(p, dma, "device_addr", true, &d->dma_dev) < 0 ||
+                    get_u64(p, dma, "iova", true, &d->dma_iova) < 0 ||
+                    get_u64(p, dma, "size", true, &d->dma_size) < 0 ||
+                    get_adapter(p, dma, &a) < 0 ||
+                    get_u64(p, msi, "device_addr", true, &d->msi_dev) < 0 ||
+                    get_u64(p, msi, "host_addr", true, &d->msi_host) < 0 ||
+                    get_u64(p, msi, "size", true, &d->msi_size) < 0)
+                        return p->err;
+                if (!d->info.dma_window)
+                        d->info.dma_window = d->dma_size;
+                d->dh = ctx->ah[a];
+                struct ntbf_caps caps;
+                if (ctx->ops->caps(d->dh, &caps) == 0 && (caps.flags & NTBF_CAP_IOMMU) &&
+                    ctx->ops->iommu_map) {
+                        d->mode = NTBF__DMA_IOVA;
+                        if (!share)
+                                return bad(p, "for a borrowed device has no '%s' share", "iova");
+                } else {
+                        /* No IOMMU: the window maps the borrower's RAM at dma.iova directly. */
+                        d->mode = NTBF__DMA_WINDOW;
+                        return 0;
+                }
+        } else if (isolated) {
+                uint64_t rid = 0;
+                d->mode = NTBF__DMA_ISOLATED;
+                if (!share || get_u64(p, res, "rid", true, &rid) < 0)
+                        return share ? p->err
+                                     : bad(p, "for an isolated device has no '%s'", "iova");
+                if (!ctx->ops->dev_iommu_map || !ctx->ops->dev_iommu_unmap || !ctx->h0)
+                        return ntbf__fail(ctx, NTBF_EUNSUPPORTED,
+                                          "device %s is isolated in its own IOMMU domain, but the "
+                                          "%s backend cannot map into such domains",
+                                          d->info.bdf, ctx->ops->name);
+                d->rid = (struct ntbf_rid){ctx->node_idx, (uint16_t)rid, 0xffff};
+                d->dh = ctx->h0;
+        } else {
+                d->mode = NTBF__DMA_PHYS;
+                if (d->tdev != NTBF_NONE && ctx->topo->devices[d->tdev].dma_bits < 64)
+                        d->addr_end = UINT64_C(1) << ctx->topo->devices[d->tdev].dma_bits;
+                return 0;
+        }
+        if (get_u64(p, share, "base", true, &d->share_iova) < 0 ||
+            get_u64(p, share, "size", true, &d->share_size) < 0)
+                return p->err;
+        if (d->share_iova % PAGE || d->share_size % PAGE || !d->share_size ||
+            d->share_size / PAGE >= NTBF__IOVA_NONE)
+                return bad(p, "has an '%s' share that is not a page-aligned range", "iova");
+        if (d->mode == NTBF__DMA_IOVA) {
+                if (d->share_iova < d->dma_iova || d->share_iova - d->dma_iova > d->dma_size ||
+                    d->share_size > d->dma_size - (d->share_iova - d->dma_iova))
+                        return bad(p, "has an '%s' share outside the DMA window", "iova");
+                d->dev_base = d->dma_dev + (d->share_iova - d->dma_iova);
+        } else {
+                d->dev_base = d->share_iova;
+        }
+        if (ntbf__iova_init(&d->iova, (uint32_t)(d->share_size / PAGE)))
+                return ntbf__fail(ctx, -ENOMEM, "out of memory for the IOVA allocator");
+        return 0;
+}
+
+static int parse_open(struct ntbf_dev *d, struct json_object *res)
+{
+        struct parse p = {d, "device.open", 0};
+        uint64_t handle = 0;
+        if (get_u64(&p, res, "handle", true, &handle) < 0)
+                return p.err;
+        if (handle > INT64_MAX)
+                return bad(&p, "has a '%s' over 2^63", "handle");
+        d->handle = (int64_t)handle;
+        struct json_object *info = get_obj(res, "info");
+        if (!info)
+                return bad(&p, "has no '%s' object", "info");
+        if (parse_info(&p, info))
+                return p.err;
+        d->info.local = get_bool(info, "local", !get_obj(res, "dma"));
+        find_in_topology(d);
+        if (parse_bars(&p, res) || setup_dma(&p, res))
+                return p.err ? p.err : -EINVAL;
+        return 0;
+}
+
+/* ---- open and close --------------------------------------------------------------------- */
+
+static void dev_free(struct ntbf_dev *d)
+{
+        ntbf__iova_fini(&d->iova);
+        ntbf__maptab_fini(&d->maps);
+        free(d->vecs);
+        free(d->peers);
+        if (d->evfd >= 0)
+                close(d->evfd);
+        pthread_mutex_destroy(&d->ctl);
+        free(d);
+}
+
+static void close_handle(struct ntbf_ctx *ctx, uint64_t gen, int64_t handle)
+{
+        struct json_object *params = json_object_new_object(), *res;
+        json_object_object_add(params, "handle", json_object_new_int64(handle));
+        /* Best effort: a daemon that is gone has closed the handle with the connection. */
+        if (ntbf__call(ctx, gen, "device.close", params, &res) == 0)
+                json_object_put(res);
+}
+
+static int dev_open(struct ntbf_ctx *ctx, struct json_object *params, struct ntbf_dev **out)
+{
+        int r = ntbf__ctx_connected(ctx);
+        if (r) {
+                json_object_put(params);
+                return r;
+        }
+        /* Subscribe before opening, so that a loss right after the open is not missed. */
+        ntbf__events_start(ctx);
+        struct ntbf_dev *d = calloc(1, sizeof(*d));
+        if (!d) {
+                json_object_put(params);
+                return ntbf__fail(ctx, -ENOMEM, "out of memory");
+        }
+        d->ctx = ctx;
+        d->evfd = -1;
+        d->handle = -1;
+        pthread_mutex_init(&d->ctl, NULL);
+        pthread_mutex_lock(&ctx->rpc_lock);
+        d->gen = ctx->gen;
+        pthread_mutex_unlock(&ctx->rpc_lock);
+        struct json_object *res;
+        r = ntbf__call(ctx, d->gen, "device.open", params, &res);
+        if (r) {
+                dev_free(d);
+                return r;
+        }
+        r = parse_open(d, res);
+        json_object_put(res);
+        if (!r) {
+                d->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+                if (d->evfd < 0)
+                        r = ntbf__fail(ctx, -errno, "eventfd: %s", strerror(errno));
+        }
+        if (r) {
+                if (d->handle >= 0)
+                        close_handle(ctx, d->gen, d->handle);
+                dev_free(d);
+                return r;
+        }
+        pthread_mutex_lock(&ctx->lock);
+        d->next = ctx->devs;
+        ctx->devs = d;
+        pthread_mutex_unlock(&ctx->lock);
+        *out = d;
+        return 0;
+}
+
+int ntbf_dev_open(struct ntbf_ctx *ctx, uint32_t fdid, struct ntbf_dev **out)
+{
+        if (!ctx)
+                return -EINVAL;
+        if (!out)
+                return ntbf__fail(ctx, -EINVAL, "ntbf_dev_open: out is NULL");
+        *out = NULL;
+        struct json_object *params = json_object_new_object();
+        json_object_object_add(params, "fdid", json_object_new_int64(fdid));
+        return dev_open(ctx, params, out);
+}
+
+int ntbf_dev_open_bdf(struct ntbf_ctx *ctx, const char *bdf, struct ntbf_dev **out)
+{
+        if (!ctx)
+                return -EINVAL;
+        if (!out || !bdf)
+                return ntbf__fail(ctx, -EINVAL, "ntbf_dev_open_bdf: %s is NULL",
+                                  !out ? "out" : "bdf");
+        *out = NULL;
+        uint16_t dom;
+        uint8_t bus, dv, fn;
+        if (ntbf_bdf_parse(bdf, &dom, &bus, &dv, &fn))
+                return ntbf__fail(ctx, -EINVAL,
+                                  "ntbf_dev_open_bdf: '%.32s' is not a PCI address "
+                                  "(DDDD:BB:DD.F or BB:DD.F)",
+                                  bdf);
+        char norm[16];
+        ntbf_bdf_fmt(dom, bus, dv, fn, norm, sizeof(norm));
+        struct json_object *params = json_object_new_object();
+        json_object_object_add(params, "bdf", json_object_new_string(norm));
+        return dev_open(ctx, params, out);
+}
+
+int ntbf_dev_info(const struct ntbf_dev *dev, struct ntbf_dev_info *out)
+{
+        if (!dev)
+                return -EINVAL;
+        if (!out)
+                return ntbf__fail(dev->ctx, -EINVAL, "ntbf_dev_info: out is NULL");
+        *out = dev->info;
+        return 0;
+}
+
+/* ---- config space ------------------------------------------------------------------------ */
+
+static int cfg_check(struct ntbf_dev *dev, const char *fn, uint32_t off, unsigned size)
+{
+        if ((size != 1 && size != 2 && size != 4) || off % size || off + size > 4096)
+                return ntbf__fail(dev->ctx, -EINVAL,
+                                  "%s: %u bytes at 0x%x: config accesses are 1, 2 or 4 bytes, "
+                                  "naturally aligned, below 0x1000",
+                                  fn, size, off);
+        return 0;
+}
+
+int ntbf_dev_cfg_read(struct ntbf_dev *dev, uint32_t off, unsigned size, uint32_t *val)
+{
+        if (!dev)
+                return -EINVAL;
+        if (!val)
+                return ntbf__fail(dev->ctx, -EINVAL, "ntbf_dev_cfg_read: val is NULL");
+        int r = cfg_check(dev, "ntbf_dev_cfg_read", off, size);
+        if (r)
+                return r;
+        struct json_object *params = json_object_new_object(), *res, *v;
+        json_object_object_add(params, "handle", json_object_new_int64(dev->handle));
+        json_object_object_add(params, "offset", json_object_new_int64(off));
+        json_object_object_add(params, "size", json_object_new_int64(size));
+        r = ntbf__call(dev->ctx, dev->gen, "device.config_read", params, &res);
+        if (r)
+                return r;
+        if (!json_object_object_get_ex(res, "value", &v) ||
+            !json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0 ||
+            json_object_get_int64(v) > UINT32_MAX) {
+                json_object_put(res);
+                return ntbf__fail(dev->ctx, NTBF_EPROTO,
+                                  "device.config_read: the daemon's answer has no 'value' of 32 "
+                                  "bits (docs/rpc.md)");
+        }
+        *val = (uint32_t)json_object_get_int64(v);
+        json_object_put(res);
+        return 0;
+}
+
+int ntbf_dev_cfg_write(struct ntbf_dev *dev, uint32_t off, unsigned size, uint32_t val)
+{
+        if (!dev)
+                return -EINVAL;
+        int r = cfg_check(dev, "ntbf_dev_cfg_write", off, size);
+        if (r)
+                return r;
+        if (size < 4 && val >> (8 * size))
+                return ntbf__fail(dev->ctx, -EINVAL,
+                                  "ntbf_dev_cfg_write: 0x%x does not fit in %u bytes", val, size);
+        struct json_object *params = json_object_new_object(), *res;
+        json_object_object_add(params, "handle", json_object_new_int64(dev->handle));
+        json_object_object_add(params, "offset", json_object_new_int64(off));
+        json_object_object_add(params, "size", json_object_new_int64(size));
+        json_object_object_add(params, "value", json_object_new_int64(val));
+        r = ntbf__call(dev->ctx, dev->gen, "device.config_write", params, &res);
+        json_object_put(res);
+        return r;
+}
+
+/* ---- BARs -------------------------------------------------------------------------------- */
+
+/* Map BAR b: through the adapter's window (borrowed) or directly (local). Caller holds ctl. */
+static int bar_map(struct ntbf_dev *d, unsigned b)
+{
+        struct ntbf_ctx *ctx = d->ctx;
+        struct ntbf__bar *B = &d->bars[b];
+        void *p = NULL;
+        int r;
+        if (B->adapter == NTBF_NONE) {
+                /* A BAR of this host. Only the simulated fabric can hand out a direct pointer;
+                 * on hardware this is the sysfs resource file (not written yet). */
+                if (!ctx->sim)
+                        return ntbf__fail(ctx, NTBF_EUNSUPPORTED,
+                                          "mapping BARs of local devices is not supported by the "
+                                          "%s backend",
+                                          ctx->ops->name);
+                r = ntbf_sim_phys_ptr(ctx->b, ctx->node_idx, B->addr, B->size, &p);
+                if (r)
+                        return ntbf__fail(ctx, r,
+                                          "BAR %u of %s at 0x%" PRIx64 " (%" PRIu64
+                                          " bytes) is not device memory of node %s",
+                                          b, d->info.bdf, B->addr, B->size, ctx->node);
+                B->ptr = p;
+                B->map_base = NULL;
+                return 0;
+        }
+        if (!ctx->ops->map_window)
+                return ntbf__fail(ctx, NTBF_EUNSUPPORTED,
+                                  "the %s backend cannot map adapter windows into a process",
+                                  ctx->ops->name);
+        uint64_t moff = B->offset & ~(uint64_t)(PAGE - 1), delta = B->offset - moff;
+        uint64_t msize = (delta + B->size + PAGE - 1) & ~(uint64_t)(PAGE - 1);
+        unsigned flags = B->prefetchable ? 0 : NTBF_MAP_UNCACHED;
+        r = ctx->ops->map_window(ctx->ah[B->adapter], moff, msize, flags, &p);
+        if (r)
+                return ntbf__fail(ctx, r, "cannot map BAR %u of %s through %s.%s: %s", b,
+                                  d->info.bdf, ctx->node, ctx->topo->adapters[B->adapter].name,
+                                  ntbf_strerror(r));
+        B->map_base = p;
+        B->map_size = msize;
+        B->ptr = (uint8_t *)p + delta;
+        return 0;
+}
+
+static void bar_unmap(struct ntbf_dev *d, unsigned b)
+{
+        struct ntbf__bar *B = &d->bars[b];
+        if (B->map_base)
+                d->ctx->ops->unmap_window(d->ctx->ah[B->adapter], B->map_base, B->map_size);
+        B->ptr = B->map_base = NULL;
+}
+
+static int bar_check(struct ntbf_dev *d, const char *fn, unsigned b)
+{
+        if (b >= NTBF_MAX_BARS)
+                return ntbf__fail(d->ctx, -EINVAL, "%s: BAR %u does not exist (0 to 5)", fn, b);
+        if (!d->bars[b].size)
+                return ntbf__fail(d->ctx, -ENOENT, "%s: device %s does not implement BAR %u", fn,
+                                  d->info.bdf, b);
+        return 0;
+}
+
+/* Internal users (the MSI-X table) take a reference. Caller holds ctl. */
+static int bar_get(struct ntbf_dev *d, unsigned b)
+{
+        if (!d->bars[b].ptr) {
+                int r = bar_map(d, b);
+                if (r)
+                        return r;
+        }
+        d->bars[b].refs++;
+        return 0;
+}
+
+static void bar_put(struct ntbf_dev *d, unsigned b)
+{
+        if (--d->bars[b].refs == 0 && !d->bars[b].user)
+                bar_unmap(d, b);
+}
+
+int ntbf_dev_map_bar(struct ntbf_dev *dev, unsigned bar, void **ptr, size_t *size)
+{
+        if (!dev)
+                return -EINVAL;
+        if (!ptr)
+                return ntbf__fail(dev->ctx, -EINVAL, "ntbf_dev_map_bar: ptr is NULL");
+        int r = bar_check(dev, "ntbf_dev_map_bar", bar);
+        if (r)
+                return r;
+        pthread_mutex_lock(&dev->ctl);
+        struct ntbf__bar *B = &dev->bars[bar];
+        if (!B->ptr)
+                r = bar_map(dev, bar);
+        if (!r) {
+                B->user = true;
+                *ptr = B->ptr;
+                if (size)
+                        *size = (size_t)B->size;
+        }
+        pthread_mutex_unlock(&dev->ctl);
+        return r;
+}
+
+int ntbf_dev_unmap_bar(struct ntbf_dev *dev, unsigned bar)
+{
+        if (!dev)
+                return -EINVAL;
+        int r = bar_check(dev, "ntbf_dev_unmap_bar", bar);
+        if (r)
+                return r;
+        pthread_mutex_lock(&dev->ctl);
+        struct ntbf__bar *B = &dev->bars[bar];
+        if (!B->user) {
+                r = ntbf__fail(dev->ctx, -EINVAL, "ntbf_dev_unmap_bar: BAR %u of %s is not mapped",
+                               bar, dev->info.bdf);
+        } else {
+                B->user = false;
+                if (!B->refs)
+                        bar_unmap(dev, bar);
+        }
+        pthread_mutex_unlock(&dev->ctl);
+        return r;
+}
+
+/* ---- DMA mapping: the fast path -------------------------------------------------------------- */
+
+static int dma_fail_window(struct ntbf_dev *d, uint64_t size)
+{
+        return ntbf__fail(d->ctx, NTBF_ENOSPC_BUDGET,
+                          "the DMA window of %s is full: %" PRIu64 " bytes do not fit in the "
+                          "%" PRIu64 " bytes of this handle's share (%" PRIu32
+                          " of its pages are mapped); unmap buffers, or borrow with a larger "
+                          "dma_window",
+                          d->info.bdf, size, d->share_size, d->iova.used);
+}
+
+int ntbf_dev_dma_map(struct ntbf_dev *dev, void *ptr, size_t size, uint64_t *ioaddr)
+{
+        if (!dev)
+                return -EINVAL;
+        if (!ptr || !ioaddr || !size)
+                return ntbf__fail(dev->ctx, -EINVAL, "ntbf_dev_dma_map: %s",
+                                  !ptr      ? "ptr is NULL"
+                                  : !ioaddr ? "ioaddr is NULL"
+                                            : "size is 0");
+        struct ntbf_ctx *ctx = dev->ctx;
+        uint64_t bus;
+        if (ntbf__dmamem_bus(&ctx->mem, ptr, size, &bus))
+                return ntbf__fail(ctx, -EFAULT,
+                                  "ntbf_dev_dma_map: [%p, +%zu) is not inside memory from "
+                                  "ntbf_dma_alloc of this context",
+                                  ptr, size);
+        uint64_t off = bus % PAGE, first = bus - off;
+        uint64_t pages = (off + size + PAGE - 1) / PAGE;
+        int r = 0;
+        switch (dev->mode) {
+        case NTBF__DMA_IOVA:
+        case NTBF__DMA_ISOLATED: {
+                if (pages > dev->iova.npages)
+                        return ntbf__fail(ctx, -EINVAL,
+                                          "ntbf_dev_dma_map: %zu bytes exceed the %" PRIu64
+                                          " bytes of this handle's DMA window share",
+                                          size, dev->share_size);
+                spin_lock(&dev->lock);
+                uint32_t idx = ntbf__iova_alloc(&dev->iova, (uint32_t)pages);
+                if (idx == NTBF__IOVA_NONE) {
+                        spin_unlock(&dev->lock);
+                        return dma_fail_window(dev, size);
+                }
+                uint64_t iova = dev->share_iova + (uint64_t)idx * PAGE;
+                if (dev->mode == NTBF__DMA_IOVA)
+                        r = ctx->ops->iommu_map(dev->dh, iova, first, pages * PAGE);
+                else
+                        r = ctx->ops->dev_iommu_map(dev->dh, &dev->rid, iova, first, pages * PAGE);
+                if (r)
+                        ntbf__iova_free(&dev->iova, idx);
+                spin_unlock(&dev->lock);
+                if (r)
+                        return ntbf__fail(ctx, r,
+                                          "cannot map IOVA 0x%" PRIx64 " in the IOMMU of node %s: "
+                                          "%s%s",
+                                          iova, ctx->node, ntbf_strerror(r),
+                                          r == -EEXIST ? " (a previous holder of this share left "
+                                                         "it mapped: the daemon must clear shares)"
+                                                       : "");
+                *ioaddr = dev->dev_base + (uint64_t)idx * PAGE + off;
+                return 0;
+        }
+        case NTBF__DMA_WINDOW:
+                if (first < dev->dma_iova || first - dev->dma_iova >= dev->dma_size ||
+                    pages * PAGE > dev->dma_size - (first - dev->dma_iova))
+                        return ntbf__fail(
+                            ctx, NTBF_EUNREACHABLE,
+                            "memory at 0x%" PRIx64 " of node %s is outside the DMA "
+                            "window of %s ([0x%" PRIx64 ", +%" PRIu64 ") of RAM, no IOMMU)",
+                            bus, ctx->node, dev->info.bdf, dev->dma_iova, dev->dma_size);
+                *ioaddr = dev->dma_dev + (bus - dev->dma_iova);
+                break;
+        case NTBF__DMA_PHYS:
+                if (dev->addr_end &&
+                    (first >= dev->addr_end || pages * PAGE > dev->addr_end - first))
+                        return ntbf__fail(ctx, NTBF_EADDRLIMIT,
+                                          "memory at 0x%" PRIx64 " is beyond what %s can address "
+                                          "(below 0x%" PRIx64 ")",
+                                          bus, dev->info.bdf, dev->addr_end);
+                *ioaddr = bus;
+                break;
+        }
+        spin_lock(&dev->lock);
+        r = ntbf__maptab_get(&dev->maps, *ioaddr - off, (uint32_t)pages);
+        spin_unlock(&dev->lock);
+        if (r)
+                return ntbf__fail(ctx, r, "out of memory for the mapping table");
+        return 0;
+}
+
+int ntbf_dev_dma_unmap(struct ntbf_dev *dev, uint64_t ioaddr, size_t size)
+{
+        if (!dev)
+                return -EINVAL;
+        struct ntbf_ctx *ctx = dev->ctx;
+        uint64_t off = ioaddr % PAGE, first = ioaddr - off;
+        if (!size || size > UINT64_MAX - 2 * PAGE)
+                return ntbf__fail(ctx, -EINVAL, "ntbf_dev_dma_unmap: size %zu is not a mapping's",
+                                  size);
+        uint64_t pages = (off + size + PAGE - 1) / PAGE;
+        int r = 0;
+        if (dev->mode == NTBF__DMA_IOVA || dev->mode == NTBF__DMA_ISOLATED) {
+                uint64_t rel = first - dev->dev_base;
+                if (first < dev->dev_base || rel >= dev->share_size)
+                        goto notmapped;
+                uint32_t idx = (uint32_t)(rel / PAGE);
+                spin_lock(&dev->lock);
+                if (ntbf__iova_len(&dev->iova, idx) != pages) {
+                        spin_unlock(&dev->lock);
+                        goto notmapped;
+                }
+                uint64_t iova = dev->share_iova + rel;
+                if (dev->mode == NTBF__DMA_IOVA)
+                        r = ctx->ops->iommu_unmap(dev->dh, iova, pages * PAGE);
+                else
+                        r = ctx->ops->dev_iommu_unmap(dev->dh, &dev->rid, iova, pages * PAGE);
+                /* The IOVA goes back even if the backend complained: it no longer maps it. */
+                ntbf__iova_free(&dev->iova, idx);
+                spin_unlock(&dev->lock);
+                if (r)
+                        return ntbf__fail(ctx, r, "unmapping IOVA 0x%" PRIx64 ": %s", iova,
+                                          ntbf_strerror(r));
+                return 0;
+        }
+        spin_lock(&dev->lock);
+        r = ntbf__maptab_put(&dev->maps, first, pages > UINT32_MAX ? 0 : (uint32_t)pages);
+        spin_unlock(&dev->lock);
+        if (!r)
+                return 0;
+notmapped:
+        return ntbf__fail(ctx, -EINVAL,
+                          "ntbf_dev_dma_unmap: [0x%" PRIx64 ", +%zu) is not a live mapping of %s "
+                          "(never mapped, already unmapped, or mapped with another size)",
+                          ioaddr, size, dev->info.bdf);
+}
+
+/* ---- peer-to-peer -------------------------------------------------------------------------- */
+
+int ntbf_dev_map_peer(struct ntbf_dev *dev, struct ntbf_dev *target, unsigned bar, uint64_t *ioaddr)
+{
+        if (!dev)
+                return -EINVAL;
+        if (!target || !ioaddr)
+                return ntbf__fail(dev->ctx, -EINVAL, "ntbf_dev_map_peer: %s is NULL",
+                                  !target ? "target" : "ioaddr");
+        if (target->ctx != dev->ctx)
+                return ntbf__fail(dev->ctx, -EINVAL,
+                                  "ntbf_dev_map_peer: the target was opened through another "
+                                  "context (handles belong to one daemon connection)");
+        int r = bar_check(target, "ntbf_dev_map_peer", bar);
+        if (r)
+                return r;
+        if (target->gen != dev->gen)
+                return ntbf__fail(dev->ctx, -EPIPE,
+                                  "ntbf_dev_map_peer: one of the devices was opened before the "
+                                  "daemon restarted; reopen it");
+        struct json_object *params = json_object_new_object(), *res, *v;
+        json_object_object_add(params, "handle", json_object_new_int64(dev->handle));
+        json_object_object_add(params, "target", json_object_new_int64(target->handle));
+        json_object_object_add(params, "bar", json_object_new_int64(bar));
+        r = ntbf__call(dev->ctx, dev->gen, "device.map_peer", params, &res);
+        if (r)
+                return r;
+        if (!json_object_object_get_ex(res, "device_addr", &v) ||
+            !json_object_is_type(v, json_type_int)) {
+                json_object_put(res);
+                return ntbf__fail(dev->ctx, NTBF_EPROTO,
+                                  "device.map_peer: the daemon's answer has no 'device_addr' "
+                                  "(docs/rpc.md)");
+        }
+        uint64_t addr = json_object_get_uint64(v);
+        json_object_put(res);
+        pthread_mutex_lock(&dev->ctl);
+        if (dev->npeers == dev->cappeers) {
+                uint32_t cap = dev->cappeers ? dev->cappeers * 2 : 4;
+                uint64_t *p = realloc(dev->peers, cap * sizeof(*p));
+                if (p) {
+                        dev->peers = p;
+                        dev->cappeers = cap;
+                }
+        }
+        if (dev->npeers < dev->cappeers)
+                dev->peers[dev->npeers++] = addr;
+        pthread_mutex_unlock(&dev->ctl);
+        *ioaddr = addr;
+        return 0;
+}
+
+int ntbf_dev_unmap_peer(struct ntbf_dev *dev, uint64_t ioaddr)
+{
+        if (!dev)
+                return -EINVAL;
+        pthread_mutex_lock(&dev->ctl);
+        uint32_t i = 0;
+        while (i < dev->npeers && dev->peers[i] != ioaddr)
+                i++;
+        bool found = i < dev->npeers;
+        if (found)
+                dev->peers[i] = dev->peers[--dev->npeers];
+        pthread_mutex_unlock(&dev->ctl);
+        if (!found)
+                return ntbf__fail(dev->ctx, -EINVAL,
+                                  "ntbf_dev_unmap_peer: 0x%" PRIx64 " is not a peer mapping of %s",
+                                  ioaddr, dev->info.bdf);
+        struct json_object *params = json_object_new_object(), *res;
+        json_object_object_add(params, "handle", json_object_new_int64(dev->handle));
+        json_object_object_add(params, "device_addr", json_object_new_uint64(ioaddr));
+        int r = ntbf__call(dev->ctx, dev->gen, "device.unmap_peer", params, &res);
+        json_object_put(res);
+        return r;
+}
+
+/* ---- MSI-X -------------------------------------------------------------------------------- */
+
+/* Find the MSI-X capability through config space, once. Caller holds ctl. */
+static int msix_find(struct ntbf_dev *d)
+{
+        if (d->msix_known)
+                return d->msix_cap ? 0 : NTBF_EUNSUPPORTED;
+        uint32_t sts, ptr, id = 0, flags, table;
+        int r = ntbf_dev_cfg_read(d, PCI_STATUS, 2, &sts);
+        if (!r && (sts & PCI_STATUS_CAPS))
+                r = ntbf_dev_cfg_read(d, PCI_CAP_PTR, 1, &ptr);
+        else
+                ptr = 0;
+        /* A capability list has at most 48 entries in 256 bytes: a loop is a broken device. */
+        for (unsigned n = 0; !r && n < 48 && ptr >= 0x40 && ptr < 0x100; n++) {
+                ptr &= 0xfc;
+                r = ntbf_dev_cfg_read(d, ptr, 1, &id);
+                if (r || id == PCI_CAP_ID_MSIX)
+                        break;
+                r = ntbf_dev_cfg_read(d, ptr + 1, 1, &ptr);
+        }
+        if (r)
+                return r;
+        d->msix_known = true;
+        if (id != PCI_CAP_ID_MSIX || ptr < 0x40)
+                goto none;
+        r = ntbf_dev_cfg_read(d, ptr + MSIX_FLAGS, 2, &flags);
+        if (!r)
+                r = ntbf_dev_cfg_read(d, ptr + MSIX_TABLE, 4, &table);
+        if (r) {
+                d->msix_known = false;
+                return r;
+        }
+        d->msix_n = (flags & MSIX_QSIZE) + 1;
+        d->msix_bir = table & 7;
+        d->msix_off = table & ~7u;
+        if (d->msix_bir >= NTBF_MAX_BARS || !d->bars[d->msix_bir].size ||
+            d->msix_off > d->bars[d->msix_bir].size ||
+            (uint64_t)d->msix_n * MSIX_ENTRY_SIZE > d->bars[d->msix_bir].size - d->msix_off)
+                return ntbf__fail(d->ctx, NTBF_EPROTO,
+                                  "the MSI-X table of %s (BAR %u offset 0x%x, %u vectors) is not "
+                                  "inside a BAR",
+                                  d->info.bdf, d->msix_bir, d->msix_off, d->msix_n);
+        d->vecs = calloc(d->msix_n, sizeof(*d->vecs));
+        if (!d->vecs) {
+                d->msix_known = false;
+                return ntbf__fail(d->ctx, -ENOMEM, "out of memory");
+        }
+        d->msix_cap = ptr;
+        if (!d->info.msix_vectors)
+                d->info.msix_vectors = d->msix_n;
+        return 0;
+none:
+        return ntbf__fail(d->ctx, NTBF_EUNSUPPORTED, "device %s has no MSI-X capability",
+                          d->info.bdf);
+}
+
+static volatile uint32_t *msix_entry(struct ntbf_dev *d, unsigned v)
+{
+        return (volatile uint32_t *)((uint8_t *)d->bars[d->msix_bir].ptr + d->msix_off +
+                                     (uint64_t)v * MSIX_ENTRY_SIZE);
+}
+
+static void msix_mask(struct ntbf_dev *d, unsigned v)
+{
+        volatile uint32_t *e = msix_entry(d, v);
+        e[3] = e[3] | MSIX_ENTRY_MASKED;
+        atomic_thread_fence(memory_order_seq_cst);
+}
+
+int ntbf_dev_irq_enable(struct ntbf_dev *dev, unsigned vector, int *eventfd_out)
+{
+        if (!dev)
+                return -EINVAL;
+        struct ntbf_ctx *ctx = dev->ctx;
+        if (!eventfd_out)
+                return ntbf__fail(ctx, -EINVAL, "ntbf_dev_irq_enable: eventfd is NULL");
+        if (!ctx->ops->irq_alloc || !ctx->h0)
+                return ntbf__fail(ctx, NTBF_EUNSUPPORTED,
+                                  "the %s backend has no host interrupt vectors", ctx->ops->name);
+        pthread_mutex_lock(&dev->ctl);
+        int r = msix_find(dev);
+        if (r)
+                goto out;
+        if (vector >= dev->msix_n) {
+                r = ntbf__fail(ctx, -EINVAL,
+                               "ntbf_dev_irq_enable: %s has MSI-X vectors 0 to %u, not %u",
+                               dev->info.bdf, dev->msix_n - 1, vector);
+                goto out;
+        }
+        if (dev->vecs[vector].on) {
+                r = ntbf__fail(ctx, NTBF_EBUSY, "ntbf_dev_irq_enable: vector %u of %s is enabled",
+                               vector, dev->info.bdf);
+                goto out;
+        }
+        r = bar_get(dev, dev->msix_bir);
+        if (r)
+                goto out;
+        struct ntbf_adapter_h *h = dev->dh && dev->mode != NTBF__DMA_ISOLATED ? dev->dh : ctx->h0;
+        struct ntbf_irq irq;
+        r = ctx->ops->irq_alloc(h, &irq);
+        if (r) {
+                bar_put(dev, dev->msix_bir);
+                r = ntbf__fail(ctx, r, "no interrupt vector on node %s: %s", ctx->node,
+                               ntbf_strerror(r));
+                goto out;
+        }
+        uint64_t addr = irq.addr;
+        if (!dev->info.local) {
+                /* The device writes into the MSI window; the window lands on irq.addr. */
+                if (irq.addr < dev->msi_host || irq.addr - dev->msi_host >= dev->msi_size) {
+                        ctx->ops->irq_free(h, &irq);
+                        bar_put(dev, dev->msix_bir);
+                        r = ntbf__fail(ctx, NTBF_EUNREACHABLE,
+                                       "interrupt address 0x%" PRIx64 " of node %s is outside "
+                                       "the MSI window of %s ([0x%" PRIx64 ", +%" PRIu64 "))",
+                                       irq.addr, ctx->node, dev->info.bdf, dev->msi_host,
+                                       dev->msi_size);
+                        goto out;
+                }
+                addr = dev->msi_dev + (irq.addr - dev->msi_host);
+        }
+        volatile uint32_t *e = msix_entry(dev, vector);
+        e[3] = MSIX_ENTRY_MASKED;
+        e[0] = (uint32_t)addr;
+        e[1] = (uint32_t)(addr >> 32);
+        e[2] = irq.data;
+        atomic_thread_fence(memory_order_seq_cst);
+        e[3] = 0;
+        uint32_t flags;
+        r = ntbf_dev_cfg_read(dev, dev->msix_cap + MSIX_FLAGS, 2, &flags);
+        if (!r && ((flags & MSIX_MASKALL) || !(flags & MSIX_ENABLE)))
+                r = ntbf_dev_cfg_write(dev, dev->msix_cap + MSIX_FLAGS, 2,
+                                       (flags | MSIX_ENABLE) & ~(uint32_t)MSIX_MASKALL);
+        if (r) {
+                msix_mask(dev, vector);
+                ctx->ops->irq_free(h, &irq);
+                bar_put(dev, dev->msix_bir);
+                goto out;
+        }
+        dev->vecs[vector] = (struct ntbf__vec){true, irq};
+        *eventfd_out = irq.fd;
+out:
+        pthread_mutex_unlock(&dev->ctl);
+        return r;
+}
+
+/* Mask and free a vector. Caller holds ctl. */
+static void vec_off(struct ntbf_dev *d, unsigned v)
+{
+        struct ntbf_ctx *ctx = d->ctx;
+        struct ntbf_adapter_h *h = d->dh && d->mode != NTBF__DMA_ISOLATED ? d->dh : ctx->h0;
+        msix_mask(d, v);
+        ctx->ops->irq_free(h, &d->vecs[v].irq);
+        d->vecs[v].on = false;
+        bar_put(d, d->msix_bir);
+}
+
+int ntbf_dev_irq_disable(struct ntbf_dev *dev, unsigned vector)
+{
+        if (!dev)
+                return -EINVAL;
+        pthread_mutex_lock(&dev->ctl);
+        int r = 0;
+        if (!dev->msix_known || vector >= dev->msix_n || !dev->vecs[vector].on)
+                r = ntbf__fail(dev->ctx, -EINVAL,
+                               "ntbf_dev_irq_disable: vector %u of %s is not "
+                               "enabled",
+                               vector, dev->info.bdf);
+        else
+                vec_off(dev, vector);
+        pthread_mutex_unlock(&dev->ctl);
+        return r;
+}
+
+/* ---- events --------------------------------------------------------------------------------- */
+
+int ntbf_dev_event_fd(struct ntbf_dev *dev)
+{
+        if (!dev)
+                return -EINVAL;
+        return dev->evfd;
+}
+
+int ntbf_dev_event(struct ntbf_dev *dev, enum ntbf_dev_event_kind *kind)
+{
+        if (!dev)
+                return -EINVAL;
+        if (!kind)
+                return ntbf__fail(dev->ctx, -EINVAL, "ntbf_dev_event: kind is NULL");
+        uint64_t v;
+        ssize_t n = read(dev->evfd, &v, sizeof(v));
+        (void)n; /* drained; the flag below is the event */
+        *kind = atomic_exchange(&dev->lost, false) ? NTBF_DEV_EVENT_LOST : NTBF_DEV_EVENT_NONE;
+        return 0;
+}
+
+/* ---- close ---------------------------------------------------------------------------------- */
+
+static void unmap_iova(void *arg, uint32_t idx, uint32_t n)
+{
+        struct ntbf_dev *d = arg;
+        uint64_t iova = d->share_iova + (uint64_t)idx * PAGE;
+        if (d->mode == NTBF__DMA_IOVA)
+                d->ctx->ops->iommu_unmap(d->dh, iova, (uint64_t)n * PAGE);
+        else
+                d->ctx->ops->dev_iommu_unmap(d->dh, &d->rid, iova, (uint64_t)n * PAGE);
+}
+
+void ntbf_dev_close(struct ntbf_dev *dev)
+{
+        if (!dev)
+                return;
+        struct ntbf_ctx *ctx = dev->ctx;
+        pthread_mutex_lock(&ctx->lock);
+        for (struct ntbf_dev **pp = &ctx->devs; *pp; pp = &(*pp)->next) {
+                if (*pp == dev) {
+                        *pp = dev->next;
+                        break;
+                }
+        }
+        pthread_mutex_unlock(&ctx->lock);
+        pthread_mutex_lock(&dev->ctl);
+        for (uint32_t v = 0; dev->vecs && v < dev->msix_n; v++)
+                if (dev->vecs[v].on)
+                        vec_off(dev, v);
+        for (unsigned b = 0; b < NTBF_MAX_BARS; b++) {
+                if (dev->bars[b].ptr)
+                        bar_unmap(dev, b);
+        }
+        pthread_mutex_unlock(&dev->ctl);
+        /* The share goes back to the daemon with the handle: leave nothing mapped in it. */
+        if (dev->mode == NTBF__DMA_IOVA || dev->mode == NTBF__DMA_ISOLATED)
+                ntbf__iova_each(&dev->iova, unmap_iova, dev);
+        if (dev->handle >= 0)
+                close_handle(ctx, dev->gen, dev->handle);
+        dev_free(dev);
+}

@@ -1,0 +1,123 @@
+/* frontends/lending/lending.h: the device API's internal objects (contexts, devices) and helpers.
+ */
+#ifndef NTBF_LENDING_H
+#define NTBF_LENDING_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "ntbfab/backend.h"
+#include "ntbfab/device.h"
+#include "ntbfab/error.h"
+#include "ntbfab/rpc.h"
+#include "dmamem.h"
+#include "iova.h"
+#include "maptab.h"
+
+struct json_object;
+
+/* How a device's DMA addresses are made (docs/device-api.md, "DMA mapping"). */
+enum ntbf__dma_mode {
+        NTBF__DMA_IOVA,     /* borrowed: IOVA of this handle's share, borrower IOMMU */
+        NTBF__DMA_WINDOW,   /* borrowed, borrower without IOMMU: window over physical RAM */
+        NTBF__DMA_PHYS,     /* local: host-physical addresses */
+        NTBF__DMA_ISOLATED, /* local, in its own IOMMU domain on this host */
+};
+
+struct ntbf_ctx {
+        uint64_t id; /* unique per process: keys the thread-local error sentences */
+        char dir[PATH_MAX];
+        char node[NTBF_NAME_MAX + 1];
+        uint32_t node_idx;
+        char config[PATH_MAX + 64];
+        struct ntbf_topo *topo;
+        const struct ntbf_backend_ops *ops;
+        struct ntbf_backend *b;
+        bool sim;                   /* b is the simulated fabric (ntbf_sim_phys_ptr works) */
+        struct ntbf_adapter_h **ah; /* by topology adapter index; NULL for other nodes' */
+        struct ntbf_adapter_h *h0;  /* the node's first adapter: memory and vectors */
+        int timeout_ms;
+
+        pthread_mutex_t rpc_lock; /* one request in flight on the control connection */
+        struct ntbf_rpc *rpc;
+        uint64_t gen;  /* connection generation: handles of older ones are void */
+        bool rpc_dead; /* the daemon closed the connection */
+
+        pthread_mutex_t lock; /* devs and the event thread */
+        struct ntbf_dev *devs;
+        struct ntbf_rpc *ev; /* the event connection (events.subscribe) */
+        pthread_t ev_thread;
+        bool ev_started;
+        atomic_bool ev_alive;
+        int ev_stop; /* eventfd: tells the event thread to quit */
+
+        struct ntbf__dmamem mem;
+};
+
+struct ntbf__bar {
+        uint64_t size, addr;
+        uint32_t adapter; /* NTBF_NONE: the BAR is in this host (local device) */
+        uint64_t offset;  /* in the adapter's window */
+        bool prefetchable;
+        void *ptr;      /* the mapping, NULL when not mapped */
+        void *map_base; /* what map_window returned (page aligned) */
+        uint64_t map_size;
+        bool user;     /* mapped by ntbf_dev_map_bar */
+        uint32_t refs; /* internal users (the MSI-X table) */
+};
+
+struct ntbf__vec {
+        bool on;
+        struct ntbf_irq irq;
+};
+
+struct ntbf_dev {
+        struct ntbf_ctx *ctx;
+        struct ntbf_dev *next;
+        int64_t handle;
+        uint64_t gen;
+        struct ntbf_dev_info info;
+        uint32_t tdev, tfunc; /* in the topology, NTBF_NONE if not found there */
+        struct ntbf__bar bars[NTBF_MAX_BARS];
+
+        /* DMA (the fast path: `lock` only). */
+        enum ntbf__dma_mode mode;
+        atomic_int lock;
+        struct ntbf_adapter_h *dh;            /* iommu_map / dev_iommu_map go through it */
+        uint64_t dma_dev, dma_iova, dma_size; /* the DMA window (borrowed) */
+        uint64_t share_iova, share_size;      /* this handle's IOVA share */
+        uint64_t dev_base;                    /* device address of share page 0 */
+        uint64_t addr_end;                    /* PHYS: the device's addressing limit (exclusive) */
+        struct ntbf_rid rid;                  /* ISOLATED: the device's requester */
+        struct ntbf__iova iova;
+        struct ntbf__maptab maps;
+
+        /* Control state: BAR mappings, vectors, peer mappings. */
+        pthread_mutex_t ctl;
+        uint64_t msi_dev, msi_host, msi_size; /* the MSI window (borrowed) */
+        bool msix_known;
+        uint32_t msix_cap, msix_n, msix_bir, msix_off;
+        struct ntbf__vec *vecs;
+        uint64_t *peers;
+        uint32_t npeers, cappeers;
+
+        int evfd;
+        atomic_bool lost;
+};
+
+/* Record the sentence of a failure for this thread and ctx; returns code. */
+int ntbf__fail(const struct ntbf_ctx *ctx, int code, const char *fmt, ...) NTBF_PRINTF(3, 4);
+
+/*
+ * A control call on ctx's connection for a handle opened under generation gen (0: none),
+ * with a sentence on failure naming the method. Takes params.
+ */
+int ntbf__call(struct ntbf_ctx *ctx, uint64_t gen, const char *method, struct json_object *params,
+               struct json_object **result);
+/* Reconnect if the daemon went away and came back; 0 or a failure (with its sentence). */
+int ntbf__ctx_connected(struct ntbf_ctx *ctx);
+/* Start the event connection and thread if they are not running (best effort). */
+void ntbf__events_start(struct ntbf_ctx *ctx);
+
+#endif
