@@ -99,7 +99,18 @@ int ntbf__call(struct ntbf_ctx *ctx, uint64_t gen, const char *method, struct js
         *result = NULL;
         pthread_mutex_lock(&ctx->rpc_lock);
         int r;
-        if (ctx->rpc_dead) {
+        if (!method) {
+                /* A close: a handle that died with its connection needs no call and no sentence. */
+                if (ctx->rpc_dead || (gen && gen != ctx->gen)) {
+                        json_object_put(params);
+                        r = -EPIPE;
+                } else {
+                        r = ntbf_rpc_call(ctx->rpc, "device.close", params, result,
+                                          ctx->timeout_ms);
+                        if (r == -EPIPE)
+                                ctx->rpc_dead = true;
+                }
+        } else if (ctx->rpc_dead) {
                 json_object_put(params);
                 r = ntbf__fail(ctx, -EPIPE,
                                "%s: the daemon of node %s went away (it closed the connection); "

@@ -355,7 +355,7 @@ static void close_handle(struct ntbf_ctx *ctx, uint64_t gen, int64_t handle)
         struct json_object *params = json_object_new_object(), *res;
         json_object_object_add(params, "handle", json_object_new_int64(handle));
         /* Best effort: a daemon that is gone has closed the handle with the connection. */
-        if (ntbf__call(ctx, gen, "device.close", params, &res) == 0)
+        if (ntbf__call(ctx, gen, NULL, params, &res) == 0)
                 json_object_put(res);
 }
 

@@ -111,7 +111,8 @@ int ntbf__fail(const struct ntbf_ctx *ctx, int code, const char *fmt, ...) NTBF_
 
 /*
  * A control call on ctx's connection for a handle opened under generation gen (0: none),
- * with a sentence on failure naming the method. Takes params.
+ * with a sentence on failure naming the method. Takes params. method NULL: device.close of a
+ * handle, quietly (no sentence; skipped when the handle died with an old connection).
  */
 int ntbf__call(struct ntbf_ctx *ctx, uint64_t gen, const char *method, struct json_object *params,
                struct json_object **result);

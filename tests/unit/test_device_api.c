@@ -627,6 +627,7 @@ static void test_daemon_dies(void **state)
         assert_non_null(strstr(ntbf_ctx_error(g.ctx), "restarted"));
         ntbf_dev_close(fresh);
         ntbf_dev_close(acc); /* no daemon call for the void handle, no hang */
+        assert_non_null(strstr(ntbf_ctx_error(g.ctx), "restarted")); /* and no new sentence */
         ntbf_dma_free(g.ctx, buf);
         rig_down(&g);
 }
