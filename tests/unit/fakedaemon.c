@@ -204,7 +204,9 @@ struct fk_dev *fk_borrow(struct fakedaemon *fk, const char *lender, const char *
         uint32_t n = (uint32_t)((dma_window + E - 1) / E), s = take_slots(f, la, n);
         if (s == NTBF_NONE)
                 goto fail;
-        x->dma_iova = (uint64_t)(2 + f->nborrows++) << 38; /* 256 GiB apart, below 2^48 */
+        /* A borrower without an IOMMU: the window maps its RAM from physical 0 (article
+         * 7.1.1's setting); with one, a fresh IOVA range, 256 GiB apart, below 2^48. */
+        x->dma_iova = t->nodes[fk->node].iommu ? (uint64_t)(2 + f->nborrows++) << 38 : 0;
         for (uint32_t k = 0; k < n; k++)
                 if (program(f, la, s + k, ba, x->dma_iova + k * E))
                         goto fail;

@@ -108,12 +108,12 @@ struct rig {
         struct fk_dev *nvme, *acc, *acc1;
 };
 
-static void rig_up(struct rig *g, const char *node)
+static void rig_up_yaml(struct rig *g, const char *node, const char *yaml)
 {
         memset(g, 0, sizeof(*g));
         unsetenv("NTBFAB_CONFIG");
         unsetenv("NTBFAB_RPC_TIMEOUT_MS");
-        assert_int_equal(fk_fabric_up(&g->f, cluster_yaml, true), 0);
+        assert_int_equal(fk_fabric_up(&g->f, yaml, true), 0);
         assert_int_equal(fk_start(&g->fk, &g->f, node), 0);
         if (!strcmp(node, "borrower")) {
                 g->nvme = fk_borrow(&g->fk, "lender", "nvme0", 0, 64 * MiB, 32 * MiB);
@@ -130,6 +130,11 @@ static void rig_up(struct rig *g, const char *node)
         int r = ntbf_ctx_open(g->f.dir, node, &g->ctx);
         if (r)
                 fail_msg("ntbf_ctx_open: %s", ntbf_ctx_error(NULL));
+}
+
+static void rig_up(struct rig *g, const char *node)
+{
+        rig_up_yaml(g, node, cluster_yaml);
 }
 
 static void rig_down(struct rig *g)
@@ -419,6 +424,56 @@ static void test_msix(void **state)
         struct ntbf_sim_owned own;
         assert_int_equal(ntbf_sim_owned(g.f.b, BORROWER, getpid(), &own), 0);
         assert_int_equal(own.irqs, 0);
+        rig_down(&g);
+}
+
+/* A borrower without an IOMMU: the DMA window maps its RAM directly, addresses are offsets. */
+static void test_window_without_iommu(void **state)
+{
+        (void)state;
+        /* The same cluster, but the borrower's inbound traffic is not translated. */
+        char yaml[4096];
+        const char *at =
+            strstr(cluster_yaml, "    ram: 256MiB\n    adapters:\n      - {name: ntb0, "
+                                 "model: pxh830, window: 1GiB}\nlinks");
+        assert_non_null(at);
+        snprintf(yaml, sizeof(yaml), "%.*s    iommu: false\n%s", (int)(at - cluster_yaml),
+                 cluster_yaml, at);
+        struct rig g;
+        rig_up_yaml(&g, "borrower", yaml);
+        assert_int_equal(g.acc->dma_iova, 0);
+        struct ntbf_dev *acc = open_ok(&g, g.acc->fdid);
+        void *regs = bar(acc, 0), *mem = bar(acc, 2);
+        accel_enable(acc, regs, 0);
+        uint64_t dev_mem = rd64(regs, NTBF_ACCEL_REG_MEM_ADDR);
+        uint8_t *buf;
+        assert_int_equal(ntbf_dma_alloc(g.ctx, 64 * KiB, 0, (void **)&buf), 0);
+        fill(buf, 64 * KiB, 41);
+        uint64_t io, io2;
+        assert_int_equal(ntbf_dev_dma_map(acc, buf, 64 * KiB, &io), 0);
+        /* The window's device address plus the buffer's physical address. */
+        void *phys;
+        assert_int_equal(ntbf_sim_phys_ptr(g.f.b, BORROWER, io - g.acc->dma_dev, 64 * KiB, &phys),
+                         0);
+        assert_memory_equal(phys, buf, 64 * KiB);
+        assert_int_equal(accel_copy(regs, io, dev_mem, 64 * KiB, 0), NTBF_ACCEL_ST_DONE);
+        assert_memory_equal(mem, buf, 64 * KiB);
+        fill(mem, 64 * KiB, 42);
+        assert_int_equal(ntbf_dev_dma_map(acc, buf, 64 * KiB, &io2), 0);
+        assert_int_equal(io2, io); /* counted, not allocated */
+        assert_int_equal(accel_copy(regs, dev_mem, io, 64 * KiB, 0), NTBF_ACCEL_ST_DONE);
+        assert_memory_equal(buf, mem, 64 * KiB);
+        assert_int_equal(ntbf_dev_dma_unmap(acc, io, 64 * KiB), 0);
+        assert_int_equal(ntbf_dev_dma_unmap(acc, io, 64 * KiB), 0);
+        assert_int_equal(ntbf_dev_dma_unmap(acc, io, 64 * KiB), -EINVAL);
+        /* Memory past the window's 64 MiB of RAM cannot be reached. */
+        uint8_t *big;
+        assert_int_equal(ntbf_dma_alloc(g.ctx, 96 * MiB, 0, (void **)&big), 0);
+        assert_int_equal(ntbf_dev_dma_map(acc, big, 96 * MiB, &io), NTBF_EUNREACHABLE);
+        assert_non_null(strstr(ntbf_ctx_error(g.ctx), "outside the DMA window"));
+        ntbf_dma_free(g.ctx, big);
+        ntbf_dma_free(g.ctx, buf);
+        ntbf_dev_close(acc);
         rig_down(&g);
 }
 
@@ -794,6 +849,7 @@ int main(void)
             cmocka_unit_test(test_dma_both_ways),
             cmocka_unit_test(test_msix),
             cmocka_unit_test(test_iova_exhaustion),
+            cmocka_unit_test(test_window_without_iommu),
             cmocka_unit_test(test_local_device),
             cmocka_unit_test(test_map_peer),
             cmocka_unit_test(test_lost_event),
