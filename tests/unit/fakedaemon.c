@@ -22,6 +22,12 @@
 
 int fk_fabric_up(struct fk_fabric *f, const char *yaml, bool models)
 {
+        int r = fk_fabric_create(f, yaml);
+        return r ? r : fk_fabric_attach(f, models);
+}
+
+int fk_fabric_create(struct fk_fabric *f, const char *yaml)
+{
         memset(f, 0, sizeof(*f));
         snprintf(f->dir, sizeof(f->dir), "/dev/shm/ntbfab-devapi-XXXXXX");
         if (!mkdtemp(f->dir))
@@ -47,10 +53,15 @@ int fk_fabric_up(struct fk_fabric *f, const char *yaml, bool models)
         ntbf_diags_free(&d);
         char why[512];
         r = ntbf_sim_fabric_create(f->t, f->dir, why, sizeof(why));
-        if (r) {
+        if (r)
                 fprintf(stderr, "create: %s\n", why);
-                return r;
-        }
+        return r;
+}
+
+int fk_fabric_attach(struct fk_fabric *f, bool models)
+{
+        char why[512];
+        int r;
         f->ops = ntbf_backend_find("sim");
         struct ntbf_backend_env env = {f->t, f->dir, NTBF_NONE};
         r = ntbf_sim_attach(&env, &f->b, why, sizeof(why));

@@ -27,6 +27,10 @@ struct fk_fabric {
 
 /* Returns 0, or prints why to stderr and returns an error. models: run the device host. */
 int fk_fabric_up(struct fk_fabric *f, const char *yaml, bool models);
+/* The two halves of fk_fabric_up: the files (no threads: a process may fork after it), then
+ * this process's attachment. */
+int fk_fabric_create(struct fk_fabric *f, const char *yaml);
+int fk_fabric_attach(struct fk_fabric *f, bool models);
 void fk_fabric_down(struct fk_fabric *f);
 
 /* A device as the fake daemon presents it to device.open. */
