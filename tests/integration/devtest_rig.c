@@ -2,6 +2,7 @@
  * processes (devtest_rig.h). */
 #include <dirent.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -41,6 +42,14 @@ static const char *yaml =
     "      - {name: ntb0, model: pxh830}\n"
     "links:\n"
     "  - [lender.ntb0, borrower.ntb0]\n";
+
+/* What a failed test leaves behind, for rig_teardown: the rig and the live borrowers. */
+static struct rig *current;
+static struct live_proc {
+        pid_t pid;
+        FILE *in, *out;
+} live[32];
+static unsigned nlive;
 
 static void load(struct rig *g)
 {
@@ -88,16 +97,35 @@ static void detach(struct rig *g)
 {
         ntbf_sim_devhost_stop(g->dh);
         g->dh = NULL;
-        g->ops->release(g->hl);
-        g->ops->release(g->hb);
-        g->ops->close(g->b);
+        if (g->hl)
+                g->ops->release(g->hl);
+        if (g->hb)
+                g->ops->release(g->hb);
+        if (g->b)
+                g->ops->close(g->b);
         g->hl = g->hb = NULL;
         g->b = NULL;
+}
+
+/* Everything of the instance directory, whatever state it is in. */
+static void remove_all(struct rig *g)
+{
+        ntbf_sim_fabric_destroy(g->dir);
+        char p[256];
+        rig_image_path(g, p, sizeof(p));
+        unlink(p);
+        snprintf(p, sizeof(p), "%s/images", g->dir);
+        rmdir(p);
+        snprintf(p, sizeof(p), "%s/barrier", g->dir);
+        unlink(p);
+        rmdir(g->dir);
+        unlink(g->yaml);
 }
 
 void rig_up(struct rig *g)
 {
         memset(g, 0, sizeof(*g));
+        current = g;
         snprintf(g->dir, sizeof(g->dir), "/dev/shm/ntbfab-devtests-XXXXXX");
         assert_non_null(mkdtemp(g->dir));
         /* The cluster file lives next to the instance so every process reads the same. */
@@ -151,18 +179,31 @@ void rig_restart(struct rig *g)
 void rig_down(struct rig *g)
 {
         detach(g);
-        assert_int_equal(ntbf_sim_fabric_destroy(g->dir), 0);
-        char img[256];
-        rig_image_path(g, img, sizeof(img));
-        unlink(img);
-        snprintf(img, sizeof(img), "%s/images", g->dir);
-        rmdir(img);
-        snprintf(img, sizeof(img), "%s/barrier", g->dir);
-        unlink(img);
-        assert_int_equal(rmdir(g->dir), 0);
-        unlink(g->yaml);
+        remove_all(g);
+        assert_int_equal(access(g->dir, F_OK), -1); /* nothing left */
         ntbf_topo_free(g->t);
         g->t = NULL;
+        current = NULL;
+}
+
+int rig_teardown(void **state)
+{
+        (void)state;
+        for (unsigned i = 0; i < nlive; i++) {
+                kill(live[i].pid, SIGKILL);
+                waitpid(live[i].pid, NULL, 0);
+                fclose(live[i].in);
+                fclose(live[i].out);
+        }
+        nlive = 0;
+        if (current) {
+                detach(current);
+                remove_all(current);
+                ntbf_topo_free(current->t);
+                current->t = NULL;
+                current = NULL;
+        }
+        return 0;
 }
 
 struct ntbf_counters rig_ctr(struct rig *g, struct ntbf_adapter_h *h)
@@ -227,6 +268,8 @@ void bp_spawn(struct bproc *p, const struct rig *g)
         p->out = fdopen(from[0], "r");
         assert_non_null(p->in);
         assert_non_null(p->out);
+        if (nlive < 32)
+                live[nlive++] = (struct live_proc){p->pid, p->in, p->out};
         get_line(p);
         if (strncmp(p->line, "ready", 5))
                 fail_msg("borrower process did not start: %s", p->line);
@@ -290,6 +333,12 @@ void bp_quit(struct bproc *p)
 {
         const char *r = bp_cmd(p, "quit");
         assert_string_equal(r, "ok");
+        for (unsigned i = 0; i < nlive; i++) {
+                if (live[i].pid == p->pid) {
+                        live[i] = live[--nlive];
+                        break;
+                }
+        }
         fclose(p->in);
         fclose(p->out);
         int st;

@@ -45,8 +45,11 @@ struct rig {
         struct ntbf_sim_devhost *dh;
 };
 
-/* A fresh instance in /dev/shm, attached, lent (rig_lend), device host running here. */
+/* A fresh instance in /dev/shm, attached, lent (rig_lend), device host running here. g must
+ * outlive the test function (static) for rig_teardown to clean up after a failure. */
 void rig_up(struct rig *g);
+/* cmocka teardown: after a failure, kill the borrowers left and remove the instance. */
+int rig_teardown(void **state);
 /* The lender's part: device requester IDs and the DMA window. */
 void rig_lend(struct rig *g);
 /* Stop the device host, detach, destroy the instance (images too), free everything. */

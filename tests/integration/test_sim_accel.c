@@ -100,7 +100,7 @@ static void mem_has(struct acc *a, uint64_t off, uint64_t len, uint64_t seed)
 static void test_copy_both_directions(void **state)
 {
         (void)state;
-        struct acc a;
+        static struct acc a; /* static: rig_teardown finds it after a failure */
         acc_up(&a);
         struct rig *g = &a.g;
         uint64_t dev = rig_region_dev(g, 0);
@@ -157,7 +157,7 @@ static void test_copy_both_directions(void **state)
 static void test_unreachable_source(void **state)
 {
         (void)state;
-        struct acc a;
+        static struct acc a; /* static: rig_teardown finds it after a failure */
         acc_up(&a);
         struct rig *g = &a.g;
         uint64_t dev = rig_region_dev(g, 0);
@@ -210,8 +210,8 @@ static void test_unreachable_source(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_copy_both_directions),
-            cmocka_unit_test(test_unreachable_source),
+            cmocka_unit_test_teardown(test_copy_both_directions, rig_teardown),
+            cmocka_unit_test_teardown(test_unreachable_source, rig_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -98,7 +98,7 @@ static void read_check(struct bproc *b, uint64_t off, uint64_t len, uint64_t pos
 static void test_identify_and_io(void **state)
 {
         (void)state;
-        struct rig g;
+        static struct rig g; /* static: rig_teardown finds it after a failure */
         rig_up(&g);
         struct bproc b;
         struct ntbf_counters l0 = rig_ctr(&g, g.hl), b0 = rig_ctr(&g, g.hb);
@@ -195,7 +195,7 @@ static void test_eight_processes(void **state)
 {
         (void)state;
         enum { N = 8 };
-        struct rig g;
+        static struct rig g; /* static: rig_teardown finds it after a failure */
         rig_up(&g);
         /* The manager: admin queues in its memory, creates the clients' queue pairs. */
         struct bproc m;
@@ -269,7 +269,7 @@ static void test_eight_processes(void **state)
 static void test_persist_across_restart(void **state)
 {
         (void)state;
-        struct rig g;
+        static struct rig g; /* static: rig_teardown finds it after a failure */
         rig_up(&g);
         struct bproc b;
         borrower_up(&b, &g, 0);
@@ -314,7 +314,7 @@ static void sleep_ms(unsigned ms)
 static void test_window_drop(void **state)
 {
         (void)state;
-        struct rig g;
+        static struct rig g; /* static: rig_teardown finds it after a failure */
         rig_up(&g);
         struct bproc b;
         borrower_up(&b, &g, 0);
@@ -386,10 +386,10 @@ static void test_window_drop(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_identify_and_io),
-            cmocka_unit_test(test_eight_processes),
-            cmocka_unit_test(test_persist_across_restart),
-            cmocka_unit_test(test_window_drop),
+            cmocka_unit_test_teardown(test_identify_and_io, rig_teardown),
+            cmocka_unit_test_teardown(test_eight_processes, rig_teardown),
+            cmocka_unit_test_teardown(test_persist_across_restart, rig_teardown),
+            cmocka_unit_test_teardown(test_window_drop, rig_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
