@@ -163,13 +163,20 @@ int nvme_ctrl_shutdown(struct nvme_ctrl *c)
 
 int nvme_queue_alloc(struct nvme_dma *dma, uint32_t entries, struct nvme_queue *q)
 {
+        return nvme_queue_alloc_cq(dma, entries, entries, q);
+}
+
+int nvme_queue_alloc_cq(struct nvme_dma *dma, uint32_t entries, uint32_t cq_entries,
+                        struct nvme_queue *q)
+{
         memset(q, 0, sizeof(*q));
-        if (entries < 2 || entries > NTBF_NVME_MQES + 1)
+        if (entries < 2 || entries > NTBF_NVME_MQES + 1 || cq_entries < 2 ||
+            cq_entries > NTBF_NVME_MQES + 1)
                 return -EINVAL;
         void *sq, *cq, *prp;
         int r = nvme_dma_alloc(dma, (uint64_t)entries * 64, PG, &sq, &q->sq_dev);
         if (!r)
-                r = nvme_dma_alloc(dma, (uint64_t)entries * 16, PG, &cq, &q->cq_dev);
+                r = nvme_dma_alloc(dma, (uint64_t)cq_entries * 16, PG, &cq, &q->cq_dev);
         if (!r)
                 r = nvme_dma_alloc(dma, (uint64_t)entries * PG, PG, &prp, &q->prp_dev);
         if (r)
@@ -178,6 +185,7 @@ int nvme_queue_alloc(struct nvme_dma *dma, uint32_t entries, struct nvme_queue *
         q->cq = cq;
         q->prp = prp;
         q->entries = entries;
+        q->cq_entries = cq_entries;
         q->phase = 1;
         return 0;
 }
@@ -195,7 +203,7 @@ void nvme_queue_bind(struct nvme_queue *q, volatile void *bar0, uint16_t qid)
 void nvme_queue_clear(struct nvme_queue *q)
 {
         memset(q->sq, 0, (size_t)q->entries * 64);
-        memset((void *)q->cq, 0, (size_t)q->entries * 16);
+        memset((void *)q->cq, 0, (size_t)q->cq_entries * 16);
         q->sq_tail = q->sq_head = q->cq_head = 0;
         q->phase = 1;
 }
@@ -229,7 +237,7 @@ int nvme_reap(struct nvme_queue *q, struct ntbf_nvme_cqe *out)
         out->sqid = e->sqid;
         out->cid = (uint16_t)dw3;
         out->status = (uint16_t)(dw3 >> 16);
-        if (++q->cq_head == q->entries) {
+        if (++q->cq_head == q->cq_entries) {
                 q->cq_head = 0;
                 q->phase ^= 1;
         }
@@ -310,11 +318,19 @@ int nvme_ctrl_identify(struct nvme_ctrl *c, uint8_t ctrl[4096], uint8_t ns[4096]
 int nvme_create_qpair(struct nvme_ctrl *c, uint16_t qid, uint32_t entries, uint64_t sq_dev,
                       uint64_t cq_dev)
 {
-        if (!qid || entries < 2 || entries > NTBF_NVME_MQES + 1)
+        return nvme_create_qpair_cq(c, qid, entries, entries, sq_dev, cq_dev);
+}
+
+int nvme_create_qpair_cq(struct nvme_ctrl *c, uint16_t qid, uint32_t entries, uint32_t cq_entries,
+                         uint64_t sq_dev, uint64_t cq_dev)
+{
+        if (!qid || entries < 2 || entries > NTBF_NVME_MQES + 1 || cq_entries < 2 ||
+            cq_entries > NTBF_NVME_MQES + 1)
                 return -EINVAL;
         uint32_t sz = (entries - 1) << 16 | qid;
         /* Physically contiguous (PC), polled: IEN 0, vector 0. */
-        struct ntbf_nvme_sqe s = {.opc = NTBF_NVME_ADM_CREATE_CQ, .cdw10 = sz, .cdw11 = 1};
+        struct ntbf_nvme_sqe s = {
+            .opc = NTBF_NVME_ADM_CREATE_CQ, .cdw10 = (cq_entries - 1) << 16 | qid, .cdw11 = 1};
         s.prp1 = cq_dev;
         int r = nvme_admin(c, &s, NULL);
         if (r)

@@ -44,7 +44,8 @@ struct nvme_wait {
 
 struct nvme_queue {
         uint16_t qid;
-        uint32_t entries;
+        uint32_t entries;    /* SQ entries */
+        uint32_t cq_entries; /* CQ entries (equal unless nvme_queue_alloc_cq chose) */
         struct ntbf_nvme_sqe *sq;
         volatile struct ntbf_nvme_cqe *cq;
         uint64_t sq_dev, cq_dev;
@@ -97,6 +98,9 @@ int nvme_admin(struct nvme_ctrl *c, struct ntbf_nvme_sqe *cmd, struct ntbf_nvme_
 
 /* Memory of a queue pair of entries entries (SQ, CQ, PRP list pages) from dma. */
 int nvme_queue_alloc(struct nvme_dma *dma, uint32_t entries, struct nvme_queue *q);
+/* The same with a CQ of its own size. */
+int nvme_queue_alloc_cq(struct nvme_dma *dma, uint32_t entries, uint32_t cq_entries,
+                        struct nvme_queue *q);
 /* Use q as queue pair qid of the controller whose BAR0 is bar0: doorbells, fresh indices. */
 void nvme_queue_bind(struct nvme_queue *q, volatile void *bar0, uint16_t qid);
 /* Zero the queue memory and indices (before the queue pair is created again). */
@@ -104,6 +108,9 @@ void nvme_queue_clear(struct nvme_queue *q);
 /* Admin: create the CQ then the SQ of pair qid on memory at sq_dev / cq_dev (polled CQ). */
 int nvme_create_qpair(struct nvme_ctrl *c, uint16_t qid, uint32_t entries, uint64_t sq_dev,
                       uint64_t cq_dev);
+/* The same with a CQ of cq_entries. */
+int nvme_create_qpair_cq(struct nvme_ctrl *c, uint16_t qid, uint32_t entries, uint32_t cq_entries,
+                         uint64_t sq_dev, uint64_t cq_dev);
 /* Admin: delete the SQ then the CQ of pair qid. */
 int nvme_delete_qpair(struct nvme_ctrl *c, uint16_t qid);
 

@@ -210,6 +210,77 @@ static void verify(uint64_t pos, uint64_t len, uint64_t seed)
         reply("ok");
 }
 
+/*
+ * Write n 4 KiB blocks from pos with up to qd commands outstanding (reaping only when qd are
+ * outstanding or all are submitted), then read them back the same way and check every byte.
+ * Answers "ok MOST STRAYS": the most commands that were outstanding, completions for no
+ * command.
+ */
+static void burst(uint64_t pos, unsigned n, unsigned qd, uint64_t seed)
+{
+        static int16_t idx[65536];
+        bool done_map[128];
+        if (n > 128 || !qd || !ctrl.lba_shift || (pos & 4095)) {
+                reply("err bad burst");
+                return;
+        }
+        uint8_t *base = pool_at(QMEM, (uint64_t)n * 4096);
+        uint64_t dev = pool.dev + QMEM;
+        uint32_t nlb = 4096u >> ctrl.lba_shift;
+        unsigned most = 0;
+        for (int pass = 0; pass < 2; pass++) {
+                uint8_t opc = pass ? NTBF_NVME_CMD_READ : NTBF_NVME_CMD_WRITE;
+                for (unsigned i = 0; i < n; i++) {
+                        if (pass)
+                                memset(base + i * 4096, 0xa5, 4096);
+                        else
+                                lh_pattern(seed, pos + i * 4096, base + i * 4096, 4096);
+                }
+                memset(done_map, 0, sizeof(done_map));
+                unsigned sub = 0, done = 0;
+                while (done < n) {
+                        while (sub < n && sub - done < qd) {
+                                struct ntbf_nvme_sqe cmd;
+                                uint64_t slba = (pos >> ctrl.lba_shift) + (uint64_t)sub * nlb;
+                                int r = nvme_rw_prep(&ctrl, &q, &cmd, opc, slba, nlb,
+                                                     dev + (uint64_t)sub * 4096, 0);
+                                int cid = r ? r : nvme_submit(&q, &cmd);
+                                if (cid == -EBUSY)
+                                        break;
+                                if (cid < 0) {
+                                        reply("err submit %d", cid);
+                                        return;
+                                }
+                                idx[cid] = (int16_t)sub++;
+                        }
+                        most = sub - done > most ? sub - done : most;
+                        struct ntbf_nvme_cqe e;
+                        uint64_t t0 = now_ns();
+                        while (!nvme_reap(&q, &e)) {
+                                if (now_ns() - t0 > (uint64_t)ctrl.wait.timeout_ms * 1000000u) {
+                                        reply("err timeout with %u of %u done", done, n);
+                                        return;
+                                }
+                                nap_us(10);
+                        }
+                        int i = e.cid == 0xffff ? -1 : idx[e.cid];
+                        if (i < 0 || i >= (int)sub || done_map[i] || nvme_cqe_status(&e)) {
+                                reply("err completion cid %u status 0x%x", e.cid,
+                                      nvme_cqe_status(&e));
+                                return;
+                        }
+                        done_map[i] = true;
+                        done++;
+                }
+        }
+        int64_t at = lh_pattern_check(seed, pos, base, (uint64_t)n * 4096);
+        if (at >= 0) {
+                reply("bad %lld 0x%02x", (long long)at, base[at]);
+                return;
+        }
+        reply("ok %u %llu", most, (unsigned long long)q.stray);
+}
+
 /* ---- accelerator --------------------------------------------------------------------------- */
 
 static volatile uint8_t *acc_regs(void)
@@ -363,7 +434,8 @@ static void command(char *line)
         } else if (!strcmp(cmd, "qown") || !strcmp(cmd, "qreset")) {
                 bool own = !strcmp(cmd, "qown");
                 if (own) {
-                        r = nvme_queue_alloc(&dma, (uint32_t)v[1], &q);
+                        uint32_t cqe = n > 3 ? (uint32_t)v[2] : (uint32_t)v[1];
+                        r = nvme_queue_alloc_cq(&dma, (uint32_t)v[1], cqe, &q);
                         if (!r)
                                 nvme_queue_bind(&q, nvme_regs(), (uint16_t)v[0]);
                 } else {
@@ -371,7 +443,8 @@ static void command(char *line)
                         nvme_queue_clear(&q);
                 }
                 if (!r)
-                        r = nvme_create_qpair(&ctrl, q.qid, q.entries, q.sq_dev, q.cq_dev);
+                        r = nvme_create_qpair_cq(&ctrl, q.qid, q.entries, q.cq_entries, q.sq_dev,
+                                                 q.cq_dev);
                 if (r >= 0) {
                         reply("ok %d", r);
                         return;
@@ -417,6 +490,9 @@ static void command(char *line)
                 return;
         } else if (!strcmp(cmd, "run")) {
                 run(v[0], v[1], v[2], (unsigned)v[3]);
+                return;
+        } else if (!strcmp(cmd, "burst")) {
+                burst(v[0], (unsigned)v[1], (unsigned)v[2], v[3]);
                 return;
         } else if (!strcmp(cmd, "verify")) {
                 verify(v[0], v[1], v[2]);

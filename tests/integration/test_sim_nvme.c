@@ -191,6 +191,31 @@ static void test_identify_and_io(void **state)
         rig_down(&g);
 }
 
+/* Many commands in flight, and a completion queue smaller than the submission queue: the
+ * controller stops fetching while the CQ is full and goes on when the borrower's CQ head
+ * doorbell, written through the NTB, frees entries. */
+static void test_queue_depth(void **state)
+{
+        (void)state;
+        static struct rig g; /* static: rig_teardown finds it after a failure */
+        rig_up(&g);
+        struct bproc b;
+        borrower_up(&b, &g, 0);
+        expect_status(bp_ok(&b, "qown 1 64 8"), 0);
+        const char *r = bp_ok(&b, "burst %llu 128 48 41", (unsigned long long)(48 * MiB));
+        assert_int_equal(bp_num(r, 1), 48); /* 48 outstanding against 7 free CQ entries */
+        assert_int_equal(bp_num(r, 2), 0);
+        image_has(&g, 48 * MiB, 128 * 4096, 41);
+        /* A full ring: 63 outstanding in 64 entries, around it twice. */
+        bp_ok(&b, "qreset");
+        expect_status(bp_ok(&b, "qown 2 64"), 0);
+        r = bp_ok(&b, "burst %llu 128 63 42", (unsigned long long)(52 * MiB));
+        assert_int_equal(bp_num(r, 1), 63);
+        image_has(&g, 52 * MiB, 128 * 4096, 42);
+        bp_quit(&b);
+        rig_down(&g);
+}
+
 static void test_eight_processes(void **state)
 {
         (void)state;
@@ -387,6 +412,7 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test_teardown(test_identify_and_io, rig_teardown),
+            cmocka_unit_test_teardown(test_queue_depth, rig_teardown),
             cmocka_unit_test_teardown(test_eight_processes, rig_teardown),
             cmocka_unit_test_teardown(test_persist_across_restart, rig_teardown),
             cmocka_unit_test_teardown(test_window_drop, rig_teardown),
