@@ -186,7 +186,7 @@ static void cleanup(void)
         rmdir(dir);
 }
 
-static void die(const char *what, int r)
+_Noreturn static void die(const char *what, int r)
 {
         fprintf(stderr, "bench_nvme: %s: %s\n", what, r < 0 ? ntbf_strerror(r) : "NVMe status");
         cleanup();
@@ -362,7 +362,7 @@ int main(int argc, char **argv)
         }
         const struct ntbf_backend_ops *ops = ntbf_backend_find("sim");
         struct ntbf_backend *be;
-        struct ntbf_adapter_h *hl, *hb;
+        struct ntbf_adapter_h *hl = NULL, *hb = NULL;
         struct ntbf_backend_env env = {t, dir, NTBF_NONE};
         uint32_t ln = ntbf_topo_find_node(t, "lender"), bn = ntbf_topo_find_node(t, "borrower");
         uint32_t la = t->nodes[ln].adapters[0], ba = t->nodes[bn].adapters[0];
@@ -419,7 +419,7 @@ int main(int argc, char **argv)
         struct side *sides[2] = {&rem, &loc};
         for (int i = 0; i < 2; i++) {
                 struct side *s = sides[i];
-                void *va;
+                void *va = NULL;
                 if ((r = nvme_queue_alloc(&s->dma, QDEPTH, &s->q)) ||
                     (r = nvme_dma_alloc(&s->dma, 256 * 1024, 4096, &va, &s->buf_dev)))
                         die("queue memory", r);
