@@ -23,7 +23,40 @@
  * "borrower", probes its adapter and answers each command with one line: "ok [values]",
  * "bad ..." (a check failed) or "err ..." (a call failed). Addresses it is told (the DMA
  * window's device-side address, BAR addresses) come from the test, as SmartIO's services
- * would hand them to a borrower. The commands are listed in command() below.
+ * would hand them to a borrower. Numbers may be decimal or 0x hexadecimal.
+ *
+ *   pool SIZE CHUNK IOVA DEV        DMA memory (lendhand.h lh_pool_new); its first MiB holds
+ *                                   queues, PRP lists and Identify data, the rest data buffers
+ *   mapbar KEY SLOT ADDR SIZE       map lender address ADDR (a BAR) through the window from
+ *                                   SLOT on: KEY 0 NVMe BAR0, 1 accelerator BAR0, 2 its BAR2
+ *   cfgon DEVICE                    Memory Space and Bus Master Enable of a lender device
+ *   nvme-enable ADMIN_ENTRIES       reset, admin queues in the pool, enable, identify
+ *   idctrl | idns                   -> ok STATUS PHYS (the data, at PHYS in this host)
+ *   qalloc ENTRIES                  queue memory only -> ok SQ_DEV CQ_DEV
+ *   qcreate QID ENTRIES SQ CQ       (manager) create a pair on another process's memory
+ *   qbind QID                       use the memory of qalloc as pair QID
+ *   qown QID ENTRIES [CQ_ENTRIES]   qalloc + qcreate + qbind
+ *   qreset                          delete the current pair, clear it, create it again
+ *   geom [LBA_SHIFT MAX_XFER]       the namespace geometry (set: as the manager found it)
+ *   timeout MS                      command timeout
+ *   buf OFF LEN                     the current data buffer, pool[OFF, +LEN) -> ok DEV PHYS
+ *   fill SEED POS | fillb BYTE      fill it: pattern of namespace position POS, or a byte
+ *   check SEED POS | checkb BYTE    check it -> ok | bad INDEX VALUE
+ *   io OPC POS                      read/write it at namespace byte POS -> ok STATUS
+ *   flush | shutdown                -> ok STATUS
+ *   run POS LEN SEED NPROC          write and read back [POS, +LEN) with varied sizes and
+ *                                   page offsets after a barrier of NPROC processes
+ *                                   -> ok COMMANDS T0_NS T1_NS
+ *   verify POS LEN SEED             read [POS, +LEN) back and check every byte
+ *   burst POS N QD SEED             N 4 KiB writes then reads with QD in flight
+ *                                   -> ok MOST_OUTSTANDING STRAYS
+ *   acc-enable                      -> ok ID MEMSIZE MEM_ADDR
+ *   acc-copy SRC DST LEN            one descriptor, waited for
+ *                                   -> ok STATUS HEAD COMPLETED ERRORS LAST_ERROR BYTES
+ *   pfill|pcheck OFF LEN SEED       pool memory (this host's RAM): pattern from 0
+ *   pfillb|pcheckb OFF LEN BYTE
+ *   mfill|mcheck OFF LEN SEED       the accelerator's BAR2 through the window
+ *   quit                            unmap, free, detach, exit 0
  */
 
 #define QMEM   (UINT64_C(1) << 20) /* the pool's first MiB: queues, PRP lists, Identify data */
