@@ -15,6 +15,7 @@
 #include "ntbfab/error.h"
 #include "ntbfab/sim.h"
 #include "accel.h"
+#include "cfgspace.h"
 #include "lendhand.h"
 #include "nvme_drv.h"
 
@@ -30,6 +31,7 @@
  *   mapbar KEY SLOT ADDR SIZE       map lender address ADDR (a BAR) through the window from
  *                                   SLOT on: KEY 0 NVMe BAR0, 1 accelerator BAR0, 2 its BAR2
  *   cfgon DEVICE                    Memory Space and Bus Master Enable of a lender device
+ *   flr DEVICE                      Function Level Reset by a config write; waits for it
  *   nvme-enable ADMIN_ENTRIES       reset, admin queues in the pool, enable, identify
  *   idctrl | idns                   -> ok STATUS PHYS (the data, at PHYS in this host)
  *   qalloc ENTRIES                  queue memory only -> ok SQ_DEV CQ_DEV
@@ -431,6 +433,19 @@ static void command(char *line)
                         return;
                 }
                 lh_cfg_enable(cfg);
+        } else if (!strcmp(cmd, "flr")) {
+                /* The config write a borrower's kernel forwards to the lender (article 4.2). */
+                uint8_t *cfg = ntbf_sim_cfg(be, (uint32_t)v[0], 0);
+                uint32_t e = cfg ? ntbf_sim_cfg_find_cap(cfg, NTBF_PCI_CAP_ID_EXP) : 0;
+                if (!e ||
+                    ntbf_sim_cfg_write(cfg, e + NTBF_PCI_EXP_DEVCTL, NTBF_PCI_EXP_DEVCTL_FLR, 2)) {
+                        reply("err no FLR");
+                        return;
+                }
+                uint64_t t0 = now_ns();
+                while (ntbf_sim_cfg_flr_pending(cfg) && now_ns() - t0 < UINT64_C(2000000000))
+                        nap_us(50);
+                r = ntbf_sim_cfg_flr_pending(cfg) ? -ETIMEDOUT : 0;
         } else if (!strcmp(cmd, "nvme-enable")) {
                 r = dma_init();
                 if (!r)

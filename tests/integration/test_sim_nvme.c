@@ -15,6 +15,7 @@
 
 #include "ntbfab/error.h"
 #include "devtest_rig.h"
+#include "cfgspace.h"
 #include "lendhand.h"
 #include "nvme.h"
 
@@ -291,6 +292,63 @@ static void test_eight_processes(void **state)
         rig_down(&g);
 }
 
+static void sleep_ms(unsigned ms)
+{
+        struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+        nanosleep(&ts, NULL);
+}
+
+/* The device host alone restarts under a borrower that keeps its mappings: the controller's
+ * queues are gone, it says so (CSTS.CFS), and a reset by the borrower brings it back. Then a
+ * Function Level Reset from the borrower: back to power-on, data kept. */
+static void test_devhost_restart_and_flr(void **state)
+{
+        (void)state;
+        static struct rig g; /* static: rig_teardown finds it after a failure */
+        rig_up(&g);
+        struct bproc b;
+        borrower_up(&b, &g, 0);
+        expect_status(bp_ok(&b, "qown 1 32"), 0);
+        write_at(&b, 1 * MiB, 65536, 5 * MiB, 51);
+        ntbf_sim_devhost_stop(g.dh);
+        char why[256];
+        struct ntbf_sim_devhost_opts o = {.model_for = ntbf_sim_builtin_model};
+        if (ntbf_sim_devhost_start(g.b, &o, &g.dh, why, sizeof(why)))
+                fail_msg("%s", why);
+        const struct ntbf_device *nd = &g.t->devices[g.nvme];
+        uint8_t *regs = ram(&g, g.ln, ntbf_device_bar_addr(nd, 0, 0), NTBF_NVME_BAR0_SIZE);
+        uint32_t csts = 0;
+        for (int i = 0; i < 200 && !(csts & NTBF_NVME_CSTS_CFS); i++) {
+                sleep_ms(5);
+                csts = (uint32_t)le(regs + NTBF_NVME_REG_CSTS, 4);
+        }
+        assert_true(csts & NTBF_NVME_CSTS_CFS);
+        bp_ok(&b, "timeout 300");
+        bp_ok(&b, "buf %llu 65536", (unsigned long long)(2 * MiB));
+        bp_ok(&b, "fillb 0xa5");
+        expect_status(bp_ok(&b, "io %d %llu", NTBF_NVME_CMD_READ, (unsigned long long)(5 * MiB)),
+                      -ETIMEDOUT);
+        bp_ok(&b, "checkb 0xa5");
+        bp_ok(&b, "timeout 2000");
+        bp_ok(&b, "nvme-enable 16");
+        expect_status(bp_ok(&b, "qown 1 32"), 0);
+        read_check(&b, 2 * MiB, 65536, 5 * MiB, 51);
+
+        uint8_t *cfg = ntbf_sim_cfg(g.b, g.nvme, 0);
+        assert_true(ntbf_sim_cfg_bus_master(cfg));
+        bp_ok(&b, "flr %u", g.nvme);
+        assert_false(ntbf_sim_cfg_bus_master(cfg));
+        assert_int_equal(le(regs + NTBF_NVME_REG_CC, 4), 0);
+        assert_int_equal(le(regs + NTBF_NVME_REG_CSTS, 4), 0);
+        assert_int_equal(le(regs + NTBF_NVME_REG_ASQ, 8), 0);
+        bp_ok(&b, "cfgon %u", g.nvme);
+        bp_ok(&b, "nvme-enable 16");
+        expect_status(bp_ok(&b, "qown 1 32"), 0);
+        read_check(&b, 3 * MiB, 65536, 5 * MiB, 51);
+        bp_quit(&b);
+        rig_down(&g);
+}
+
 static void test_persist_across_restart(void **state)
 {
         (void)state;
@@ -328,12 +386,6 @@ static void test_persist_across_restart(void **state)
         read_check(&b, 5 * MiB, 4096, q + 4096, 0);
         bp_quit(&b);
         rig_down(&g);
-}
-
-static void sleep_ms(unsigned ms)
-{
-        struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
-        nanosleep(&ts, NULL);
 }
 
 static void test_window_drop(void **state)
@@ -414,6 +466,7 @@ int main(void)
             cmocka_unit_test_teardown(test_identify_and_io, rig_teardown),
             cmocka_unit_test_teardown(test_queue_depth, rig_teardown),
             cmocka_unit_test_teardown(test_eight_processes, rig_teardown),
+            cmocka_unit_test_teardown(test_devhost_restart_and_flr, rig_teardown),
             cmocka_unit_test_teardown(test_persist_across_restart, rig_teardown),
             cmocka_unit_test_teardown(test_window_drop, rig_teardown),
         };
