@@ -86,8 +86,8 @@ int nvme_ctrl_enable(struct nvme_ctrl *c, volatile void *bar0, struct nvme_dma *
 int nvme_ctrl_disable(struct nvme_ctrl *c);
 /* Normal shutdown (CC.SHN = 1) and wait for CSTS.SHST = complete. */
 int nvme_ctrl_shutdown(struct nvme_ctrl *c);
-/* Identify Controller and Namespace 1 into c->id (the controller's data stays in c->id after
- * the call is the namespace's); fills nsze, lba_shift and max_xfer. ctrl/ns may be NULL. */
+/* Identify Controller and Namespace 1, copied to ctrl and ns unless NULL (c->id holds the
+ * namespace's data afterwards); fills nsze, lba_shift and max_xfer. */
 int nvme_ctrl_identify(struct nvme_ctrl *c, uint8_t ctrl[4096], uint8_t ns[4096]);
 
 /* One Identify command with data into c->id. */

@@ -188,6 +188,10 @@ static void test_identify_and_io(void **state)
         struct ntbf_counters l4 = rig_ctr(&g, g.hl), b4 = rig_ctr(&g, g.hb);
         assert_int_equal(l4.drop_unprogrammed + l4.drop_no_rid + l4.master_abort, 0);
         assert_int_equal(b4.iommu_fault + b4.master_abort, 0);
+        /* A normal shutdown, seen in the lender's registers. */
+        expect_status(bp_ok(&b, "shutdown"), 0);
+        assert_int_equal(le(regs + NTBF_NVME_REG_CSTS, 4) & NTBF_NVME_CSTS_SHST_MASK,
+                         NTBF_NVME_CSTS_SHST_DONE);
         bp_quit(&b);
         rig_down(&g);
 }
