@@ -1,5 +1,4 @@
-/* bench/bench_dmamap.c: DMA map+unmap of one 4 KiB page through the device API, 1 / 1,000 /
- * 1,000,000 live. */
+/* bench/bench_dmamap.c: DMA map+unmap through the device API, 1 to 1,000,000 live mappings. */
 #include <getopt.h>
 #include <json-c/json.h>
 #include <stdint.h>

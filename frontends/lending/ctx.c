@@ -1,5 +1,4 @@
-/* frontends/lending/ctx.c: device API contexts: who we are, the daemon connection, the backend,
- * errors. */
+/* frontends/lending/ctx.c: contexts: identity, the daemon connection, the backend, errors. */
 #include <errno.h>
 #include <json-c/json.h>
 #include <poll.h>

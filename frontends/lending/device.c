@@ -1,5 +1,4 @@
-/* frontends/lending/device.c: devices of the device API: open, config space, BARs, DMA, MSI-X,
- * peers. */
+/* frontends/lending/device.c: devices: open, config space, BARs, DMA, MSI-X, peers, events. */
 #include <errno.h>
 #include <inttypes.h>
 #include <json-c/json.h>

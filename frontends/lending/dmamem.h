@@ -1,5 +1,4 @@
-/* frontends/lending/dmamem.h: DMA-able memory for ntbf_dma_alloc, sub-allocated from backend
- * chunks. */
+/* frontends/lending/dmamem.h: DMA memory for ntbf_dma_alloc, carved from backend chunks. */
 #ifndef NTBF_LENDING_DMAMEM_H
 #define NTBF_LENDING_DMAMEM_H
 

@@ -1,5 +1,4 @@
-/* frontends/lending/iova.c: a buddy allocator of I/O virtual pages with an O(1) single-page path.
- */
+/* frontends/lending/iova.c: a buddy allocator of I/O virtual pages, O(1) for single pages. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,4 @@
-/* frontends/lending/lending.h: the device API's internal objects (contexts, devices) and helpers.
- */
+/* frontends/lending/lending.h: the device API's internal objects (contexts, devices). */
 #ifndef NTBF_LENDING_H
 #define NTBF_LENDING_H
 

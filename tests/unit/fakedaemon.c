@@ -1,5 +1,4 @@
-/* tests/unit/fakedaemon.c: a fake node daemon (JSON-RPC on DIR/run/NODE.sock) over a simulated
- * fabric. */
+/* tests/unit/fakedaemon.c: a fake node daemon (JSON-RPC) over a simulated fabric. */
 #include <errno.h>
 #include <fcntl.h>
 #include <json-c/json.h>

@@ -1,5 +1,4 @@
-/* tests/unit/test_device_alloc.c: the device API's allocators: IOVA buddy, mapping table, DMA
- * memory. */
+/* tests/unit/test_device_alloc.c: the device API's allocators (IOVA, mapping table, memory). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,5 +1,4 @@
-/* tests/unit/test_device_api.c: the device API on a simulated two-host fabric behind a fake daemon.
- */
+/* tests/unit/test_device_api.c: the device API on a two-host simulated fabric, fake daemon. */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
