@@ -330,9 +330,8 @@ static int parse_open(struct ntbf_dev *d, struct json_object *res)
                 return p.err;
         d->info.local = get_bool(info, "local", !get_obj(res, "dma"));
         find_in_topology(d);
-        if (parse_bars(&p, res) || setup_dma(&p, res))
-                return p.err ? p.err : -EINVAL;
-        return 0;
+        int r = parse_bars(&p, res);
+        return r ? r : setup_dma(&p, res);
 }
 
 /* ---- open and close --------------------------------------------------------------------- */

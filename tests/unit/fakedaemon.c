@@ -429,7 +429,10 @@ static void do_open(struct fakedaemon *fk, uint32_t c, struct json_object *id,
         if (!x->local)
                 x->shares_used |= 1u << s;
         fk->handles[h] = (struct fk_handle){true, (uint32_t)(x - fk->devs), c, s, {0}};
-        reply(fk, c, id, open_result(fk, h, x, x->dma_iova + s * size, size));
+        struct json_object *res = open_result(fk, h, x, x->dma_iova + s * size, size);
+        if (fk->drop_key)
+                json_object_object_del(res, fk->drop_key);
+        reply(fk, c, id, res);
 }
 
 static uint8_t *cfg_of(struct fakedaemon *fk, struct fk_dev *x)

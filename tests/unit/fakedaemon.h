@@ -78,6 +78,7 @@ struct fakedaemon {
         struct fk_conn conns[FK_MAX_CONNS];
         struct fk_handle handles[FK_MAX_HANDLES];
         atomic_bool silent;   /* read requests, answer nothing (a hung daemon) */
+        const char *drop_key; /* leave this member out of device.open answers (a broken daemon) */
         atomic_uint requests; /* requests received */
         atomic_uint closes;   /* device.close calls */
         atomic_uint subscribed;

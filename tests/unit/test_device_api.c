@@ -293,13 +293,30 @@ static void test_open_config_and_bars(void **state)
         assert_non_null(strstr(ntbf_ctx_error(g.ctx), "device.open"));
         assert_int_equal(ntbf_dev_open(g.ctx, 0x4000, NULL), -EINVAL);
 
+        /* A daemon answer without what the API needs: refused, and the handle given back. */
+        unsigned closes = atomic_load(&g.fk.closes);
+        static const char *const keys[] = {"dma", "msi", "iova", "info"};
+        for (unsigned k = 0; k < 4; k++) {
+                g.fk.drop_key = keys[k];
+                assert_int_equal(ntbf_dev_open(g.ctx, g.acc->fdid, &byaddr), NTBF_EPROTO);
+                assert_non_null(strstr(ntbf_ctx_error(g.ctx), keys[k]));
+                assert_int_equal(atomic_load(&g.fk.closes), closes + k + 1);
+        }
+        /* Without a handle there is nothing to give back (the daemon drops it with the
+         * connection). */
+        g.fk.drop_key = "handle";
+        assert_int_equal(ntbf_dev_open(g.ctx, g.acc1->fdid, &byaddr), NTBF_EPROTO);
+        assert_non_null(strstr(ntbf_ctx_error(g.ctx), "'handle'"));
+        assert_int_equal(atomic_load(&g.fk.closes), closes + 4);
+        g.fk.drop_key = NULL;
+
         /* Two devices at once; closing releases the handles at the daemon. */
         struct ntbf_dev *acc = open_ok(&g, g.acc->fdid);
         assert_int_equal(ntbf_dev_info(acc, &in), 0);
         assert_int_equal(in.device_id, NTBF_SIM_ACCEL_DEVICE_ID);
         assert_true(in.bars[2].prefetchable);
         assert_int_equal(in.bars[2].size, 16 * MiB);
-        unsigned closes = atomic_load(&g.fk.closes);
+        closes = atomic_load(&g.fk.closes);
         ntbf_dev_close(acc);
         ntbf_dev_close(nvme);
         assert_int_equal(atomic_load(&g.fk.closes), closes + 2);
