@@ -93,15 +93,31 @@ static uint32_t copy(void *regs, uint64_t src, uint64_t dst, uint32_t len)
         return 0;
 }
 
+/* What a failed test leaves: the daemon child and the instance (teardown removes them). */
+static pid_t child = -1;
+static struct fk_fabric f;
+
+static int teardown(void **state)
+{
+        (void)state;
+        if (child > 0) {
+                kill(child, SIGKILL);
+                waitpid(child, NULL, 0);
+                child = -1;
+        }
+        if (f.t)
+                fk_fabric_down(&f);
+        return 0;
+}
+
 static void test_daemon_sigkilled(void **state)
 {
         (void)state;
         unsetenv("NTBFAB_CONFIG");
-        struct fk_fabric f;
         assert_int_equal(fk_fabric_create(&f, yaml), 0);
         int p[2];
         assert_int_equal(pipe(p), 0);
-        pid_t pid = fork();
+        pid_t pid = child = fork();
         assert_true(pid >= 0);
         if (pid == 0) {
                 close(p[0]);
@@ -135,6 +151,7 @@ static void test_daemon_sigkilled(void **state)
 
         assert_int_equal(kill(pid, SIGKILL), 0);
         assert_int_equal(waitpid(pid, NULL, 0), pid);
+        child = -1;
         uint64_t t0 = now_ms();
         uint32_t v;
         assert_int_equal(ntbf_dev_cfg_read(dev, 0, 4, &v), -EPIPE);
@@ -162,7 +179,7 @@ static void test_daemon_sigkilled(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_daemon_sigkilled),
+            cmocka_unit_test_teardown(test_daemon_sigkilled, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -106,6 +106,12 @@ void fk_fabric_down(struct fk_fabric *f)
         rmdir(path);
         snprintf(path, sizeof(path), "%s/cluster.yaml", f->dir);
         unlink(path);
+        /* A daemon that was killed leaves its socket behind. */
+        if (f->t)
+                for (uint32_t n = 0; n < f->t->nnodes; n++) {
+                        snprintf(path, sizeof(path), "%s/run/%s.sock", f->dir, f->t->nodes[n].name);
+                        unlink(path);
+                }
         snprintf(path, sizeof(path), "%s/run", f->dir);
         rmdir(path);
         rmdir(f->dir);

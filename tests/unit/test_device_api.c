@@ -107,9 +107,13 @@ struct rig {
         struct fk_dev *nvme, *acc, *acc1;
 };
 
+/* The rig of the running test, so that a failed test is cleaned up by teardown. */
+static struct rig *current;
+
 static void rig_up_yaml(struct rig *g, const char *node, const char *yaml)
 {
         memset(g, 0, sizeof(*g));
+        current = g;
         unsetenv("NTBFAB_CONFIG");
         unsetenv("NTBFAB_RPC_TIMEOUT_MS");
         assert_int_equal(fk_fabric_up(&g->f, yaml, true), 0);
@@ -138,6 +142,7 @@ static void rig_up(struct rig *g, const char *node)
 
 static void rig_down(struct rig *g)
 {
+        current = NULL;
         ntbf_ctx_close(g->ctx);
         fk_kill(&g->fk);
         fk_fabric_down(&g->f);
@@ -858,21 +863,32 @@ static void test_threads(void **state)
         rig_down(&g);
 }
 
+static int teardown(void **state)
+{
+        (void)state;
+        if (current) {
+                unsetenv("NTBFAB_RPC_TIMEOUT_MS");
+                atomic_store(&current->fk.silent, false);
+                rig_down(current);
+        }
+        return 0;
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_open_config_and_bars),
-            cmocka_unit_test(test_dma_both_ways),
-            cmocka_unit_test(test_msix),
-            cmocka_unit_test(test_iova_exhaustion),
-            cmocka_unit_test(test_window_without_iommu),
-            cmocka_unit_test(test_local_device),
-            cmocka_unit_test(test_map_peer),
-            cmocka_unit_test(test_lost_event),
-            cmocka_unit_test(test_daemon_dies),
-            cmocka_unit_test(test_daemon_hangs),
-            cmocka_unit_test(test_ctx_open),
-            cmocka_unit_test(test_threads),
+            cmocka_unit_test_teardown(test_open_config_and_bars, teardown),
+            cmocka_unit_test_teardown(test_dma_both_ways, teardown),
+            cmocka_unit_test_teardown(test_msix, teardown),
+            cmocka_unit_test_teardown(test_iova_exhaustion, teardown),
+            cmocka_unit_test_teardown(test_window_without_iommu, teardown),
+            cmocka_unit_test_teardown(test_local_device, teardown),
+            cmocka_unit_test_teardown(test_map_peer, teardown),
+            cmocka_unit_test_teardown(test_lost_event, teardown),
+            cmocka_unit_test_teardown(test_daemon_dies, teardown),
+            cmocka_unit_test_teardown(test_daemon_hangs, teardown),
+            cmocka_unit_test_teardown(test_ctx_open, teardown),
+            cmocka_unit_test_teardown(test_threads, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
