@@ -248,7 +248,8 @@ static int setup_dma(struct parse *p, struct json_object *res)
         struct ntbf_ctx *ctx = d->ctx;
         struct json_object *dma = get_obj(res, "dma"), *msi = get_obj(res, "msi");
         struct json_object *share = get_obj(res, "iova");
-        bool isolated = get_bool(res, "isolated", false);
+        bool isolated =
+            get_bool(res, "isolated", false) || get_bool(get_obj(res, "info"), "isolated", false);
         if (!d->info.local) {
                 uint32_t a;
                 if (!dma || !msi)
@@ -276,23 +277,32 @@ static int setup_dma(struct parse *p, struct json_object *res)
                         d->mode = NTBF__DMA_WINDOW;
                         return 0;
                 }
-        } else if (isolated) {
-                uint64_t rid = 0;
-                d->mode = NTBF__DMA_ISOLATED;
-                if (!share || get_u64(p, res, "rid", true, &rid) < 0)
-                        return share ? p->err
-                                     : bad(p, "for an isolated device has no '%s'", "iova");
+        } else {
+                d->mode = NTBF__DMA_PHYS;
+                if (d->tdev != NTBF_NONE && ctx->topo->devices[d->tdev].dma_bits < 64)
+                        d->addr_end = UINT64_C(1) << ctx->topo->devices[d->tdev].dma_bits;
+                if (!isolated)
+                        return 0;
+                /* Its own IOMMU domain on this host: buffers are mapped there at their
+                 * physical addresses, so its DMA addresses stay host-physical. */
+                uint64_t rid = NTBF_NONE;
+                if (get_u64(p, res, "rid", false, &rid) < 0)
+                        return p->err;
+                if (rid == NTBF_NONE && d->tdev != NTBF_NONE)
+                        rid = ntbf_device_rid(&ctx->topo->devices[d->tdev], d->tfunc);
+                if (rid > 0xffff)
+                        return bad(p,
+                                   "for an isolated device has no '%s' (and the fdid is not in "
+                                   "the cluster file)",
+                                   "rid");
                 if (!ctx->ops->dev_iommu_map || !ctx->ops->dev_iommu_unmap || !ctx->h0)
                         return ntbf__fail(ctx, NTBF_EUNSUPPORTED,
                                           "device %s is isolated in its own IOMMU domain, but the "
                                           "%s backend cannot map into such domains",
                                           d->info.bdf, ctx->ops->name);
+                d->mode = NTBF__DMA_ISOLATED;
                 d->rid = (struct ntbf_rid){ctx->node_idx, (uint16_t)rid, 0xffff};
                 d->dh = ctx->h0;
-        } else {
-                d->mode = NTBF__DMA_PHYS;
-                if (d->tdev != NTBF_NONE && ctx->topo->devices[d->tdev].dma_bits < 64)
-                        d->addr_end = UINT64_C(1) << ctx->topo->devices[d->tdev].dma_bits;
                 return 0;
         }
         if (get_u64(p, share, "base", true, &d->share_iova) < 0 ||
@@ -301,14 +311,10 @@ static int setup_dma(struct parse *p, struct json_object *res)
         if (d->share_iova % PAGE || d->share_size % PAGE || !d->share_size ||
             d->share_size / PAGE >= NTBF__IOVA_NONE)
                 return bad(p, "has an '%s' share that is not a page-aligned range", "iova");
-        if (d->mode == NTBF__DMA_IOVA) {
-                if (d->share_iova < d->dma_iova || d->share_iova - d->dma_iova > d->dma_size ||
-                    d->share_size > d->dma_size - (d->share_iova - d->dma_iova))
-                        return bad(p, "has an '%s' share outside the DMA window", "iova");
-                d->dev_base = d->dma_dev + (d->share_iova - d->dma_iova);
-        } else {
-                d->dev_base = d->share_iova;
-        }
+        if (d->share_iova < d->dma_iova || d->share_iova - d->dma_iova > d->dma_size ||
+            d->share_size > d->dma_size - (d->share_iova - d->dma_iova))
+                return bad(p, "has an '%s' share outside the DMA window", "iova");
+        d->dev_base = d->dma_dev + (d->share_iova - d->dma_iova);
         if (ntbf__iova_init(&d->iova, (uint32_t)(d->share_size / PAGE)))
                 return ntbf__fail(ctx, -ENOMEM, "out of memory for the IOVA allocator");
         return 0;
@@ -340,6 +346,7 @@ static void dev_free(struct ntbf_dev *d)
 {
         ntbf__iova_fini(&d->iova);
         ntbf__maptab_fini(&d->maps);
+        ntbf__maptab_fini(&d->pages);
         free(d->vecs);
         free(d->peers);
         if (d->evfd >= 0)
@@ -647,6 +654,40 @@ static int dma_fail_window(struct ntbf_dev *d, uint64_t size)
                           d->info.bdf, size, d->share_size, d->iova.used);
 }
 
+/*
+ * An isolated local device: pages [first, first + n pages) mapped at their own addresses in
+ * its domain. Mappings may overlap (two buffers in one page), so each page is counted and
+ * mapped on its first use, unmapped after its last. Caller holds dev->lock.
+ */
+static void domain_unmap(struct ntbf_dev *d, uint64_t first, uint64_t n)
+{
+        for (uint64_t k = 0; k < n; k++) {
+                uint32_t left = 1;
+                uint64_t pa = first + k * PAGE;
+                if (!ntbf__maptab_put(&d->pages, pa, 1, &left) && !left)
+                        d->ctx->ops->dev_iommu_unmap(d->dh, &d->rid, pa, PAGE);
+        }
+}
+
+static int domain_map(struct ntbf_dev *d, uint64_t first, uint64_t n)
+{
+        for (uint64_t k = 0; k < n; k++) {
+                uint32_t refs = 0;
+                uint64_t pa = first + k * PAGE;
+                int r = ntbf__maptab_get(&d->pages, pa, 1, &refs);
+                if (!r && refs == 1) {
+                        r = d->ctx->ops->dev_iommu_map(d->dh, &d->rid, pa, pa, PAGE);
+                        if (r)
+                                ntbf__maptab_put(&d->pages, pa, 1, NULL);
+                }
+                if (r) {
+                        domain_unmap(d, first, k);
+                        return r;
+                }
+        }
+        return 0;
+}
+
 int ntbf_dev_dma_map(struct ntbf_dev *dev, void *ptr, size_t size, uint64_t *ioaddr)
 {
         if (!dev)
@@ -667,8 +708,7 @@ int ntbf_dev_dma_map(struct ntbf_dev *dev, void *ptr, size_t size, uint64_t *ioa
         uint64_t pages = (off + size + PAGE - 1) / PAGE;
         int r = 0;
         switch (dev->mode) {
-        case NTBF__DMA_IOVA:
-        case NTBF__DMA_ISOLATED: {
+        case NTBF__DMA_IOVA: {
                 if (pages > dev->iova.npages)
                         return ntbf__fail(ctx, -EINVAL,
                                           "ntbf_dev_dma_map: %zu bytes exceed the %" PRIu64
@@ -681,10 +721,7 @@ int ntbf_dev_dma_map(struct ntbf_dev *dev, void *ptr, size_t size, uint64_t *ioa
                         return dma_fail_window(dev, size);
                 }
                 uint64_t iova = dev->share_iova + (uint64_t)idx * PAGE;
-                if (dev->mode == NTBF__DMA_IOVA)
-                        r = ctx->ops->iommu_map(dev->dh, iova, first, pages * PAGE);
-                else
-                        r = ctx->ops->dev_iommu_map(dev->dh, &dev->rid, iova, first, pages * PAGE);
+                r = ctx->ops->iommu_map(dev->dh, iova, first, pages * PAGE);
                 if (r)
                         ntbf__iova_free(&dev->iova, idx);
                 spin_unlock(&dev->lock);
@@ -710,6 +747,7 @@ int ntbf_dev_dma_map(struct ntbf_dev *dev, void *ptr, size_t size, uint64_t *ioa
                 *ioaddr = dev->dma_dev + (bus - dev->dma_iova);
                 break;
         case NTBF__DMA_PHYS:
+        case NTBF__DMA_ISOLATED:
                 if (dev->addr_end &&
                     (first >= dev->addr_end || pages * PAGE > dev->addr_end - first))
                         return ntbf__fail(ctx, NTBF_EADDRLIMIT,
@@ -720,10 +758,19 @@ int ntbf_dev_dma_map(struct ntbf_dev *dev, void *ptr, size_t size, uint64_t *ioa
                 break;
         }
         spin_lock(&dev->lock);
-        r = ntbf__maptab_get(&dev->maps, *ioaddr - off, (uint32_t)pages);
+        r = ntbf__maptab_get(&dev->maps, *ioaddr - off, (uint32_t)pages, NULL);
+        if (!r && dev->mode == NTBF__DMA_ISOLATED) {
+                r = domain_map(dev, first, pages);
+                if (r)
+                        ntbf__maptab_put(&dev->maps, first, (uint32_t)pages, NULL);
+        }
         spin_unlock(&dev->lock);
-        if (r)
+        if (r == -ENOMEM)
                 return ntbf__fail(ctx, r, "out of memory for the mapping table");
+        if (r)
+                return ntbf__fail(
+                    ctx, r, "cannot map 0x%" PRIx64 " in the IOMMU domain of %s on node %s: %s",
+                    first, dev->info.bdf, ctx->node, ntbf_strerror(r));
         return 0;
 }
 
@@ -738,7 +785,7 @@ int ntbf_dev_dma_unmap(struct ntbf_dev *dev, uint64_t ioaddr, size_t size)
                                   size);
         uint64_t pages = (off + size + PAGE - 1) / PAGE;
         int r = 0;
-        if (dev->mode == NTBF__DMA_IOVA || dev->mode == NTBF__DMA_ISOLATED) {
+        if (dev->mode == NTBF__DMA_IOVA) {
                 uint64_t rel = first - dev->dev_base;
                 if (first < dev->dev_base || rel >= dev->share_size)
                         goto notmapped;
@@ -749,10 +796,7 @@ int ntbf_dev_dma_unmap(struct ntbf_dev *dev, uint64_t ioaddr, size_t size)
                         goto notmapped;
                 }
                 uint64_t iova = dev->share_iova + rel;
-                if (dev->mode == NTBF__DMA_IOVA)
-                        r = ctx->ops->iommu_unmap(dev->dh, iova, pages * PAGE);
-                else
-                        r = ctx->ops->dev_iommu_unmap(dev->dh, &dev->rid, iova, pages * PAGE);
+                r = ctx->ops->iommu_unmap(dev->dh, iova, pages * PAGE);
                 /* The IOVA goes back even if the backend complained: it no longer maps it. */
                 ntbf__iova_free(&dev->iova, idx);
                 spin_unlock(&dev->lock);
@@ -762,7 +806,9 @@ int ntbf_dev_dma_unmap(struct ntbf_dev *dev, uint64_t ioaddr, size_t size)
                 return 0;
         }
         spin_lock(&dev->lock);
-        r = ntbf__maptab_put(&dev->maps, first, pages > UINT32_MAX ? 0 : (uint32_t)pages);
+        r = ntbf__maptab_put(&dev->maps, first, pages > UINT32_MAX ? 0 : (uint32_t)pages, NULL);
+        if (!r && dev->mode == NTBF__DMA_ISOLATED)
+                domain_unmap(dev, first, pages);
         spin_unlock(&dev->lock);
         if (!r)
                 return 0;
@@ -906,6 +952,16 @@ none:
                           d->info.bdf);
 }
 
+/* Undo the domain mapping of an interrupt address (isolated devices). */
+static void msi_unmap(struct ntbf_dev *d, uint64_t addr)
+{
+        if (d->mode != NTBF__DMA_ISOLATED)
+                return;
+        spin_lock(&d->lock);
+        domain_unmap(d, addr & ~(uint64_t)(PAGE - 1), 1);
+        spin_unlock(&d->lock);
+}
+
 static volatile uint32_t *msix_entry(struct ntbf_dev *d, unsigned v)
 {
         return (volatile uint32_t *)((uint8_t *)d->bars[d->msix_bir].ptr + d->msix_off +
@@ -947,7 +1003,7 @@ int ntbf_dev_irq_enable(struct ntbf_dev *dev, unsigned vector, int *eventfd_out)
         r = bar_get(dev, dev->msix_bir);
         if (r)
                 goto out;
-        struct ntbf_adapter_h *h = dev->dh && dev->mode != NTBF__DMA_ISOLATED ? dev->dh : ctx->h0;
+        struct ntbf_adapter_h *h = dev->dh ? dev->dh : ctx->h0;
         struct ntbf_irq irq;
         r = ctx->ops->irq_alloc(h, &irq);
         if (r) {
@@ -957,6 +1013,21 @@ int ntbf_dev_irq_enable(struct ntbf_dev *dev, unsigned vector, int *eventfd_out)
                 goto out;
         }
         uint64_t addr = irq.addr;
+        if (dev->mode == NTBF__DMA_ISOLATED) {
+                /* The message is a DMA write: its page must be in the device's domain too. */
+                spin_lock(&dev->lock);
+                r = domain_map(dev, irq.addr & ~(uint64_t)(PAGE - 1), 1);
+                spin_unlock(&dev->lock);
+                if (r) {
+                        ctx->ops->irq_free(h, &irq);
+                        bar_put(dev, dev->msix_bir);
+                        r = ntbf__fail(ctx, r,
+                                       "cannot map the interrupt address 0x%" PRIx64
+                                       " in the IOMMU domain of %s: %s",
+                                       irq.addr, dev->info.bdf, ntbf_strerror(r));
+                        goto out;
+                }
+        }
         if (!dev->info.local) {
                 /* The device writes into the MSI window; the window lands on irq.addr. */
                 if (irq.addr < dev->msi_host || irq.addr - dev->msi_host >= dev->msi_size) {
@@ -985,6 +1056,7 @@ int ntbf_dev_irq_enable(struct ntbf_dev *dev, unsigned vector, int *eventfd_out)
                                        (flags | MSIX_ENABLE) & ~(uint32_t)MSIX_MASKALL);
         if (r) {
                 msix_mask(dev, vector);
+                msi_unmap(dev, irq.addr);
                 ctx->ops->irq_free(h, &irq);
                 bar_put(dev, dev->msix_bir);
                 goto out;
@@ -1000,8 +1072,9 @@ out:
 static void vec_off(struct ntbf_dev *d, unsigned v)
 {
         struct ntbf_ctx *ctx = d->ctx;
-        struct ntbf_adapter_h *h = d->dh && d->mode != NTBF__DMA_ISOLATED ? d->dh : ctx->h0;
+        struct ntbf_adapter_h *h = d->dh ? d->dh : ctx->h0;
         msix_mask(d, v);
+        msi_unmap(d, d->vecs[v].irq.addr);
         ctx->ops->irq_free(h, &d->vecs[v].irq);
         d->vecs[v].on = false;
         bar_put(d, d->msix_bir);
@@ -1051,11 +1124,15 @@ int ntbf_dev_event(struct ntbf_dev *dev, enum ntbf_dev_event_kind *kind)
 static void unmap_iova(void *arg, uint32_t idx, uint32_t n)
 {
         struct ntbf_dev *d = arg;
-        uint64_t iova = d->share_iova + (uint64_t)idx * PAGE;
-        if (d->mode == NTBF__DMA_IOVA)
-                d->ctx->ops->iommu_unmap(d->dh, iova, (uint64_t)n * PAGE);
-        else
-                d->ctx->ops->dev_iommu_unmap(d->dh, &d->rid, iova, (uint64_t)n * PAGE);
+        d->ctx->ops->iommu_unmap(d->dh, d->share_iova + (uint64_t)idx * PAGE, (uint64_t)n * PAGE);
+}
+
+static void unmap_page(void *arg, uint64_t addr, uint32_t pages, uint32_t refs)
+{
+        (void)pages;
+        (void)refs;
+        struct ntbf_dev *d = arg;
+        d->ctx->ops->dev_iommu_unmap(d->dh, &d->rid, addr, PAGE);
 }
 
 void ntbf_dev_close(struct ntbf_dev *dev)
@@ -1081,8 +1158,10 @@ void ntbf_dev_close(struct ntbf_dev *dev)
         }
         pthread_mutex_unlock(&dev->ctl);
         /* The share goes back to the daemon with the handle: leave nothing mapped in it. */
-        if (dev->mode == NTBF__DMA_IOVA || dev->mode == NTBF__DMA_ISOLATED)
+        if (dev->mode == NTBF__DMA_IOVA)
                 ntbf__iova_each(&dev->iova, unmap_iova, dev);
+        if (dev->mode == NTBF__DMA_ISOLATED)
+                ntbf__maptab_each(&dev->pages, unmap_page, dev);
         if (dev->handle >= 0)
                 close_handle(ctx, dev->gen, dev->handle);
         dev_free(dev);

@@ -21,7 +21,7 @@ enum ntbf__dma_mode {
         NTBF__DMA_IOVA,     /* borrowed: IOVA of this handle's share, borrower IOMMU */
         NTBF__DMA_WINDOW,   /* borrowed, borrower without IOMMU: window over physical RAM */
         NTBF__DMA_PHYS,     /* local: host-physical addresses */
-        NTBF__DMA_ISOLATED, /* local, in its own IOMMU domain on this host */
+        NTBF__DMA_ISOLATED, /* local, in its own IOMMU domain: host-physical, identity-mapped */
 };
 
 struct ntbf_ctx {
@@ -87,10 +87,11 @@ struct ntbf_dev {
         uint64_t dma_dev, dma_iova, dma_size; /* the DMA window (borrowed) */
         uint64_t share_iova, share_size;      /* this handle's IOVA share */
         uint64_t dev_base;                    /* device address of share page 0 */
-        uint64_t addr_end;                    /* PHYS: the device's addressing limit (exclusive) */
+        uint64_t addr_end;                    /* PHYS, ISOLATED: addressing limit (exclusive) */
         struct ntbf_rid rid;                  /* ISOLATED: the device's requester */
         struct ntbf__iova iova;
-        struct ntbf__maptab maps;
+        struct ntbf__maptab maps;  /* WINDOW, PHYS, ISOLATED: live mappings */
+        struct ntbf__maptab pages; /* ISOLATED: pages mapped in the domain, counted */
 
         /* Control state: BAR mappings, vectors, peer mappings. */
         pthread_mutex_t ctl;

@@ -41,7 +41,7 @@ void ntbf__maptab_fini(struct ntbf__maptab *t)
         t->cap = t->n = 0;
 }
 
-int ntbf__maptab_get(struct ntbf__maptab *t, uint64_t addr, uint32_t pages)
+int ntbf__maptab_get(struct ntbf__maptab *t, uint64_t addr, uint32_t pages, uint32_t *refs)
 {
         if (!addr)
                 return -EINVAL;
@@ -56,18 +56,20 @@ int ntbf__maptab_get(struct ntbf__maptab *t, uint64_t addr, uint32_t pages)
                 if (!e->addr) {
                         *e = (struct ntbf__maptab_ent){addr, pages, 1};
                         t->n++;
-                        return 0;
-                }
-                if (e->addr == addr && e->pages == pages) {
+                } else if (e->addr == addr && e->pages == pages) {
                         if (e->refs == UINT32_MAX)
                                 return -ENOMEM;
                         e->refs++;
-                        return 0;
+                } else {
+                        continue;
                 }
+                if (refs)
+                        *refs = e->refs;
+                return 0;
         }
 }
 
-int ntbf__maptab_put(struct ntbf__maptab *t, uint64_t addr, uint32_t pages)
+int ntbf__maptab_put(struct ntbf__maptab *t, uint64_t addr, uint32_t pages, uint32_t *refs)
 {
         if (!t->cap || !addr)
                 return -ENOENT;
@@ -79,6 +81,8 @@ int ntbf__maptab_put(struct ntbf__maptab *t, uint64_t addr, uint32_t pages)
                 if (e->addr == addr && e->pages == pages)
                         break;
         }
+        if (refs)
+                *refs = t->v[s].refs - 1;
         if (--t->v[s].refs)
                 return 0;
         /* Backward-shift deletion: pull later members of the probe run into the hole. */

@@ -27,10 +27,10 @@ struct ntbf__maptab {
 };
 
 void ntbf__maptab_fini(struct ntbf__maptab *t);
-/* Count one more mapping of (addr, pages). Returns 0 or -ENOMEM. */
-int ntbf__maptab_get(struct ntbf__maptab *t, uint64_t addr, uint32_t pages);
-/* Drop one. Returns 0, or -ENOENT when (addr, pages) is not mapped. */
-int ntbf__maptab_put(struct ntbf__maptab *t, uint64_t addr, uint32_t pages);
+/* Count one more mapping of (addr, pages); *refs (may be NULL): the count now. 0 or -ENOMEM. */
+int ntbf__maptab_get(struct ntbf__maptab *t, uint64_t addr, uint32_t pages, uint32_t *refs);
+/* Drop one; *refs (may be NULL): what is left. 0, or -ENOENT when (addr, pages) is not mapped. */
+int ntbf__maptab_put(struct ntbf__maptab *t, uint64_t addr, uint32_t pages, uint32_t *refs);
 /* Every live entry (with its count); for closing a device. */
 void ntbf__maptab_each(const struct ntbf__maptab *t,
                        void (*fn)(void *arg, uint64_t addr, uint32_t pages, uint32_t refs),

@@ -187,6 +187,25 @@ struct fk_dev *fk_local(struct fakedaemon *fk, const char *dev, uint32_t func)
         return x;
 }
 
+struct fk_dev *fk_local_isolated(struct fakedaemon *fk, const char *dev, uint32_t func)
+{
+        struct fk_fabric *f = fk->f;
+        if (!f->ops->dev_isolate)
+                return NULL;
+        struct fk_dev *x = fk_local(fk, dev, func);
+        if (!x)
+                return NULL;
+        const struct ntbf_device *D = &f->t->devices[x->tdev];
+        struct ntbf_rid rid = {D->node, (uint16_t)ntbf_device_rid(D, func), 0xffff};
+        int r = f->ops->dev_isolate(f->h[f->t->nodes[D->node].adapters[0]], &rid, true);
+        if (r) {
+                fprintf(stderr, "dev_isolate: %s\n", ntbf_strerror(r));
+                return NULL;
+        }
+        x->isolated = true;
+        return x;
+}
+
 struct fk_dev *fk_borrow(struct fakedaemon *fk, const char *lender, const char *dev, uint32_t func,
                          uint64_t dma_window, uint64_t share)
 {
@@ -365,6 +384,8 @@ static struct json_object *open_result(struct fakedaemon *fk, uint32_t h, struct
                 json_object_array_add(bars, e);
         }
         json_object_object_add(o, "bars", bars);
+        if (x->isolated)
+                json_object_object_add(o, "isolated", json_object_new_boolean(true));
         if (x->local)
                 return o;
         struct json_object *dma = json_object_new_object(), *msi = json_object_new_object();

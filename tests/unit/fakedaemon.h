@@ -38,7 +38,8 @@ struct fk_dev {
         uint32_t fdid;
         uint32_t tdev, func; /* topology device and function */
         bool local;
-        char bdf[16]; /* the address on the daemon's node (shadow address when borrowed) */
+        bool isolated; /* local, in its own IOMMU domain */
+        char bdf[16];  /* the address on the daemon's node (shadow address when borrowed) */
         uint64_t bar_addr[6], bar_off[6];
         uint32_t bar_adapter;
         uint64_t dma_dev, dma_iova, dma_size;
@@ -97,6 +98,8 @@ struct fk_dev *fk_borrow(struct fakedaemon *fk, const char *lender, const char *
                          uint64_t dma_window, uint64_t share);
 /* A device of fk's own node. */
 struct fk_dev *fk_local(struct fakedaemon *fk, const char *dev, uint32_t func);
+/* The same, put in its own IOMMU domain (dev_isolate); NULL if the backend cannot. */
+struct fk_dev *fk_local_isolated(struct fakedaemon *fk, const char *dev, uint32_t func);
 /* Send device.lost for fdid to every subscribed connection. */
 void fk_lost(struct fakedaemon *fk, uint32_t fdid);
 /* The daemon dies: every connection and the socket go away at once. */

@@ -153,8 +153,8 @@ static void test_maptab(void **state)
 {
         (void)state;
         struct ntbf__maptab t = {0};
-        assert_int_equal(ntbf__maptab_put(&t, 0x1000, 1), -ENOENT);
-        assert_int_equal(ntbf__maptab_get(&t, 0, 1), -EINVAL);
+        assert_int_equal(ntbf__maptab_put(&t, 0x1000, 1, NULL), -ENOENT);
+        assert_int_equal(ntbf__maptab_get(&t, 0, 1, NULL), -EINVAL);
         enum { KEYS = 3000 };
         static uint32_t refs[KEYS];
         memset(refs, 0, sizeof(refs));
@@ -163,12 +163,18 @@ static void test_maptab(void **state)
                 uint64_t addr = 0x100000 + (uint64_t)(k / 3) * 0x1000;
                 uint32_t pages = 1 + k % 3;
                 if (next_rand() % 2) {
-                        assert_int_equal(ntbf__maptab_get(&t, addr, pages), 0);
+                        uint32_t now = 0;
+                        assert_int_equal(ntbf__maptab_get(&t, addr, pages, &now), 0);
                         refs[k]++;
+                        assert_int_equal(now, refs[k]);
                 } else {
-                        assert_int_equal(ntbf__maptab_put(&t, addr, pages), refs[k] ? 0 : -ENOENT);
-                        if (refs[k])
+                        uint32_t left = 99;
+                        assert_int_equal(ntbf__maptab_put(&t, addr, pages, &left),
+                                         refs[k] ? 0 : -ENOENT);
+                        if (refs[k]) {
                                 refs[k]--;
+                                assert_int_equal(left, refs[k]);
+                        }
                 }
         }
         uint32_t live = 0;
@@ -177,9 +183,9 @@ static void test_maptab(void **state)
         assert_int_equal(t.n, live);
         for (uint32_t k = 0; k < KEYS; k++)
                 while (refs[k]--)
-                        assert_int_equal(
-                            ntbf__maptab_put(&t, 0x100000 + (uint64_t)(k / 3) * 0x1000, 1 + k % 3),
-                            0);
+                        assert_int_equal(ntbf__maptab_put(&t, 0x100000 + (uint64_t)(k / 3) * 0x1000,
+                                                          1 + k % 3, NULL),
+                                         0);
         assert_int_equal(t.n, 0);
         ntbf__maptab_fini(&t);
 }
