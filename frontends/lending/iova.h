@@ -5,13 +5,13 @@
 #include <stdint.h>
 
 /*
- * A buddy allocator over the pages of one handle's share of a DMA window (or of a local
- * device's IOMMU domain). Page indexes are relative to the share; the caller turns them
- * into IOVAs. Single pages are O(1) whatever the number of live allocations: freed pages go
- * to a small LIFO cache first (reused hot, IOTLB-friendly), and otherwise come off the
- * order-0 free list, or at worst from splitting the smallest free block (at most 32 steps).
- * Multi-page ranges take the block of the next power of two and give back its tail, so a
- * range of n pages costs n pages of IOVA, naturally aligned to its order.
+ * A buddy allocator over the pages of one handle's share of a DMA window. Page indexes
+ * are relative to the share; the caller turns them into IOVAs. Single pages are O(1) whatever the
+ * number of live allocations: freed pages go to a small LIFO cache first (reused hot,
+ * IOTLB-friendly), and otherwise come off the order-0 free list, or at worst from splitting the
+ * smallest free block (at most 32 steps). Multi-page ranges take the block of the next power of two
+ * and give back its tail, so a range of n pages costs n pages of IOVA, naturally aligned to its
+ * order.
  *
  * Per page: one byte of state and two 32-bit links (9 bytes; a 4 GiB share of 1M pages costs
  * 9 MiB of address space, touched only where blocks start). Not thread-safe: the device
