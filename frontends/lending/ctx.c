@@ -174,13 +174,7 @@ static void *event_thread(void *arg)
         struct ntbf_ctx *ctx = arg;
         struct pollfd p[2] = {{ntbf_rpc_fd(ctx->ev), POLLIN, 0}, {ctx->ev_stop, POLLIN, 0}};
         for (;;) {
-                if (poll(p, 2, -1) < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        break;
-                }
-                if (p[1].revents)
-                        break;
+                /* Drain first: the subscribe call may already have queued a notification. */
                 int r;
                 struct json_object *ev;
                 while ((r = ntbf_rpc_next_event(ctx->ev, &ev, 0)) == 0) {
@@ -189,6 +183,10 @@ static void *event_thread(void *arg)
                 }
                 if (r != -EAGAIN)
                         break; /* the daemon went away: no more events on this connection */
+                if (poll(p, 2, -1) < 0 && errno != EINTR)
+                        break;
+                if (p[1].revents)
+                        break;
         }
         atomic_store(&ctx->ev_alive, false);
         return NULL;
@@ -212,8 +210,11 @@ static void events_stop(struct ntbf_ctx *ctx)
 
 void ntbf__events_start(struct ntbf_ctx *ctx)
 {
+        pthread_mutex_lock(&ctx->rpc_lock);
+        uint64_t gen = ctx->gen;
+        pthread_mutex_unlock(&ctx->rpc_lock);
         pthread_mutex_lock(&ctx->lock);
-        if (ctx->ev_started && atomic_load(&ctx->ev_alive)) {
+        if ((ctx->ev_started && atomic_load(&ctx->ev_alive)) || ctx->ev_refused == gen) {
                 pthread_mutex_unlock(&ctx->lock);
                 return;
         }
@@ -223,8 +224,11 @@ void ntbf__events_start(struct ntbf_ctx *ctx)
         struct json_object *res = NULL;
         if (ntbf_rpc_connect(path, &ctx->ev) == 0) {
                 /* Without events a device still works; its event fd just never fires. */
-                if (ntbf_rpc_call(ctx->ev, "events.subscribe", json_object_new_object(), &res,
-                                  ctx->timeout_ms) == 0) {
+                int r = ntbf_rpc_call(ctx->ev, "events.subscribe", json_object_new_object(), &res,
+                                      ctx->timeout_ms);
+                if (r == -ENOSYS)
+                        ctx->ev_refused = gen; /* not this daemon: do not ask again */
+                if (r == 0) {
                         atomic_store(&ctx->ev_alive, true);
                         if (pthread_create(&ctx->ev_thread, NULL, event_thread, ctx) == 0)
                                 ctx->ev_started = true;

@@ -49,7 +49,8 @@ struct ntbf_ctx {
         pthread_t ev_thread;
         bool ev_started;
         atomic_bool ev_alive;
-        int ev_stop; /* eventfd: tells the event thread to quit */
+        int ev_stop;         /* eventfd: tells the event thread to quit */
+        uint64_t ev_refused; /* generation whose daemon has no events.subscribe */
 
         struct ntbf__dmamem mem;
 };

@@ -562,7 +562,11 @@ static void handle_line(struct fakedaemon *fk, uint32_t c, const char *line)
         json_object_object_get_ex(req, "params", &p);
         const char *method = json_object_get_string(m);
         pthread_mutex_lock(&fk->lock);
-        if (!strcmp(method, "events.subscribe")) {
+        if (!strcmp(method, "events.subscribe") && fk->no_events) {
+                atomic_fetch_add(&fk->subscribe_calls, 1);
+                fail(fk, c, id, -32601, 0, "method not found");
+        } else if (!strcmp(method, "events.subscribe")) {
+                atomic_fetch_add(&fk->subscribe_calls, 1);
                 fk->conns[c].sub = true;
                 atomic_fetch_add(&fk->subscribed, 1);
                 reply(fk, c, id, NULL);

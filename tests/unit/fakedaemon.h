@@ -83,6 +83,8 @@ struct fakedaemon {
         atomic_uint requests; /* requests received */
         atomic_uint closes;   /* device.close calls */
         atomic_uint subscribed;
+        atomic_uint subscribe_calls;
+        bool no_events; /* answer events.subscribe with "method not found" (an older daemon) */
 };
 
 /* Listen on DIR/run/NODE.sock as node's daemon. Returns 0 or -errno. */

@@ -708,6 +708,25 @@ static void test_lost_event(void **state)
         rig_down(&g);
 }
 
+/* A daemon without events: devices work, their event fd stays quiet, nobody asks twice. */
+static void test_no_events(void **state)
+{
+        (void)state;
+        struct rig g;
+        rig_up(&g, "borrower");
+        g.fk.no_events = true;
+        struct ntbf_dev *a = open_ok(&g, g.acc->fdid), *b = open_ok(&g, g.nvme->fdid);
+        assert_int_equal(atomic_load(&g.fk.subscribe_calls), 1);
+        assert_int_equal(cfg(a, NTBF_PCI_VENDOR_ID, 2), NTBF_SIM_VENDOR_ID);
+        assert_true(ntbf_dev_event_fd(a) >= 0);
+        enum ntbf_dev_event_kind kind;
+        assert_int_equal(ntbf_dev_event(a, &kind), 0);
+        assert_int_equal(kind, NTBF_DEV_EVENT_NONE);
+        ntbf_dev_close(b);
+        ntbf_dev_close(a);
+        rig_down(&g);
+}
+
 /* The daemon dies: control calls fail at once, the data path keeps working. */
 static void test_daemon_dies(void **state)
 {
@@ -938,6 +957,7 @@ int main(void)
             cmocka_unit_test_teardown(test_local_isolated, teardown),
             cmocka_unit_test_teardown(test_map_peer, teardown),
             cmocka_unit_test_teardown(test_lost_event, teardown),
+            cmocka_unit_test_teardown(test_no_events, teardown),
             cmocka_unit_test_teardown(test_daemon_dies, teardown),
             cmocka_unit_test_teardown(test_daemon_hangs, teardown),
             cmocka_unit_test_teardown(test_ctx_open, teardown),
