@@ -64,6 +64,29 @@ const char *ntbf_ctx_error(const struct ntbf_ctx *ctx)
         return m ? m : "";
 }
 
+/* Hand a device.lost notification to every open device with that fdid. */
+static void dispatch(struct ntbf_ctx *ctx, struct json_object *ev)
+{
+        struct json_object *kind, *fdid;
+        if (!json_object_object_get_ex(ev, "kind", &kind) ||
+            !json_object_object_get_ex(ev, "fdid", &fdid) ||
+            strcmp(json_object_get_string(kind), "device.lost") != 0)
+                return;
+        int64_t id = json_object_get_int64(fdid);
+        pthread_mutex_lock(&ctx->lock);
+        for (struct ntbf_dev *d = ctx->devs; d; d = d->next) {
+                if ((int64_t)d->info.fdid != id)
+                        continue;
+                int none = 0;
+                if (!atomic_compare_exchange_strong(&d->lost, &none, 1))
+                        continue;
+                uint64_t one = 1;
+                ssize_t w = write(d->evfd, &one, sizeof(one));
+                (void)w; /* an eventfd at its maximum is readable anyway */
+        }
+        pthread_mutex_unlock(&ctx->lock);
+}
+
 /* ---- the control connection ----------------------------------------------------------------- */
 
 int ntbf__ctx_connected(struct ntbf_ctx *ctx)
@@ -142,32 +165,24 @@ int ntbf__call(struct ntbf_ctx *ctx, uint64_t gen, const char *method, struct js
                         ntbf__fail(ctx, r, "%s: %s", method, *m ? m : ntbf_strerror(r));
                 }
         }
+        /*
+         * The daemon also sends device.lost to every connection holding the device, this one
+         * included: take what arrived with the answer and hand it out (after unlocking, so
+         * that the device list is never locked inside the connection's lock).
+         */
+        struct json_object *evs[16];
+        unsigned nev = 0;
+        while (!ctx->rpc_dead && nev < 16 && ntbf_rpc_next_event(ctx->rpc, &evs[nev], 0) == 0)
+                nev++;
         pthread_mutex_unlock(&ctx->rpc_lock);
+        for (unsigned k = 0; k < nev; k++) {
+                dispatch(ctx, evs[k]);
+                json_object_put(evs[k]);
+        }
         return r;
 }
 
 /* ---- events ---------------------------------------------------------------------------------- */
-
-/* Hand a device.lost notification to every open device with that fdid. */
-static void dispatch(struct ntbf_ctx *ctx, struct json_object *ev)
-{
-        struct json_object *kind, *fdid;
-        if (!json_object_object_get_ex(ev, "kind", &kind) ||
-            !json_object_object_get_ex(ev, "fdid", &fdid) ||
-            strcmp(json_object_get_string(kind), "device.lost") != 0)
-                return;
-        int64_t id = json_object_get_int64(fdid);
-        pthread_mutex_lock(&ctx->lock);
-        for (struct ntbf_dev *d = ctx->devs; d; d = d->next) {
-                if ((int64_t)d->info.fdid != id)
-                        continue;
-                atomic_store(&d->lost, true);
-                uint64_t one = 1;
-                ssize_t w = write(d->evfd, &one, sizeof(one));
-                (void)w; /* an eventfd at its maximum is readable anyway */
-        }
-        pthread_mutex_unlock(&ctx->lock);
-}
 
 static void *event_thread(void *arg)
 {

@@ -1115,7 +1115,9 @@ int ntbf_dev_event(struct ntbf_dev *dev, enum ntbf_dev_event_kind *kind)
         uint64_t v;
         ssize_t n = read(dev->evfd, &v, sizeof(v));
         (void)n; /* drained; the flag below is the event */
-        *kind = atomic_exchange(&dev->lost, false) ? NTBF_DEV_EVENT_LOST : NTBF_DEV_EVENT_NONE;
+        int pending = 1;
+        *kind = atomic_compare_exchange_strong(&dev->lost, &pending, 2) ? NTBF_DEV_EVENT_LOST
+                                                                        : NTBF_DEV_EVENT_NONE;
         return 0;
 }
 

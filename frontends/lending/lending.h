@@ -104,7 +104,8 @@ struct ntbf_dev {
         uint32_t npeers, cappeers;
 
         int evfd;
-        atomic_bool lost;
+        atomic_int lost; /* 0, 1 lost and not yet reported, 2 reported (a device is lost once:
+                            the loss may come on both connections) */
 };
 
 /* Record the sentence of a failure for this thread and ctx; returns code. */

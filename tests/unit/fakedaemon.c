@@ -691,7 +691,12 @@ void fk_lost(struct fakedaemon *fk, uint32_t fdid)
 {
         pthread_mutex_lock(&fk->lock);
         for (uint32_t c = 0; c < FK_MAX_CONNS; c++) {
-                if (fk->conns[c].fd < 0 || !fk->conns[c].sub)
+                /* As the daemon does: subscribers, and every connection holding the device. */
+                bool holds = false;
+                for (uint32_t h = 0; h < FK_MAX_HANDLES; h++)
+                        holds |= fk->handles[h].used && fk->handles[h].conn == c &&
+                                 fk->devs[fk->handles[h].dev].fdid == fdid;
+                if (fk->conns[c].fd < 0 || !(fk->conns[c].sub || holds))
                         continue;
                 struct json_object *o = json_object_new_object(), *p = json_object_new_object();
                 json_object_object_add(o, "jsonrpc", json_object_new_string("2.0"));

@@ -702,13 +702,21 @@ static void test_lost_event(void **state)
         assert_int_equal(kind, NTBF_DEV_EVENT_NONE);
         assert_false(readable(fd));
         assert_false(readable(ntbf_dev_event_fd(nvme))); /* another fdid */
+        /* The copy sent to the holding connection arrives with the next call: no second loss. */
+        assert_int_equal(cfg(nvme, NTBF_PCI_VENDOR_ID, 2), NTBF_SIM_VENDOR_ID);
+        assert_false(readable(fd));
+        assert_int_equal(ntbf_dev_event(acc, &kind), 0);
+        assert_int_equal(kind, NTBF_DEV_EVENT_NONE);
         assert_int_equal(ntbf_dev_event(acc, NULL), -EINVAL);
         ntbf_dev_close(nvme);
         ntbf_dev_close(acc);
         rig_down(&g);
 }
 
-/* A daemon without events: devices work, their event fd stays quiet, nobody asks twice. */
+/*
+ * A daemon without events.subscribe: devices work, nobody asks twice, and a loss the daemon
+ * sends to the connection holding the device arrives with the next control call.
+ */
 static void test_no_events(void **state)
 {
         (void)state;
@@ -722,6 +730,15 @@ static void test_no_events(void **state)
         enum ntbf_dev_event_kind kind;
         assert_int_equal(ntbf_dev_event(a, &kind), 0);
         assert_int_equal(kind, NTBF_DEV_EVENT_NONE);
+        /* The loss still reaches the holder's connection; the next control call hands it on. */
+        fk_lost(&g.fk, g.acc->fdid);
+        usleep(50 * 1000);
+        assert_false(readable(ntbf_dev_event_fd(a)));
+        assert_int_equal(cfg(b, NTBF_PCI_VENDOR_ID, 2), NTBF_SIM_VENDOR_ID);
+        assert_true(readable(ntbf_dev_event_fd(a)));
+        assert_int_equal(ntbf_dev_event(a, &kind), 0);
+        assert_int_equal(kind, NTBF_DEV_EVENT_LOST);
+        assert_false(readable(ntbf_dev_event_fd(b)));
         ntbf_dev_close(b);
         ntbf_dev_close(a);
         rig_down(&g);
