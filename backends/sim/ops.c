@@ -594,10 +594,17 @@ static int sim_mem_free(struct ntbf_adapter_h *h, struct ntbf_mem *m)
 
 /* ---- doorbells, scratchpads, messages ------------------------------------------------------- */
 
-/* Registers of a peer are reached over the link: its route from us must be up. */
-static int peer_ok(struct ntbf_adapter_h *h, uint32_t peer)
+/*
+ * Registers of a peer are reached over the link: its route from us must be up. They are
+ * reached through our own adapter's registers of the same kind (have: how many it has), so
+ * an adapter without doorbells, scratchpads or messages, which does not claim them, cannot
+ * use the peer's either.
+ */
+static int peer_ok(struct ntbf_adapter_h *h, uint32_t peer, uint32_t have)
 {
         struct ntbf_sim *s = S(h);
+        if (!have)
+                return NTBF_EUNSUPPORTED;
         if (peer >= s->t->nadapters || !sim_route(s, h->adapter, peer)->valid)
                 return -EINVAL;
         const struct sim_route *rt = sim_route(s, h->adapter, peer);
@@ -654,7 +661,7 @@ static int sim_db_clear_mask(struct ntbf_adapter_h *h, uint64_t bits)
 static int sim_peer_db_set(struct ntbf_adapter_h *h, uint32_t peer, uint64_t bits)
 {
         struct ntbf_sim *s = S(h);
-        int r = peer_ok(h, peer);
+        int r = peer_ok(h, peer, s->ad[h->adapter].ndb);
         if (r)
                 return r;
         struct sim_adapter *x = &s->ad[peer];
@@ -687,7 +694,7 @@ static int sim_spad_write(struct ntbf_adapter_h *h, uint32_t idx, uint32_t val)
 static int sim_peer_spad_read(struct ntbf_adapter_h *h, uint32_t peer, uint32_t idx, uint32_t *val)
 {
         struct ntbf_sim *s = S(h);
-        int r = peer_ok(h, peer);
+        int r = peer_ok(h, peer, s->ad[h->adapter].nspads);
         if (r)
                 return r;
         if (!val || idx >= s->ad[peer].nspads)
@@ -699,7 +706,7 @@ static int sim_peer_spad_read(struct ntbf_adapter_h *h, uint32_t peer, uint32_t 
 static int sim_peer_spad_write(struct ntbf_adapter_h *h, uint32_t peer, uint32_t idx, uint32_t val)
 {
         struct ntbf_sim *s = S(h);
-        int r = peer_ok(h, peer);
+        int r = peer_ok(h, peer, s->ad[h->adapter].nspads);
         if (r)
                 return r;
         if (idx >= s->ad[peer].nspads)
@@ -711,7 +718,7 @@ static int sim_peer_spad_write(struct ntbf_adapter_h *h, uint32_t peer, uint32_t
 static int sim_peer_msg_write(struct ntbf_adapter_h *h, uint32_t peer, uint32_t midx, uint32_t val)
 {
         struct ntbf_sim *s = S(h);
-        int r = peer_ok(h, peer);
+        int r = peer_ok(h, peer, s->ad[h->adapter].nmsgs);
         if (r)
                 return r;
         if (midx >= s->ad[peer].nmsgs)
