@@ -9,8 +9,8 @@ edit, rebuilds, runs that check on the mutant's cluster file, and restores the f
 working tree and its build directories are never touched.
 
 usage: python3 tests/conformance/mutants.py [SUBSTRING...]   (only mutants whose name matches)
-Exit status 0 when every mutant was caught by its check, 1 otherwise. It takes a few
-minutes: every mutant relinks libntbfab, and a few wait out the suite's 2 s event timeout.
+Exit status 0 when every mutant was caught by its check, 1 otherwise. It takes about a
+minute: every mutant relinks libntbfab, and a few wait out the suite's 2 s event timeout.
 """
 import os
 import shutil
