@@ -15,6 +15,10 @@
 #include "conformance.h"
 
 /*
+ * The suite runs in one process that opens both adapters of every pair it tests: the
+ * simulated fabric (whose instance it creates), or two adapters one machine can open that
+ * are cabled to each other or joined by a switch (docs/writing-a-backend.md).
+ *
  * Exit status follows the project's CLI conventions: 0 when no check failed (passes and
  * skips only), 1 when a check failed or the backend could not be opened, 2 on a usage
  * error. The report goes to stdout (TAP, or a table with --table); --json FILE writes the
