@@ -1,5 +1,6 @@
 /* tests/conformance/main.c: ntbfab-conformance: open a backend, pick adapters, run checks, report.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fnmatch.h>
 #include <getopt.h>
@@ -571,6 +572,29 @@ static int sim_instance(const struct ntbf_topo *t, const struct opts *o, struct 
         return 0;
 }
 
+/* A temporary instance goes whole: destroy keeps NVMe images (docs/sim.md), but these were
+ * made for this run only. */
+static void remove_instance(const char *dir)
+{
+        ntbf_sim_fabric_destroy(dir);
+        char path[1024];
+        snprintf(path, sizeof(path), "%s/images", dir);
+        DIR *d = opendir(path);
+        for (struct dirent *e; d && (e = readdir(d));) {
+                if (e->d_name[0] == '.')
+                        continue;
+                char f[1024 + 256];
+                snprintf(f, sizeof(f), "%s/%s", path, e->d_name);
+                unlink(f);
+        }
+        if (d)
+                closedir(d);
+        rmdir(path);
+        if (rmdir(dir))
+                fprintf(stderr, "ntbfab-conformance: could not remove %s: %s\n", dir,
+                        strerror(errno));
+}
+
 static void print_header(const struct cf_ctx *cx, const struct opts *o, const char *dir)
 {
         const char *p = o->table ? "" : "# ";
@@ -758,10 +782,8 @@ release:
         }
         cx.ops->close(cx.b);
 destroy:
-        if (in.created) {
-                ntbf_sim_fabric_destroy(in.dir);
-                rmdir(in.dir);
-        }
+        if (in.created)
+                remove_instance(in.dir);
         free(cx.ads);
         free(cx.pairs);
         free(cx.sw_held);
