@@ -552,14 +552,8 @@ enum {
         C_N
 };
 static const struct key cluster_keys[] = {
-    {"name", "'name: NAME'"},
-    {"backend", NULL},
-    {"key_file", NULL},
-    {"manager", NULL},
-    {"lease", NULL},
-    {"allow_users", NULL},
-    {"allow_groups", NULL},
-    {"socket_group", NULL},
+    {"name", "'name: NAME'"}, {"backend", NULL},     {"key_file", NULL},     {"manager", NULL},
+    {"lease", NULL},          {"allow_users", NULL}, {"allow_groups", NULL}, {"socket_group", NULL},
 };
 static const struct schema cluster_schema = {"in cluster", cluster_keys, C_N, NULL, NULL, NULL};
 

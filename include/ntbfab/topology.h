@@ -191,13 +191,13 @@ struct ntbf_addrmap {
 struct ntbf__graph;
 
 /* What the daemons need beyond the fabric (YAML `cluster:` keys; docs/daemon.md, docs/rpc.md). */
-#define NTBF_MAX_ALLOW         32
-#define NTBF_ACCOUNT_MAX       32 /* user and group names (useradd's limit) */
-#define NTBF_DEFAULT_LEASE_MS  10000
+#define NTBF_MAX_ALLOW        32
+#define NTBF_ACCOUNT_MAX      32 /* user and group names (useradd's limit) */
+#define NTBF_DEFAULT_LEASE_MS 10000
 struct ntbf_cluster_opts {
         char manager[NTBF_NAME_MAX + 1]; /* fabric manager node; "" = lowest node id */
         uint32_t lease_ms;               /* borrow lease; NTBF_DEFAULT_LEASE_MS by default */
-        char socket_group[NTBF_ACCOUNT_MAX + 1];            /* "" = the daemon's own group */
+        char socket_group[NTBF_ACCOUNT_MAX + 1];                /* "" = the daemon's own group */
         char allow_users[NTBF_MAX_ALLOW][NTBF_ACCOUNT_MAX + 1]; /* names or numeric uids */
         char allow_groups[NTBF_MAX_ALLOW][NTBF_ACCOUNT_MAX + 1];
         uint32_t nallow_users, nallow_groups;
