@@ -20,12 +20,6 @@ struct ntbf__rpc_call {
 
 static void process(struct ntbf__rpc_conn *c);
 
-const char *ntbf__json_text(struct json_object *o)
-{
-        return json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
-                                                     JSON_C_TO_STRING_NOSLASHESCAPE);
-}
-
 /* ---- connections --------------------------------------------------------------------------- */
 
 struct ntbf__rpc_conn *ntbf__rpc_conn_new(struct ntbf__rpc_server *s,

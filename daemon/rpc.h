@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "ntbfab/common.h"
+#include "ids.h"
 #include "tran.h"
 
 #define NTBF_RPC_MAX_LINE   (1u << 20) /* longest message, without its newline */
@@ -101,8 +102,5 @@ void ntbf__rpc_fail(struct ntbf__rpc_call *call, int code, int err, const char *
     NTBF_PRINTF(4, 5);
 /* Send an event notification to a subscribed connection (params ownership taken). */
 int ntbf__rpc_notify(struct ntbf__rpc_conn *c, struct json_object *params);
-
-/* JSON text of o, compact, as the wire carries it. */
-const char *ntbf__json_text(struct json_object *o);
 
 #endif
