@@ -40,6 +40,7 @@ struct fm_node {
         bool expired; /* its lease ran out; reset when it is heard from again */
         bool registered;
         bool *port_up; /* per adapter port of the node (heartbeats) */
+        bool ports_known;
 };
 
 struct fm_op {
@@ -1019,6 +1020,28 @@ static void do_sync(struct ntbf__fm *fm, uint32_t from, ntbf__done_fn cb, void *
         json_object_object_add(o, "entries", e);
         json_object_object_add(o, "borrows", b);
         json_object_object_add(o, "maps", m);
+        /* Who borrows this node's devices: the lender checks config requests against it. */
+        struct json_object *lent = json_object_new_array();
+        for (uint32_t i = 0; i < fm->nfn; i++) {
+                struct fm_fn *f = &fm->fn[i];
+                if (fn_node(fm, f) != from)
+                        continue;
+                struct json_object *who = NULL;
+                for (struct fm_alloc *a = fm->allocs; a; a = a->next) {
+                        if (a->kind != A_BORROW || a->fdid != f->fdid)
+                                continue;
+                        if (!who)
+                                who = json_object_new_array();
+                        json_object_array_add(who, json_object_new_string(node_name(fm, a->node)));
+                }
+                if (!who)
+                        continue;
+                struct json_object *e2 = json_object_new_object();
+                ntbf__jput_u(e2, "fdid", f->fdid);
+                json_object_object_add(e2, "borrowers", who);
+                json_object_array_add(lent, e2);
+        }
+        json_object_object_add(o, "lent_out", lent);
         cb(arg, 0, NULL, o);
 }
 
@@ -1115,7 +1138,7 @@ static void do_status(struct ntbf__fm *fm, ntbf__done_fn cb, void *arg)
                                 continue;
                         uint32_t n = t->adapters[pr->obj].node;
                         bool *pu = fm->nodes[n].port_up;
-                        if (!pu || !connected(fm, n))
+                        if (!pu || !fm->nodes[n].ports_known || !connected(fm, n))
                                 continue;
                         uint32_t k = 0;
                         for (uint32_t i = 0; i < t->nodes[n].nadapters; i++) {
@@ -1223,6 +1246,7 @@ void ntbf__fm_seen(struct ntbf__fm *fm, uint32_t node, struct json_object *hb)
                 total += fm->t->adapters[fm->t->nodes[node].adapters[i]].p.ports;
         for (size_t i = 0; i < json_object_array_length(ports) && k < total; i++, k++)
                 n->port_up[k] = json_object_get_boolean(json_object_array_get_idx(ports, i));
+        n->ports_known = true;
 }
 
 static void ignore(void *arg, int err, const char *msg, struct json_object *res)
