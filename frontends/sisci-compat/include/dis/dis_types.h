@@ -1,0 +1,2 @@
+/* dis/dis_types.h: the same types for clients that include <dis/dis_types.h>. */
+#include "../dis_types.h"
