@@ -125,7 +125,11 @@ static int take_lock(struct ntbf__d *d, const char *node, char *why, size_t whyl
         char p[PATH_MAX];
         snprintf(p, sizeof(p), "%s/run/%s.lock", d->dir, node);
         d->lock_fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
-        if (d->lock_fd < 0 || flock(d->lock_fd, LOCK_EX | LOCK_NB)) {
+        /* A predecessor that was just killed may still be exiting: give it a moment. */
+        int tries = 0;
+        while (d->lock_fd >= 0 && flock(d->lock_fd, LOCK_EX | LOCK_NB) && tries++ < 100)
+                usleep(20000);
+        if (d->lock_fd < 0 || tries > 100) {
                 char pidp[PATH_MAX];
                 int pid = 0;
                 snprintf(pidp, sizeof(pidp), "%s/run/%s.pid", d->dir, node);

@@ -86,7 +86,19 @@ bool fab_alive(int pid)
         fclose(f);
         buf[n] = 0;
         char *rp = strrchr(buf, ')');
-        return !(rp && rp[1] == ' ' && rp[2] == 'Z');
+        if (!(rp && rp[1] == ' ' && rp[2] == 'Z'))
+                return true;
+        /* A zombie leader whose other threads are still exiting still holds its files (and
+         * the node's lock): it is gone only when it is the last thread. */
+        snprintf(p, sizeof(p), "/proc/%d/status", pid);
+        f = fopen(p, "r");
+        int threads = 1;
+        while (f && fgets(buf, sizeof(buf), f))
+                if (!strncmp(buf, "Threads:", 8))
+                        threads = atoi(buf + 8);
+        if (f)
+                fclose(f);
+        return threads > 1;
 }
 
 int fab_pid(const char *dir, const char *name)
