@@ -93,6 +93,7 @@ struct ntbf__d {
 
         /* Node state. */
         struct ntbf__entset programmed; /* entries in this node's hardware (also in the store) */
+        struct ntbf__entset rec_add, rec_del; /* recorded, not folded into `programmed` yet */
         struct ntbf__lend *lends;
         struct ntbf__borrow *borrows;
         struct ntbf__handle *handles;

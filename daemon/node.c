@@ -181,23 +181,46 @@ void ntbf__node_drop_borrow(struct ntbf__d *d, uint32_t fdid, const char *reason
 
 /* ---- programming for the manager ------------------------------------------------------------ */
 
+/*
+ * What this node has programmed: the set in memory and the table in the store. Changes are
+ * collected (record) and folded into the sorted set once per request (record_flush): a
+ * borrow programs tens of slots, and sorting after each would cost more than programming.
+ */
 static void record(struct ntbf__d *d, const char *key, bool present)
 {
         if (present) {
-                if (ntbf__entset_has(&d->programmed, key))
-                        return;
-                ntbf__entset_add(&d->programmed, key);
-                ntbf__entset_sort(&d->programmed);
+                ntbf__entset_add(&d->rec_add, key);
                 ntbf__store_put(d->st, NTBF_T_PROGRAMMED, key, "{}");
         } else {
-                struct ntbf__entset one = {0}, rest = {0};
-                ntbf__entset_add(&one, key);
-                ntbf__entset_diff(&d->programmed, &one, &rest);
-                ntbf__entset_free(&one);
-                ntbf__entset_free(&d->programmed);
-                d->programmed = rest;
+                ntbf__entset_add(&d->rec_del, key);
                 ntbf__store_del(d->st, NTBF_T_PROGRAMMED, key);
         }
+}
+
+static void record_flush(struct ntbf__d *d)
+{
+        if (d->rec_del.n) {
+                struct ntbf__entset rest = {0};
+                ntbf__entset_sort(&d->rec_del);
+                ntbf__entset_diff(&d->programmed, &d->rec_del, &rest);
+                ntbf__entset_free(&d->programmed);
+                d->programmed = rest;
+                ntbf__entset_free(&d->rec_del);
+        }
+        if (d->rec_add.n) {
+                for (size_t i = 0; i < d->rec_add.n; i++) {
+                        ntbf__entset_add(&d->programmed, d->rec_add.v[i]);
+                }
+                ntbf__entset_sort(&d->programmed);
+                ntbf__entset_free(&d->rec_add);
+        }
+}
+
+/* Whether key is programmed, counting what this request recorded so far. */
+static bool is_programmed(struct ntbf__d *d, const char *key)
+{
+        record_flush(d);
+        return ntbf__entset_has(&d->programmed, key);
 }
 
 /* Parse a list of entry keys, all programmed by this node; -EINVAL names the bad one. */
@@ -259,13 +282,14 @@ static int apply_list(struct ntbf__d *d, struct ntbf__ent *v, size_t n, bool set
                 for (int k = NTBF_ENT_KINDS - 1; k >= 0; k--)
                         for (size_t i = 0; i < n; i++) {
                                 ntbf__ent_key(&v[i], key, sizeof(key));
-                                if ((int)v[i].kind == k && ntbf__entset_has(&d->programmed, key)) {
+                                if ((int)v[i].kind == k && is_programmed(d, key)) {
                                         ntbf__hw_apply(d, &v[i], false, w, sizeof(w));
                                         record(d, key, false);
                                 }
                         }
         }
         ntbf__store_commit(d->st);
+        record_flush(d);
         return first;
 }
 
@@ -467,6 +491,7 @@ static void synced(void *arg, int err, const char *msg, struct json_object *res)
                         nx++;
                 else
                         record(d, extra.v[i], false);
+        record_flush(d);
         if (nx)
                 apply_list(d, x, nx, false, why, sizeof(why));
         int r = apply_list(d, v, n, true, why, sizeof(why));

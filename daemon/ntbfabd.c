@@ -353,6 +353,8 @@ int main(int argc, char **argv)
                 free(l);
         }
         ntbf__entset_free(&d->programmed);
+        ntbf__entset_free(&d->rec_add);
+        ntbf__entset_free(&d->rec_del);
         ntbf__peers_free(d);
         ntbf__hw_close(d);
         ntbf__store_close(d->st);
