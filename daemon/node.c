@@ -657,6 +657,29 @@ int ntbf__node_load(struct ntbf__d *d, char *why, size_t whylen)
 
 /* ---- stopping ------------------------------------------------------------------------------- */
 
+static void close_rest(uv_handle_t *h, void *arg)
+{
+        struct ntbf__d *d = arg;
+        /* Client connections close themselves once their last answer is flushed. */
+        if (h->type == UV_NAMED_PIPE && h != (uv_handle_t *)&d->listener)
+                return;
+        if (!uv_is_closing(h))
+                uv_close(h, NULL);
+}
+
+void ntbf__d_finish(struct ntbf__d *d)
+{
+        static bool done;
+        if (done)
+                return;
+        done = true;
+        LOG_I("stopped");
+        for (struct ntbf__rpc_conn *c = d->rpc.conns; c; c = c->next)
+                ntbf__rpc_conn_eof(c);
+        ntbf__peers_stop(d);
+        uv_walk(d->loop, close_rest, d);
+}
+
 static void stop_step(void *arg, int err, const char *msg, struct json_object *res)
 {
         struct ntbf__d *d = arg;

@@ -80,29 +80,6 @@ static void on_signal(uv_signal_t *s, int sig)
         ntbf__node_shutdown(d);
 }
 
-static void close_rest(uv_handle_t *h, void *arg)
-{
-        struct ntbf__d *d = arg;
-        /* Client connections close themselves once their last answer is flushed. */
-        if (h->type == UV_NAMED_PIPE && h != (uv_handle_t *)&d->listener)
-                return;
-        if (!uv_is_closing(h))
-                uv_close(h, NULL);
-}
-
-void ntbf__d_finish(struct ntbf__d *d)
-{
-        static bool done;
-        if (done)
-                return;
-        done = true;
-        LOG_I("stopped");
-        for (struct ntbf__rpc_conn *c = d->rpc.conns; c; c = c->next)
-                ntbf__rpc_conn_eof(c);
-        ntbf__peers_stop(d);
-        uv_walk(d->loop, close_rest, d);
-}
-
 /* ---- start-up ------------------------------------------------------------------------------ */
 
 static int mkdirs(const char *dir, char *why, size_t whylen)
