@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -474,6 +475,132 @@ static void test_sigterm_returns(void **state)
         up_again("borrower");
 }
 
+/* Restarts within the lease: the borrower's daemon, and the fabric manager's. */
+static void test_restarts_within_lease(void **state)
+{
+        (void)state;
+        char p[64];
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", ACC2);
+        json_object_put(dfx_ok(&F, "borrower", "device.borrow", p));
+        struct bdev b;
+        bdev_open(&b, "borrower", ACC2, 1 << 20);
+        round_trip(&b, 64 * 1024, 4);
+        char *during = dfx_budgets(&F);
+        /* The borrower's daemon dies and is back at once: the borrow is intact. */
+        int pid = dfx_pid(&F, "borrower");
+        kill(pid, SIGKILL);
+        dfx_wait_gone(pid);
+        round_trip(&b, 64 * 1024, 5); /* no daemon on the data path */
+        up_again("borrower");
+        struct json_object *bs = dfx_ok(&F, "borrower", "device.borrows", NULL);
+        assert_int_equal(json_object_array_length(bs), 1);
+        json_object_put(bs);
+        char *now = dfx_budgets(&F);
+        assert_string_equal(now, during);
+        free(now);
+        /* The fabric manager dies and is back: it rebuilds the same state from its plans. */
+        pid = dfx_pid(&F, "lender3");
+        kill(pid, SIGKILL);
+        dfx_wait_gone(pid);
+        round_trip(&b, 64 * 1024, 6);
+        up_again("lender3");
+        assert_true(dfx_wait_ready(&F, "borrower", 5000));
+        now = dfx_budgets(&F);
+        assert_string_equal(now, during);
+        free(now);
+        free(during);
+        assert_true(dfx_wait_state(&F, ACC2, "exclusive", 100));
+        round_trip(&b, 64 * 1024, 7);
+        /* The connection holding the handle was to the old borrower daemon: reopen. */
+        bdev_close(&b);
+        json_object_put(dfx_ok(&F, "borrower", "device.return", p));
+        assert_baseline();
+}
+
+/* A lender's daemon dies for good: its borrowed device is lost to the borrower. */
+static void test_lender_death(void **state)
+{
+        (void)state;
+        char path[512], p[64];
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", ACC2);
+        json_object_put(dfx_ok(&F, "borrower", "device.borrow", p));
+        struct ntbf_rpc *c;
+        ntbf_rpc_socket_path(F.dir, "borrower", path, sizeof(path));
+        assert_int_equal(ntbf_rpc_connect(path, &c), 0);
+        json_object_put(rpc(c, "events.subscribe", NULL));
+        int pid = dfx_pid(&F, "lender2");
+        kill(pid, SIGKILL);
+        dfx_wait_gone(pid);
+        struct json_object *ev = NULL;
+        bool lost = false;
+        for (int i = 0; i < 60 && !lost; i++) {
+                if (ntbf_rpc_next_event(c, &ev, 100) == 0) {
+                        struct json_object *k, *f;
+                        lost = json_object_object_get_ex(ev, "kind", &k) &&
+                               !strcmp(json_object_get_string(k), "device.lost") &&
+                               json_object_object_get_ex(ev, "fdid", &f) &&
+                               (uint32_t)json_object_get_int64(f) == ACC2;
+                        json_object_put(ev);
+                }
+        }
+        assert_true(lost);
+        ntbf_rpc_close(c);
+        assert_true(dfx_wait_state(&F, ACC2, "lost", 1000));
+        struct json_object *bs = dfx_ok(&F, "borrower", "device.borrows", NULL);
+        assert_int_equal(json_object_array_length(bs), 0);
+        json_object_put(bs);
+        /* Back: it reconciles (clears what the manager released) and lends again. */
+        up_again("lender2");
+        assert_true(dfx_wait_state(&F, ACC2, "available", 2000));
+        assert_baseline();
+}
+
+/* Who may use a daemon's socket: root, its own user, allow_users (uid 1 here); not nobody. */
+static void test_socket_access(void **state)
+{
+        (void)state;
+        if (getuid() != 0) {
+                print_message("not root: cannot act as other users; skipped\n");
+                return;
+        }
+        char run[512], path[512];
+        snprintf(run, sizeof(run), "%s/run", F.dir);
+        ntbf_rpc_socket_path(F.dir, "lender1", path, sizeof(path));
+        /* Let the file system pass anyone, so that SO_PEERCRED is what decides. */
+        assert_int_equal(chmod(F.dir, 0755), 0);
+        assert_int_equal(chmod(run, 0755), 0);
+        assert_int_equal(chmod(path, 0666), 0);
+        for (int k = 0; k < 2; k++) {
+                uid_t uid = k == 0 ? 65534 : 1;
+                pid_t pid = fork();
+                if (pid == 0) {
+                        if (setgid(uid) || setuid(uid))
+                                _exit(3);
+                        struct ntbf_rpc *c;
+                        if (ntbf_rpc_connect(path, &c))
+                                _exit(4);
+                        struct json_object *res = NULL;
+                        int r = ntbf_rpc_call(c, "node.status", NULL, &res, 5000);
+                        json_object_put(res);
+                        ntbf_rpc_close(c);
+                        _exit(r == 0 ? 0 : r == -EPIPE ? 1 : 2);
+                }
+                int st;
+                assert_int_equal(waitpid(pid, &st, 0), pid);
+                assert_true(WIFEXITED(st));
+                /* nobody: closed before anything is read; uid 1: served. */
+                assert_int_equal(WEXITSTATUS(st), k == 0 ? 1 : 0);
+        }
+        char cmd[600];
+        snprintf(cmd, sizeof(cmd),
+                 "grep -q 'refused an RPC connection from pid [0-9]* uid 65534' %s/log/lender1.log",
+                 F.dir);
+        assert_int_equal(system(cmd), 0);
+        chmod(path, 0660);
+        chmod(run, 0750);
+        chmod(F.dir, 0700);
+}
+
 /* A peer without the cluster key is refused and logged, and changes nothing. */
 static void test_rogue_peer(void **state)
 {
@@ -515,6 +642,9 @@ int main(void)
             cmocka_unit_test(test_dma_outside_windows),
             cmocka_unit_test(test_cycles),
             cmocka_unit_test(test_borrower_death),
+            cmocka_unit_test(test_restarts_within_lease),
+            cmocka_unit_test(test_lender_death),
+            cmocka_unit_test(test_socket_access),
             cmocka_unit_test(test_sigterm_returns),
             cmocka_unit_test(test_rogue_peer),
         };
