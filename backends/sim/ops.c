@@ -95,18 +95,62 @@ static void sim_release(struct ntbf_adapter_h *h)
         free(h);
 }
 
-static bool reaches_switch(const struct ntbf_topo *t, uint32_t a)
+/*
+ * Mark in seen[] the switches of adapter a's switch network: those it is cabled to and
+ * those joined to them by switch cables. A host programs a switch's requester tables
+ * through its own adapter's path to the switch, so these are the only ones it can reach.
+ * Returns how many there are (0 on allocation failure too: nothing reachable).
+ */
+static uint32_t switch_network(const struct ntbf_topo *t, uint32_t a, bool *seen)
 {
+        uint32_t *stack = calloc(t->nswitches + 1, sizeof(*stack));
+        if (!stack)
+                return 0;
+        uint32_t sp = 0, n = 0;
         for (uint32_t p = 0; p < NTBF_MAX_ADAPTER_PORTS; p++) {
                 uint32_t l = t->adapters[a].link[p];
                 if (l == NTBF_NONE)
                         continue;
                 struct ntbf_port_ref o =
                     ntbf_link_peer(&t->links[l], (struct ntbf_port_ref){NTBF_PORT_ADAPTER, a, p});
-                if (o.kind == NTBF_PORT_SWITCH && t->switches[o.obj].p.rid_table)
-                        return true;
+                if (o.kind == NTBF_PORT_SWITCH && !seen[o.obj]) {
+                        seen[o.obj] = true;
+                        stack[sp++] = o.obj;
+                }
         }
-        return false;
+        while (sp) {
+                uint32_t w = stack[--sp];
+                n++;
+                for (uint32_t p = 0; p < t->switches[w].p.ports; p++) {
+                        uint32_t l = t->switches[w].link[p];
+                        if (l == NTBF_NONE)
+                                continue;
+                        struct ntbf_port_ref o = ntbf_link_peer(
+                            &t->links[l], (struct ntbf_port_ref){NTBF_PORT_SWITCH, w, p});
+                        if (o.kind == NTBF_PORT_SWITCH && !seen[o.obj]) {
+                                seen[o.obj] = true;
+                                stack[sp++] = o.obj;
+                        }
+                }
+        }
+        free(stack);
+        return n;
+}
+
+/* Whether a reaches switch sw (sw == NTBF_NONE: any switch with a requester table). */
+static bool reaches_switch(const struct ntbf_topo *t, uint32_t a, uint32_t sw)
+{
+        bool *seen = calloc(t->nswitches + 1, sizeof(*seen));
+        if (!seen)
+                return false;
+        bool r = false;
+        if (switch_network(t, a, seen)) {
+                for (uint32_t w = 0; w < t->nswitches && !r; w++)
+                        r = seen[w] &&
+                            (sw == NTBF_NONE ? t->switches[w].p.rid_table != 0 : w == sw);
+        }
+        free(seen);
+        return r;
 }
 
 static int sim_caps(struct ntbf_adapter_h *h, struct ntbf_caps *c)
@@ -134,7 +178,7 @@ static int sim_caps(struct ntbf_adapter_h *h, struct ntbf_caps *c)
                 c->flags |= NTBF_CAP_MCAST;
         if (x->nchan)
                 c->flags |= NTBF_CAP_DMA;
-        if (reaches_switch(s->t, h->adapter))
+        if (reaches_switch(s->t, h->adapter, NTBF_NONE))
                 c->flags |= NTBF_CAP_SWITCH_RID;
         if (s->nodes[x->node].iommu)
                 c->flags |= NTBF_CAP_IOMMU | NTBF_CAP_DEV_IOMMU;
@@ -447,11 +491,24 @@ static int sim_rid_del(struct ntbf_adapter_h *h, const struct ntbf_rid *r)
         return err;
 }
 
+/* Switch tables are programmed through an adapter on the switch's network, as the caps of
+ * the adapter say (NTBF_CAP_SWITCH_RID): one that reaches no switch with a table cannot
+ * program any, and none can program a switch of another network. */
+static int switch_reach(struct ntbf_sim *s, uint32_t a, uint32_t sw)
+{
+        if (!reaches_switch(s->t, a, NTBF_NONE))
+                return NTBF_EUNSUPPORTED;
+        return reaches_switch(s->t, a, sw) ? 0 : NTBF_ENOPATH;
+}
+
 static int sim_switch_rid_add(struct ntbf_adapter_h *h, uint32_t sw, const struct ntbf_rid *r)
 {
         struct ntbf_sim *s = S(h);
         if (rid_check(s, r) || sw >= s->t->nswitches)
                 return -EINVAL;
+        int reach = switch_reach(s, h->adapter, sw);
+        if (reach)
+                return reach;
         const struct sim_switch *x = &s->sw[sw];
         if (!x->nrids)
                 return NTBF_EUNSUPPORTED;
@@ -492,6 +549,9 @@ static int sim_switch_rid_del(struct ntbf_adapter_h *h, uint32_t sw, const struc
         struct ntbf_sim *s = S(h);
         if (rid_check(s, r) || sw >= s->t->nswitches)
                 return -EINVAL;
+        int reach = switch_reach(s, h->adapter, sw);
+        if (reach)
+                return reach;
         const struct sim_switch *x = &s->sw[sw];
         if (!x->nrids)
                 return NTBF_EUNSUPPORTED;
@@ -534,10 +594,17 @@ static int sim_mem_free(struct ntbf_adapter_h *h, struct ntbf_mem *m)
 
 /* ---- doorbells, scratchpads, messages ------------------------------------------------------- */
 
-/* Registers of a peer are reached over the link: its route from us must be up. */
-static int peer_ok(struct ntbf_adapter_h *h, uint32_t peer)
+/*
+ * Registers of a peer are reached over the link: its route from us must be up. They are
+ * reached through our own adapter's registers of the same kind (have: how many it has), so
+ * an adapter without doorbells, scratchpads or messages, which does not claim them, cannot
+ * use the peer's either.
+ */
+static int peer_ok(struct ntbf_adapter_h *h, uint32_t peer, uint32_t have)
 {
         struct ntbf_sim *s = S(h);
+        if (!have)
+                return NTBF_EUNSUPPORTED;
         if (peer >= s->t->nadapters || !sim_route(s, h->adapter, peer)->valid)
                 return -EINVAL;
         const struct sim_route *rt = sim_route(s, h->adapter, peer);
@@ -594,7 +661,7 @@ static int sim_db_clear_mask(struct ntbf_adapter_h *h, uint64_t bits)
 static int sim_peer_db_set(struct ntbf_adapter_h *h, uint32_t peer, uint64_t bits)
 {
         struct ntbf_sim *s = S(h);
-        int r = peer_ok(h, peer);
+        int r = peer_ok(h, peer, s->ad[h->adapter].ndb);
         if (r)
                 return r;
         struct sim_adapter *x = &s->ad[peer];
@@ -627,7 +694,7 @@ static int sim_spad_write(struct ntbf_adapter_h *h, uint32_t idx, uint32_t val)
 static int sim_peer_spad_read(struct ntbf_adapter_h *h, uint32_t peer, uint32_t idx, uint32_t *val)
 {
         struct ntbf_sim *s = S(h);
-        int r = peer_ok(h, peer);
+        int r = peer_ok(h, peer, s->ad[h->adapter].nspads);
         if (r)
                 return r;
         if (!val || idx >= s->ad[peer].nspads)
@@ -639,7 +706,7 @@ static int sim_peer_spad_read(struct ntbf_adapter_h *h, uint32_t peer, uint32_t 
 static int sim_peer_spad_write(struct ntbf_adapter_h *h, uint32_t peer, uint32_t idx, uint32_t val)
 {
         struct ntbf_sim *s = S(h);
-        int r = peer_ok(h, peer);
+        int r = peer_ok(h, peer, s->ad[h->adapter].nspads);
         if (r)
                 return r;
         if (idx >= s->ad[peer].nspads)
@@ -651,7 +718,7 @@ static int sim_peer_spad_write(struct ntbf_adapter_h *h, uint32_t peer, uint32_t
 static int sim_peer_msg_write(struct ntbf_adapter_h *h, uint32_t peer, uint32_t midx, uint32_t val)
 {
         struct ntbf_sim *s = S(h);
-        int r = peer_ok(h, peer);
+        int r = peer_ok(h, peer, s->ad[h->adapter].nmsgs);
         if (r)
                 return r;
         if (midx >= s->ad[peer].nmsgs)

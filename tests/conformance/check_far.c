@@ -1,0 +1,257 @@
+/* tests/conformance/check_far.c: what happens on the far side: its IOMMU, interrupts, multicast. */
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ntbfab/error.h"
+#include "ntbfab/units.h"
+#include "checks.h"
+
+/* ---- IOMMU --------------------------------------------------------------------------------------
+ */
+
+/* One access to the IOVA behind slot 0 at offset off: by transaction, else by a fresh map. */
+static int iommu_access(struct cf_run *r, uint64_t off, uint64_t v, bool expect_ok,
+                        const char *when)
+{
+        struct cf_pair *p = r->p;
+        struct cf_ad *a = p->a;
+        int st;
+        if (cf_tx_mode(r->cx, a, NULL) != CF_TX_NONE) {
+                CF_TRY(cf_tx(r, a, 0, true, a->caps.window_base + off, &v, 8, &st));
+                if (expect_ok)
+                        CF_OK(r, st, "write to the IOVA %s", when);
+                else
+                        CF_TRUE(r, st != 0, "a write to the IOVA %s succeeded", when);
+                if (!expect_ok && r->cx->sim && !r->cx->dma_only)
+                        CF_RC(r, NTBF_EIOMMU_FAULT, st, "status of a write to the IOVA %s", when);
+                return 0;
+        }
+        /* A CPU mapping resolves translations when it is made (docs/sim.md): map afresh. */
+        struct cf_win w;
+        CF_TRY(cf_win_open(r, p, 0, 1, &w));
+        if (!expect_ok)
+                CF_TRY(cf_win_expect_dropped(r, &w, off, when));
+        return cf_win_write(r, &w, off, v, &st);
+}
+
+int cf_check_iommu(struct cf_run *r)
+{
+        struct cf_pair *p = r->p;
+        struct cf_ad *a = p->a, *b = p->b;
+        const struct ntbf_backend_ops *o = r->cx->ops;
+        if (!(b->caps.flags & NTBF_CAP_IOMMU))
+                CF_SKIP(r, "%s does not claim NTBF_CAP_IOMMU", b->name);
+        bool inbound = false;
+        CF_TRY(cf_slot_how(r, p, &inbound));
+        uint64_t E = a->caps.lut_entry_size;
+        uint64_t align = a->caps.xlat_align > E ? a->caps.xlat_align : E;
+        uint64_t iova = cf_free_iova(r->cx->t, b->node, align);
+        CF_TRUE(r, iova != UINT64_MAX, "no free IOVA in %s's address map", b->name);
+        struct ntbf_mem m;
+        CF_TRY(cf_mem(r, b, 4096, 4096, &m));
+        struct ntbf_xlat x = {b->node, b->idx, iova, NTBF_NONE};
+        CF_TRY(cf_slot_set(r, p, inbound, 0, &x));
+        const uint64_t off = 0x100;
+        bool counted = cf_tx_mode(r->cx, a, NULL) != CF_TX_NONE;
+        struct ntbf_counters c0, c1;
+        CF_TRY(cf_counters(r, b, &c0));
+
+        CF_TRY(iommu_access(r, off, cf_pattern(90, 0), false, "before it is mapped"));
+        CF_EQ(r, cf_load64((uint8_t *)m.addr + off), 0,
+              "%s: memory after a write to an unmapped "
+              "IOVA",
+              b->name);
+        CF_OK(r, o->iommu_map(b->h, iova, m.bus_addr, 4096), "%s: iommu_map(%#llx -> %#llx)",
+              b->name, (unsigned long long)iova, (unsigned long long)m.bus_addr);
+        cf_undo_iommu(r, b, iova, 4096);
+        CF_TRY(iommu_access(r, off, cf_pattern(90, 1), true, "once mapped"));
+        CF_EQ(r, cf_load64((uint8_t *)m.addr + off), cf_pattern(90, 1),
+              "%s: memory at the mapped physical address + %#llx", b->name,
+              (unsigned long long)off);
+        CF_OK(r, o->iommu_unmap(b->h, iova, 4096), "%s: iommu_unmap(%#llx)", b->name,
+              (unsigned long long)iova);
+        CF_TRY(iommu_access(r, off, cf_pattern(90, 2), false, "after it is unmapped"));
+        CF_EQ(r, cf_load64((uint8_t *)m.addr + off), cf_pattern(90, 1),
+              "%s: memory after a write to an unmapped IOVA", b->name);
+        if (!counted) {
+                snprintf(r->reason, sizeof(r->reason),
+                         "iommu_fault not checked: no counted transactions");
+                return 0;
+        }
+        CF_TRY(cf_counters(r, b, &c1));
+        CF_EQ(r, c1.iommu_fault - c0.iommu_fault, 2,
+              "%s: iommu_fault after two writes to an unmapped IOVA (counted where the fault "
+              "happened)",
+              b->name);
+        return 0;
+}
+
+/* ---- interrupts ---------------------------------------------------------------------------------
+ */
+
+/* Write the vector's data to its address from A's side, through slot `slot` mapping far. */
+static int msi(struct cf_run *r, uint32_t slot, uint64_t far, const struct ntbf_irq *v)
+{
+        struct cf_pair *p = r->p;
+        struct cf_ad *a = p->a;
+        uint64_t off = slot * a->caps.lut_entry_size + (v->addr - far);
+        uint32_t data = v->data;
+        int st;
+        if (cf_tx_mode(r->cx, a, NULL) != CF_TX_NONE) {
+                CF_TRY(cf_tx(r, a, 0, true, a->caps.window_base + off, &data, 4, &st));
+                CF_OK(r, st, "MSI write of data %#x to %#llx through %s", data,
+                      (unsigned long long)v->addr, a->name);
+                return 0;
+        }
+        struct cf_win w;
+        CF_TRY(cf_win_open(r, p, slot, 1, &w));
+        if (!w.cpu)
+                CF_FAIL(r, "internal: no CPU mapping for the MSI write");
+        *(volatile uint32_t *)(w.cpu + (off - w.off)) = data;
+        return 0;
+}
+
+int cf_check_irq(struct cf_run *r)
+{
+        struct cf_ctx *cx = r->cx;
+        struct cf_pair *p = r->p;
+        struct cf_ad *a = p->a, *b = p->b;
+        const struct ntbf_backend_ops *o = cx->ops;
+        if (!(b->caps.flags & NTBF_CAP_IRQ))
+                CF_SKIP(r, "%s does not claim NTBF_CAP_IRQ", b->name);
+        bool inbound = false;
+        CF_TRY(cf_slot_how(r, p, &inbound));
+        if (cf_tx_mode(cx, a, NULL) == CF_TX_NONE && !(a->caps.flags & NTBF_CAP_CPU_MAP))
+                CF_SKIP(r, "%s can neither issue transactions nor map its window", a->name);
+        struct ntbf_irq v[2];
+        for (int i = 0; i < 2; i++) {
+                memset(&v[i], 0, sizeof(v[i]));
+                v[i].fd = -1;
+                CF_OK(r, o->irq_alloc(b->h, &v[i]), "%s: irq_alloc (vector %d)", b->name, i + 1);
+                cf_undo_irq(r, b, &v[i]);
+                CF_TRUE(r, v[i].fd >= 0, "%s: irq_alloc returned fd %d", b->name, v[i].fd);
+                CF_TRUE(r, !cf_poll_readable(v[i].fd, 0),
+                        "%s: a fresh vector's eventfd is readable before any interrupt", b->name);
+        }
+        CF_TRUE(r, v[0].addr != v[1].addr || v[0].data != v[1].data,
+                "%s: two vectors with the same address and data (%#llx, %#x)", b->name,
+                (unsigned long long)v[0].addr, v[0].data);
+        uint64_t E = a->caps.lut_entry_size, al = a->caps.xlat_align;
+        uint64_t far[2];
+        uint32_t slot[2];
+        for (int i = 0; i < 2; i++) {
+                far[i] = v[i].addr & ~(al - 1);
+                slot[i] = (uint32_t)i;
+                if (i == 1 && v[1].addr >= far[0] && v[1].addr - far[0] < E) {
+                        far[1] = far[0]; /* the same slot reaches both */
+                        slot[1] = slot[0];
+                        continue;
+                }
+                struct ntbf_xlat x = {b->node, b->idx, far[i], NTBF_NONE};
+                CF_TRY(cf_slot_set(r, p, inbound, slot[i], &x));
+        }
+        for (int i = 0; i < 2; i++) {
+                CF_TRY(msi(r, slot[i], far[i], &v[i]));
+                CF_TRUE(r, cf_poll_readable(v[i].fd, cx->timeout_ms),
+                        "%s: vector %d (address %#llx, data %#x): eventfd not signalled within %u "
+                        "ms of the MSI write from %s",
+                        b->name, i + 1, (unsigned long long)v[i].addr, v[i].data, cx->timeout_ms,
+                        a->name);
+                uint64_t cnt = 0;
+                CF_TRUE(r, read(v[i].fd, &cnt, sizeof(cnt)) == sizeof(cnt) && cnt >= 1,
+                        "%s: vector %d: reading its eventfd", b->name, i + 1);
+                CF_TRUE(r, !cf_poll_readable(v[1 - i].fd, cx->quiet_ms),
+                        "%s: an interrupt for vector %d also signalled vector %d", b->name, i + 1,
+                        2 - i);
+        }
+        for (int i = 0; i < 2; i++)
+                CF_OK(r, o->irq_free(b->h, &v[i]), "%s: irq_free (vector %d)", b->name, i + 1);
+        return 0;
+}
+
+/* ---- multicast ----------------------------------------------------------------------------------
+ */
+
+static int mc_write(struct cf_run *r, uint64_t off, uint64_t v)
+{
+        struct cf_pair *p = r->p;
+        struct cf_ad *a = p->a;
+        int st;
+        if (cf_tx_mode(r->cx, a, NULL) != CF_TX_NONE) {
+                CF_TRY(cf_tx(r, a, 0, true, a->caps.window_base + off, &v, 8, &st));
+                CF_OK(r, st, "write to the multicast slot at offset %#llx",
+                      (unsigned long long)off);
+                return 0;
+        }
+        struct cf_win w;
+        CF_TRY(cf_win_open(r, p, 0, 1, &w));
+        return cf_win_write(r, &w, off, v, &st);
+}
+
+int cf_check_mcast(struct cf_run *r)
+{
+        struct cf_pair *p = r->p;
+        struct cf_ad *a = p->a;
+        const struct ntbf_backend_ops *o = r->cx->ops;
+        if (!(a->caps.flags & NTBF_CAP_MCAST))
+                CF_SKIP(r, "%s does not claim NTBF_CAP_MCAST", a->name);
+        if (!(a->caps.flags & NTBF_CAP_XLAT_OUTBOUND))
+                CF_SKIP(r,
+                        "%s does not claim NTBF_CAP_XLAT_OUTBOUND: a slot onto a multicast "
+                        "group is programmed by the window owner",
+                        a->name);
+        const uint64_t S = 65536;
+        if (a->caps.lut_entry_size < S)
+                CF_SKIP(r, "%s's slots (%llu bytes) are smaller than the test's group (64 KiB)",
+                        a->name, (unsigned long long)a->caps.lut_entry_size);
+        struct cf_ad *mem[CF_MAX_MEMBERS];
+        struct ntbf_mem buf[CF_MAX_MEMBERS];
+        unsigned n = 0;
+        const uint32_t g = 0;
+        for (unsigned i = 0; i < p->nmembers; i++) {
+                struct cf_ad *m = p->members[i];
+                uint32_t need = NTBF_CAP_MCAST | NTBF_CAP_MEM;
+                if ((m->caps.flags & need) != need)
+                        continue;
+                CF_TRY(cf_far_mem(r, m, S, 4096, &buf[n]));
+                CF_OK(r, o->mcast_join(m->h, g, buf[n].bus_addr, S),
+                      "%s: mcast_join(group %u, %#llx, %llu bytes)", m->name, g,
+                      (unsigned long long)buf[n].bus_addr, (unsigned long long)S);
+                cf_undo_mcast(r, m, g);
+                mem[n++] = m;
+        }
+        if (!n)
+                CF_SKIP(r, "no adapter A reaches through the switches claims NTBF_CAP_MCAST and "
+                           "NTBF_CAP_MEM");
+        struct ntbf_xlat x = {NTBF_NONE, NTBF_NONE, 0, g};
+        CF_TRY(cf_slot_set(r, p, false, 0, &x));
+        if (o->xlat_get) {
+                struct ntbf_xlat y;
+                bool valid = false;
+                CF_OK(r, o->xlat_get(a->h, 0, &y, &valid), "%s: xlat_get(0)", a->name);
+                CF_TRUE(r, valid && y.mcast_group == g,
+                        "%s: xlat_get(0) does not read back the multicast group %u", a->name, g);
+        }
+        CF_TRY(mc_write(r, 0, cf_pattern(100, 0)));
+        CF_TRY(mc_write(r, S - 8, cf_pattern(100, 1)));
+        for (unsigned i = 0; i < n; i++) {
+                CF_EQ(r, cf_load64(buf[i].addr), cf_pattern(100, 0),
+                      "%s: first 8 bytes of its overlay after a write to the group", mem[i]->name);
+                CF_EQ(r, cf_load64((uint8_t *)buf[i].addr + S - 8), cf_pattern(100, 1),
+                      "%s: last 8 bytes of its overlay after a write to the group", mem[i]->name);
+        }
+        if (n >= 2) {
+                CF_OK(r, o->mcast_leave(mem[n - 1]->h, g), "%s: mcast_leave(%u)", mem[n - 1]->name,
+                      g);
+                CF_TRY(mc_write(r, 0, cf_pattern(100, 2)));
+                for (unsigned i = 0; i + 1 < n; i++)
+                        CF_EQ(r, cf_load64(buf[i].addr), cf_pattern(100, 2),
+                              "%s: overlay after a member left", mem[i]->name);
+                CF_EQ(r, cf_load64(buf[n - 1].addr), cf_pattern(100, 0),
+                      "%s: overlay after it left the group (it must receive nothing)",
+                      mem[n - 1]->name);
+        }
+        snprintf(r->reason, sizeof(r->reason), "group %u, %u members", g, n);
+        return 0;
+}
