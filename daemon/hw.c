@@ -223,13 +223,19 @@ int ntbf__hw_apply(struct ntbf__d *d, const struct ntbf__ent *e, bool set, char 
                 }
                 break;
         case NTBF_ENT_DEVISO:
+                /* NTBF_CAP_DEV_IOMMU, or a host IOMMU with the isolation callbacks (the sim,
+                 * which does not claim the newer bit yet). */
                 h = ntbf__hw_any(d, NTBF_CAP_DEV_IOMMU);
+                if (!h)
+                        h = ntbf__hw_any(d, NTBF_CAP_IOMMU);
                 if (!h || !o->dev_isolate)
                         return missing(why, whylen, "isolate its devices (no lender-side IOMMU)");
                 r = o->dev_isolate(h, &e->rid, set);
                 break;
         case NTBF_ENT_DEVMAP:
                 h = ntbf__hw_any(d, NTBF_CAP_DEV_IOMMU);
+                if (!h)
+                        h = ntbf__hw_any(d, NTBF_CAP_IOMMU);
                 if (!h || !o->dev_iommu_map)
                         return missing(why, whylen, "map isolated devices' windows");
                 r = set ? o->dev_iommu_map(h, &e->rid, e->addr, e->addr, e->len)

@@ -41,8 +41,9 @@ static void open_pair(struct pair *p, const uint8_t *ckey, const uint8_t *skey)
         free(f);
         assert_int_equal(ev.kind, NTBF_PP_EV_OPEN);
         assert_int_equal(p->s.peer_id, 4);
-        assert_int_equal(deliver(&p->c, ev.reply, ev.reply_len, &ev), 1);
-        free(ev.reply);
+        uint8_t *welcome = ev.reply;
+        assert_int_equal(deliver(&p->c, welcome, ev.reply_len, &ev), 1);
+        free(welcome);
         assert_int_equal(ev.kind, NTBF_PP_EV_OPEN);
         assert_int_equal(p->c.peer_id, 8);
         assert_int_equal(p->c.session, p->s.session);
