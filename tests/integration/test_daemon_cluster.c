@@ -245,6 +245,15 @@ static void test_lend_borrow_return(void **state)
         assert_true(has(out, "no lent device"));
         assert_int_equal(dfx_cli(&F, out, sizeof(out), "lend lender3 0000:03:00.0"), 0);
         assert_true(has(out, "available"));
+        /* up is idempotent; another cluster in the same directory is refused. */
+        assert_int_equal(dfx_cli(&F, out, sizeof(out), "up %s", F.yaml), 0);
+        assert_true(has(out, "already up: nothing to start"));
+        char other[600];
+        snprintf(other, sizeof(other), "%s/config/examples/quickstart.yaml",
+                 getenv("NTBFAB_SRC") ? getenv("NTBFAB_SRC") : ".");
+        assert_int_equal(dfx_cli(&F, out, sizeof(out), "up %s", other), 1);
+        assert_true(has(out, "another cluster (from "));
+        assert_true(has(out, "is up in"));
 }
 
 /* The borrower drives the accelerator through its NTB window; interception; a lender restart. */

@@ -596,6 +596,72 @@ static void test_map_peer(void **state)
         fx_free(f);
 }
 
+/* The two other cases of article 4.4: the same lender, and a target in the borrower. */
+static void test_map_peer_cases(void **state)
+{
+        (void)state;
+        const char *yaml =
+            "cluster: {name: p2p}\n"
+            "nodes:\n"
+            "  - {name: lender, id: 4, address: 127.0.0.1:7700, adapters: [{name: ntb0, model: "
+            "pxh830, window: 1GiB}],\n"
+            "     devices: [{name: acc0, bdf: \"04:00.0\", lend: true, sim: {model: accel, memory: "
+            "64MiB}},\n"
+            "               {name: acc1, bdf: \"05:00.0\", lend: true, sim: {model: accel, memory: "
+            "64MiB}}]}\n"
+            "  - {name: borrower, id: 8, address: 127.0.0.2:7700, adapters: [{name: ntb0, model: "
+            "pxh830, window: 1GiB}],\n"
+            "     devices: [{name: gpu, bdf: \"06:00.0\", sim: {model: accel, memory: 64MiB}}]}\n"
+            "links: [[lender.ntb0, borrower.ntb0]]\n";
+        struct fx *f = fx_new(NULL, yaml, "lender");
+        register_all(f);
+        uint32_t a0 = fdid(f, "lender", "acc0"), a1 = fdid(f, "lender", "acc1");
+        uint32_t gpu = fdid(f, "borrower", "gpu"), b = node(f, "borrower");
+        char p[128];
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", a0);
+        ok(call(f, b, "borrow", p));
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", a1);
+        ok(call(f, b, "borrow", p));
+        struct ntbf__entset before = {0};
+        ntbf__ents_of_state(ntbf__fm_state(f->fm), &before);
+        /* Same lender: nothing to program, the target's own address in that host. */
+        snprintf(p, sizeof(p), "{\"src\":%u,\"target\":%u,\"bar\":2}", a0, a1);
+        struct ans m = call(f, b, "map", p);
+        assert_int_equal(m.err, 0);
+        uint32_t l = node(f, "lender"), d1 = ntbf_topo_find_device(f->t, l, "acc1");
+        uint64_t addr;
+        assert_true(ntbf__jget_u(m.res, "device_addr", &addr));
+        assert_int_equal(addr, ntbf_device_bar_addr(&f->t->devices[d1], 0, 2));
+        json_object_put(m.res);
+        struct ntbf__entset after = {0}, extra = {0};
+        ntbf__ents_of_state(ntbf__fm_state(f->fm), &after);
+        ntbf__entset_diff(&after, &before, &extra);
+        assert_int_equal(extra.n, 0);
+        ntbf__entset_free(&after);
+        ntbf__entset_free(&extra);
+        /* A device of the borrower: the lender maps a window onto its BAR; the address is in
+         * the lender's window, programmed by the lender. */
+        snprintf(p, sizeof(p), "{\"src\":%u,\"target\":%u,\"bar\":2}", a0, gpu);
+        int before_prog = f->programs[l];
+        m = call(f, b, "map", p);
+        assert_int_equal(m.err, 0);
+        assert_true(ntbf__jget_u(m.res, "device_addr", &addr));
+        const struct ntbf_adapter *la = &f->t->adapters[f->t->nodes[l].adapters[0]];
+        assert_true(addr >= la->window_base && addr < la->window_base + la->p.window);
+        assert_true(f->programs[l] > before_prog);
+        json_object_put(m.res);
+        /* The borrower's own device cannot be the source of someone else's mapping. */
+        snprintf(p, sizeof(p), "{\"src\":%u,\"target\":%u,\"bar\":2}", gpu, a0);
+        refused(call(f, l, "map", p), -EPERM, "neither a device of 'lender' nor borrowed by it");
+        ntbf__entset_free(&before);
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", a0);
+        ok(call(f, b, "return", p));
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", a1);
+        ok(call(f, b, "return", p));
+        assert_baseline(f);
+        fx_free(f);
+}
+
 /* Isolation: the lender programs a domain holding exactly the borrow's windows. */
 static void test_isolation_entries(void **state)
 {
@@ -652,6 +718,7 @@ int main(void)
             cmocka_unit_test(test_restart_replays),
             cmocka_unit_test(test_cycles),
             cmocka_unit_test(test_map_peer),
+            cmocka_unit_test(test_map_peer_cases),
             cmocka_unit_test(test_isolation_entries),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
