@@ -232,11 +232,13 @@ static int run_up(int argc, char **argv)
                 return EXIT_FAIL;
         }
         f.manager = fab_manager(f.t);
-        char def[PATH_MAX / 2];
-        snprintf(f.dir, sizeof(f.dir), "%s",
-                 o.dir                  ? o.dir
-                 : getenv("NTBFAB_DIR") ? getenv("NTBFAB_DIR")
-                                        : ntbf_sim_default_dir(f.t, def, sizeof(def)));
+        const char *env = getenv("NTBFAB_DIR");
+        if (o.dir)
+                snprintf(f.dir, sizeof(f.dir), "%s", o.dir);
+        else if (env && env[0])
+                snprintf(f.dir, sizeof(f.dir), "%s", env);
+        else
+                ntbf_sim_default_dir(f.t, f.dir, sizeof(f.dir));
         snprintf(f.file, sizeof(f.file), "%s/cluster.yaml", f.dir);
         if (!realpath(file, f.origin))
                 snprintf(f.origin, sizeof(f.origin), "%s", file);

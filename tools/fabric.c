@@ -152,6 +152,8 @@ int fab_find(const struct fab_opts *o, struct fab *f)
 {
         memset(f, 0, sizeof(*f));
         const char *dir = o->dir ? o->dir : getenv("NTBFAB_DIR");
+        if (dir && !dir[0])
+                dir = NULL; /* NTBFAB_DIR= means unset */
         if (!dir) {
                 /* The one cluster that is up for this user (docs/cli.md). */
                 char prefix[64];
