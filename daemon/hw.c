@@ -199,15 +199,27 @@ int ntbf__hw_apply(struct ntbf__d *d, const struct ntbf__ent *e, bool set, char 
                 if (r == (set ? -EEXIST : -ENOENT))
                         r = 0;
                 break;
-        case NTBF_ENT_SWRID:
-                h = ntbf__hw_any(d, NTBF_CAP_SWITCH_RID);
-                if (!h || !o->switch_rid_add)
+        case NTBF_ENT_SWRID: {
+                /* Through an adapter on the switch's network: a node cabled to two networks
+                 * has one adapter that can program it (the others say NTBF_ENOPATH). */
+                const struct ntbf_node *me = &t->nodes[d->self];
+                if (!o->switch_rid_add)
                         return missing(why, whylen, "program switch requester tables");
-                r = set ? o->switch_rid_add(h, e->obj, &e->rid)
-                        : o->switch_rid_del(h, e->obj, &e->rid);
+                r = NTBF_ENOPATH;
+                for (uint32_t i = 0; i < me->nadapters && r == NTBF_ENOPATH; i++) {
+                        uint32_t a = me->adapters[i];
+                        if (!d->h[a] || !(d->caps[a].flags & NTBF_CAP_SWITCH_RID))
+                                continue;
+                        h = d->h[a];
+                        r = set ? o->switch_rid_add(h, e->obj, &e->rid)
+                                : o->switch_rid_del(h, e->obj, &e->rid);
+                }
+                if (!h)
+                        return missing(why, whylen, "program switch requester tables");
                 if (r == (set ? -EEXIST : -ENOENT))
                         r = 0;
                 break;
+        }
         case NTBF_ENT_IOMMU:
                 h = ntbf__hw_any(d, NTBF_CAP_IOMMU);
                 if (!h || !o->iommu_map)
