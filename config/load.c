@@ -540,11 +540,20 @@ static const struct key top_keys[] = {
 };
 static const struct schema top_schema = {"at the top level", top_keys, T_N, NULL, NULL, NULL};
 
-enum { C_NAME, C_BACKEND, C_KEY_FILE, C_N };
+enum {
+        C_NAME,
+        C_BACKEND,
+        C_KEY_FILE,
+        C_MANAGER,
+        C_LEASE,
+        C_ALLOW_USERS,
+        C_ALLOW_GROUPS,
+        C_SOCKET_GROUP,
+        C_N
+};
 static const struct key cluster_keys[] = {
-    {"name", "'name: NAME'"},
-    {"backend", NULL},
-    {"key_file", NULL},
+    {"name", "'name: NAME'"}, {"backend", NULL},     {"key_file", NULL},     {"manager", NULL},
+    {"lease", NULL},          {"allow_users", NULL}, {"allow_groups", NULL}, {"socket_group", NULL},
 };
 static const struct schema cluster_schema = {"in cluster", cluster_keys, C_N, NULL, NULL, NULL};
 
@@ -635,6 +644,7 @@ enum {
         D_DMA_BITS,
         D_HOP_NS,
         D_SIM,
+        D_ISOLATE,
         D_N
 };
 static const struct key device_keys[] = {
@@ -651,6 +661,7 @@ static const struct key device_keys[] = {
     {"dma_bits", NULL},
     {"hop_ns", NULL},
     {"sim", NULL},
+    {"isolate", NULL},
 };
 static const struct schema device_schema = {"in device", device_keys, D_N, NULL, NULL, NULL};
 
@@ -735,11 +746,111 @@ static const struct ntbf_switch_params standin_switch = {
 
 /* ---- cluster ---------------------------------------------------------------------------- */
 
+/*
+ * A duration: a whole number with a unit ms, s, m or h ("10s", "500ms"). Bare numbers are
+ * refused: a lease of "10" could mean seconds or milliseconds.
+ */
+static int get_duration_ms(struct ld *ld, uint32_t v, const char *label, uint64_t min_ms,
+                           uint64_t max_ms, uint32_t *out)
+{
+        const char *s;
+        char b[SHOWBUF];
+        int r = get_text(ld, v, label, "a duration like 10s", &s);
+        if (r != GOT)
+                return r;
+        static const struct {
+                const char *unit;
+                uint64_t ms;
+        } units[] = {{"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}};
+        const char *p = s;
+        uint64_t x = 0;
+        bool digits = false, over = false;
+        for (; isdigit((unsigned char)*p); p++) {
+                digits = true;
+                over |= x > (UINT64_MAX - 9) / 10;
+                x = x * 10 + (uint64_t)(*p - '0');
+        }
+        while (*p == ' ')
+                p++;
+        uint64_t mult = 0;
+        for (size_t i = 0; i < ARRAY_LEN(units); i++)
+                if (!strcmp(p, units[i].unit))
+                        mult = units[i].ms;
+        if (!digits || !mult) {
+                err(ld, at(ld, v),
+                    "%s value %s is not a duration; write a whole number with a unit ms, s, m or "
+                    "h, like 10s or 500ms",
+                    label, show(s, b, sizeof(b)));
+                return BROKEN;
+        }
+        over |= x > UINT64_MAX / mult;
+        uint64_t ms = x * mult;
+        if (over || ms < min_ms || ms > max_ms) {
+                err(ld, at(ld, v), "%s value %s is out of range %" PRIu64 "s..%" PRIu64 "s; %s",
+                    label, show(s, b, sizeof(b)), min_ms / 1000, max_ms / 1000,
+                    "a lease must outlast a few one-second heartbeats and be at most an hour");
+                return BROKEN;
+        }
+        *out = (uint32_t)ms;
+        return GOT;
+}
+
+/* A user or group name as the system writes them, or a numeric id. */
+static bool account_ok(const char *s)
+{
+        if (!*s || strlen(s) > NTBF_ACCOUNT_MAX || *s == '-')
+                return false;
+        for (; *s; s++)
+                if (!isalnum((unsigned char)*s) && *s != '_' && *s != '-' && *s != '.')
+                        return false;
+        return true;
+}
+
+static int get_account(struct ld *ld, uint32_t v, const char *label, const char *want, char *out)
+{
+        const char *s;
+        char b[SHOWBUF];
+        int r = get_text(ld, v, label, want, &s);
+        if (r != GOT)
+                return r;
+        if (!account_ok(s)) {
+                err(ld, at(ld, v),
+                    "%s value %s is not a user or group name; write a name like 'ops' or a "
+                    "numeric id, at most %d characters of letters, digits, '_', '-' and '.'",
+                    label, show(s, b, sizeof(b)), NTBF_ACCOUNT_MAX);
+                return BROKEN;
+        }
+        snprintf(out, NTBF_ACCOUNT_MAX + 1, "%s", s);
+        return GOT;
+}
+
+static void get_accounts(struct ld *ld, uint32_t v, const char *key, const char *what,
+                         char (*out)[NTBF_ACCOUNT_MAX + 1], uint32_t *n)
+{
+        char label[48];
+        uint32_t item;
+        snprintf(label, sizeof(label), "'%s'", key);
+        if (!take_list(ld, v, label, what, &item))
+                return;
+        for (; item != NONE; item = next(ld, item)) {
+                if (*n == NTBF_MAX_ALLOW) {
+                        err(ld, at(ld, item),
+                            "%s lists more than %d entries; use a group (allow_groups) for the "
+                            "rest",
+                            label, NTBF_MAX_ALLOW);
+                        return;
+                }
+                if (get_account(ld, item, label, what + strlen("a list of "), out[*n]) == GOT)
+                        (*n)++;
+        }
+}
+
 static void load_cluster(struct ld *ld, uint32_t v)
 {
         uint32_t vals[C_N];
         const char *s;
         size_t i;
+        struct ntbf_cluster_opts *o = &ld->t->opts;
         if (!take_map(ld, v, "'cluster'", "a mapping with name and backend", &cluster_schema, vals))
                 return;
         need(ld, v, &cluster_schema, vals, "'cluster'");
@@ -753,6 +864,39 @@ static void load_cluster(struct ld *ld, uint32_t v)
                 if (!(ld->t->key_file = strdup(s)))
                         ld->err = -ENOMEM;
         }
+        /* The manager must name a node: checked once the nodes are read (check_manager). */
+        if (get_text(ld, vals[C_MANAGER], "'manager'", "a node name", &s) == GOT) {
+                snprintf(o->manager, sizeof(o->manager), "%s", s);
+                o->loc_manager = at(ld, vals[C_MANAGER]);
+        }
+        get_duration_ms(ld, vals[C_LEASE], "'lease'", 2000, 3600000, &o->lease_ms);
+        get_accounts(ld, vals[C_ALLOW_USERS], "allow_users", "a list of user names", o->allow_users,
+                     &o->nallow_users);
+        get_accounts(ld, vals[C_ALLOW_GROUPS], "allow_groups", "a list of group names",
+                     o->allow_groups, &o->nallow_groups);
+        get_account(ld, vals[C_SOCKET_GROUP], "'socket_group'", "a group name", o->socket_group);
+}
+
+/* cluster.manager names a node of the file. */
+static void check_manager(struct ld *ld)
+{
+        struct ntbf_cluster_opts *o = &ld->t->opts;
+        if (!o->manager[0] || ntbf__strmap_get(&ld->nodes, o->manager) != NTBF_NONE)
+                return;
+        char b[SHOWBUF];
+        struct ntbf__suggest sg;
+        ntbf__suggest_init(&sg, o->manager);
+        for (uint32_t i = 0; i < ld->t->nnodes; i++)
+                ntbf__suggest_add(&sg, ld->t->nodes[i].name);
+        const char *best = ntbf__suggest_result(&sg);
+        if (best)
+                err(ld, o->loc_manager, "'manager' names no node: %s; did you mean '%s'?",
+                    show(o->manager, b, sizeof(b)), best);
+        else
+                err(ld, o->loc_manager,
+                    "'manager' names no node: %s; name one of the nodes of this file, or remove "
+                    "'manager' to let the node with the lowest id manage the fabric",
+                    show(o->manager, b, sizeof(b)));
 }
 
 /* ---- nodes ------------------------------------------------------------------------------ */
@@ -1194,6 +1338,7 @@ static void load_device(struct ld *ld, uint32_t v, uint32_t node)
                     "like 0000:03:00.0",
                     show(s, b, sizeof(b)));
         get_bool(ld, vals[D_LEND], "'lend'", &d.lend);
+        get_bool(ld, vals[D_ISOLATE], "'isolate'", &d.isolate);
         if (vals[D_SIM] != NONE) {
                 /* The model defines identity and BARs; a second source would disagree. */
                 static const int clash[] = {D_CLASS, D_VENDOR, D_DEVICE, D_BARS};
@@ -1589,6 +1734,7 @@ static void load_root(struct ld *ld)
                 for (; item != NONE; item = next(ld, item))
                         load_node(ld, item);
         }
+        check_manager(ld);
         if (take_list(ld, vals[T_SWITCHES], "'switches'", "a list of switches", &item)) {
                 for (; item != NONE; item = next(ld, item))
                         load_switch(ld, item);

@@ -104,6 +104,10 @@ bool ntbf_backend_ops_valid(const struct ntbf_backend_ops *ops, char *why, size_
         for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++)
                 if (!all_or_none(more[i], 2, NULL, why, whylen))
                         return false;
+        /* Isolating a device without a way to map its windows (or the reverse) is useless. */
+        const struct cb iso[] = {CB(dev_isolate), CB(dev_iommu_map), CB(dev_iommu_unmap)};
+        if (!all_or_none(iso, 3, "device isolation", why, whylen))
+                return false;
         if (why && whylen)
                 snprintf(why, whylen, "valid");
         return true;

@@ -26,6 +26,7 @@ struct ntbf_topo *ntbf_topo_new(const char *name, const char *file)
                 return NULL;
         snprintf(t->name, sizeof(t->name), "%s", name ? name : "");
         snprintf(t->backend, sizeof(t->backend), "sim");
+        t->opts.lease_ms = NTBF_DEFAULT_LEASE_MS;
         if (file && !(t->file = strdup(file))) {
                 free(t);
                 return NULL;
@@ -85,6 +86,7 @@ struct ntbf_topo *ntbf_topo_clone(const struct ntbf_topo *t)
         c->ndevices = c->cap_devices = t->ndevices;
         c->file = t->file ? strdup(t->file) : NULL;
         c->key_file = t->key_file ? strdup(t->key_file) : NULL;
+        c->opts = t->opts;
         bool ok = c->nodes && c->adapters && c->switches && c->links && c->devices &&
                   (!t->file || c->file) && (!t->key_file || c->key_file);
         /* Derived data belongs to the original: finalize rebuilds it for the copy. */

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "fabric.h"
 #include "../core/suggest.h"
 
 static const struct {
@@ -10,6 +11,8 @@ static const struct {
         const size_t *n;
 } groups[] = {
     {verbs_model, &verbs_model_count},
+    {verbs_cluster, &verbs_cluster_count},
+    {verbs_device, &verbs_device_count},
 };
 
 static const struct verb *lookup(const char *name)

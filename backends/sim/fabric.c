@@ -967,7 +967,7 @@ void ntbf__sim_close(struct ntbf_sim *s)
         files_close(s->ram, s->t->nnodes);
         files_close(s->bar, s->t->ndevices * NTBF_MAX_BARS);
         files_close(s->vfbar, s->t->ndevices * NTBF_MAX_BARS);
-        files_close(s->iommu, s->t->nnodes);
+        files_close(s->iommu, s->t->nnodes + (s->hdr ? s->hdr->nfuncs : 0));
         if (s->ones_fd >= 0)
                 close(s->ones_fd);
         if (s->ctl)
@@ -1053,10 +1053,11 @@ int ntbf_sim_attach(const struct ntbf_backend_env *env, struct ntbf_backend **ou
         s->funcs = sim_at(s, s->hdr->off_func);
         s->seen_change = atomic_load(&s->hdr->change.seq);
         s->ram = calloc(t->nnodes + 1, sizeof(*s->ram));
-        s->iommu = calloc(t->nnodes + 1, sizeof(*s->iommu));
         s->bar = calloc((size_t)t->ndevices * NTBF_MAX_BARS + 1, sizeof(*s->bar));
         s->vfbar = calloc((size_t)t->ndevices * NTBF_MAX_BARS + 1, sizeof(*s->vfbar));
         s->func_first = calloc(t->ndevices + 1, sizeof(*s->func_first));
+        /* Host domains, then one isolation domain per device function. */
+        s->iommu = calloc((size_t)t->nnodes + s->hdr->nfuncs + 1, sizeof(*s->iommu));
         if (!s->ram || !s->iommu || !s->bar || !s->vfbar || !s->func_first) {
                 r = -ENOMEM;
                 goto fail;

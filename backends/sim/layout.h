@@ -26,7 +26,7 @@
  */
 
 #define SIM_MAGIC   UINT64_C(0x314d4953464254e4) /* "\xe4TBFSIM1" little-endian */
-#define SIM_VERSION 2
+#define SIM_VERSION 3
 
 #define SIM_PAGE         4096u
 #define SIM_IOVA_BITS    48 /* IOVA space of a host IOMMU (VT-d 4-level tables) */
@@ -216,6 +216,11 @@ struct sim_func {
         uint32_t pad2;
         uint64_t off_cfg;     /* NTBF_SIM_CFG_REGION bytes */
         _Atomic uint64_t flr; /* function level resets seen by the model runner */
+        /* Lender-side isolation (dev_isolate): the function's DMA goes through its own IOMMU
+         * domain, the file iommu-<node>.<device>.<function>, instead of straight to its host. */
+        _Atomic uint32_t isolated;
+        _Atomic uint32_t dom_ready;    /* the domain file exists */
+        _Atomic uint64_t iommu_faults; /* DMA refused by the domain */
 };
 
 #endif

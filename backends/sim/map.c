@@ -166,6 +166,7 @@ int ntbf__sim_map(struct ntbf_sim *s, uint32_t a, uint64_t offset, uint64_t size
         r = resolve(s, m);
         for (uint32_t i = 0; !r && i < m->nruns; i++)
                 r = apply_run(s, m, &m->runs[i]);
+        bool first = !s->maps;
         if (!r) {
                 m->next = s->maps;
                 s->maps = m;
@@ -173,6 +174,8 @@ int ntbf__sim_map(struct ntbf_sim *s, uint32_t a, uint64_t offset, uint64_t size
         pthread_mutex_unlock(&s->lock);
         if (r)
                 goto fail;
+        if (first) /* from now on routing changes concern this process: wait on them */
+                ntbf__sim_watcher_kick(s);
         *addr = va;
         return 0;
 fail:
@@ -263,21 +266,26 @@ static void signal_handles(struct ntbf_sim *s)
         pthread_mutex_unlock(&s->lock);
 }
 
-/* The futexes to sleep on: the kick word, the change counter, the hosts we hold things in. */
+/*
+ * The futexes to sleep on: the change counter (only with CPU mappings to keep up to date:
+ * a process without any, like a daemon or the device host, is not woken by every slot
+ * programmed anywhere), and the hosts we hold adapters or vectors of.
+ */
 static uint32_t wait_set(struct ntbf_sim *s, struct sim_futex **shared, uint32_t max)
 {
         uint32_t n = 0;
-        shared[n++] = &s->hdr->change;
         uint32_t nn = s->t->nnodes;
         bool *want = calloc(nn, sizeof(*want));
-        if (!want)
-                return n;
         pthread_mutex_lock(&s->lock);
-        for (struct ntbf_adapter_h *h = s->handles; h; h = h->next)
+        if (s->maps)
+                shared[n++] = &s->hdr->change;
+        for (struct ntbf_adapter_h *h = s->handles; want && h; h = h->next)
                 want[s->ad[h->adapter].node] = true;
-        for (struct sim_vec *v = s->vecs; v; v = v->next)
+        for (struct sim_vec *v = s->vecs; want && v; v = v->next)
                 want[v->node] = true;
         pthread_mutex_unlock(&s->lock);
+        if (!want)
+                return n;
         for (uint32_t i = 0; i < nn; i++) {
                 if (!want[i])
                         continue;
@@ -319,7 +327,7 @@ static void *watcher_main(void *arg)
                         wv[i + 1] = (struct waitv){atomic_load(&shared[i]->seq),
                                                    (uintptr_t)&shared[i]->seq, FUTEX_32, 0};
                 /* Work after taking the values: anything newer makes the wait return at once. */
-                uint32_t change = (uint32_t)wv[1].val;
+                uint32_t change = atomic_load(&s->hdr->change.seq);
                 if (change != s->seen_change) {
                         s->seen_change = change;
                         ntbf__sim_remap_all(s);

@@ -217,6 +217,22 @@ void ntbf__sim_route(struct ntbf_sim *s, uint32_t node, uint32_t device, uint16_
         h->fobj = 0;
         h->foff = 0;
         h->latency_ns = device != NTBF_NONE ? s->t->devices[device].hop_ns : 0;
+        h->fault_func = NTBF_NONE;
+        if (device != NTBF_NONE) {
+                /* An isolated function's DMA goes through its own IOMMU domain first. */
+                uint32_t k = ntbf__sim_func_of(s, device, rid);
+                if (k != NTBF_NONE &&
+                    unlikely(atomic_load_explicit(&s->funcs[k].isolated, memory_order_acquire))) {
+                        h->len = len = min64(len, SIM_PAGE - addr % SIM_PAGE);
+                        uint64_t phys = ntbf__sim_dev_translate(s, k, addr);
+                        if (phys == UINT64_MAX) {
+                                h->fault_func = k;
+                                drop(h, NTBF_EIOMMU_FAULT, NTBF_NONE);
+                                return;
+                        }
+                        h->addr = addr = phys;
+                }
+        }
         const struct ntbf_region *r = ntbf_addrmap_lookup(s->t, node, addr);
         if (!r) {
                 h->len = min64(len, SIM_PAGE - addr % SIM_PAGE);
@@ -441,6 +457,9 @@ int ntbf__sim_xfer(struct ntbf_sim *s, uint32_t node, uint32_t device, uint16_t 
                         err = h.err = deliver(s, &h, p, write);
                 else
                         count_drop(s, h.drop_on, err);
+                if (h.fault_func != NTBF_NONE)
+                        atomic_fetch_add_explicit(&s->funcs[h.fault_func].iommu_faults, 1,
+                                                  memory_order_relaxed);
                 if (h.err && !write)
                         memset(p, 0xff, h.len);
                 if (err && !first)

@@ -198,8 +198,9 @@ struct sim_hit {
         uint32_t fobj;
         uint64_t foff;
         uint32_t latency_ns;
-        uint32_t group; /* multicast: the group, else NTBF_NONE */
-        uint64_t goff;  /* multicast: offset in the group */
+        uint32_t group;      /* multicast: the group, else NTBF_NONE */
+        uint64_t goff;       /* multicast: offset in the group */
+        uint32_t fault_func; /* isolated function whose domain refused it, else NTBF_NONE */
 };
 
 /*
@@ -251,6 +252,18 @@ int ntbf__sim_iommu_unmap(struct ntbf_sim *s, uint32_t node, uint64_t iova, uint
 /* Physical address for iova, or UINT64_MAX when unmapped. */
 uint64_t ntbf__sim_iommu_lookup(struct ntbf_sim *s, uint32_t node, uint64_t iova);
 void ntbf__sim_iommu_wipe(struct ntbf_sim *s, uint32_t node);
+/* Any domain: 0 .. nnodes-1 hosts, nnodes + k device function k's isolation domain. */
+int ntbf__sim_dom_map(struct ntbf_sim *s, uint32_t dom, uint64_t iova, uint64_t phys, uint64_t len);
+int ntbf__sim_dom_unmap(struct ntbf_sim *s, uint32_t dom, uint64_t iova, uint64_t len);
+uint64_t ntbf__sim_dom_lookup(struct ntbf_sim *s, uint32_t dom, uint64_t iova);
+void ntbf__sim_dom_wipe(struct ntbf_sim *s, uint32_t dom);
+/* The function index of device's requester rid, or NTBF_NONE. */
+uint32_t ntbf__sim_func_of(const struct ntbf_sim *s, uint32_t device, uint16_t rid);
+/* Address an isolated function's DMA at addr reaches in its host, or UINT64_MAX (fault). */
+uint64_t ntbf__sim_dev_translate(struct ntbf_sim *s, uint32_t func, uint64_t addr);
+int ntbf__sim_dev_isolate(struct ntbf_sim *s, const struct ntbf_rid *r, bool on);
+int ntbf__sim_dev_map(struct ntbf_sim *s, const struct ntbf_rid *r, uint64_t iova, uint64_t phys,
+                      uint64_t len, bool map);
 
 /* ---- multicast (mcast.c) ----------------------------------------------------------------- */
 

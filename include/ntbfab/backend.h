@@ -56,6 +56,7 @@ enum ntbf_cap_flags {
         NTBF_CAP_IRQ = 1u << 11,        /* host interrupt vectors for device MSI/MSI-X */
         NTBF_CAP_FAULT = 1u << 12,      /* fault injection (the simulated fabric) */
         NTBF_CAP_IOMMU = 1u << 13,      /* the host IOMMU translates inbound traffic */
+        NTBF_CAP_DEV_IOMMU = 1u << 14,  /* local devices can be isolated (dev_isolate group) */
 };
 
 struct ntbf_caps {

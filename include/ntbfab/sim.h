@@ -105,6 +105,10 @@ NTBF_EXPORT int ntbf_sim_check(struct ntbf_backend *b, char *why, size_t whylen)
  * the table (EOWNERDEAD), since the instance was created. */
 NTBF_EXPORT uint64_t ntbf_sim_recoveries(struct ntbf_backend *b);
 
+/* DMA of an isolated device function refused by its IOMMU domain (dev_isolate), so far. */
+NTBF_EXPORT int ntbf_sim_dev_iommu_faults(struct ntbf_backend *b, uint32_t device, uint32_t f,
+                                          uint64_t *out);
+
 /* Resources with an owner process still recorded (for tests and `ntbfab status`). */
 struct ntbf_sim_owned {
         uint32_t mem;   /* exported memory allocations */

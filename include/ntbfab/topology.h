@@ -159,6 +159,7 @@ struct ntbf_device {
         uint32_t dma_bits;                   /* addressing limit of the device's DMA */
         uint32_t hop_ns;                     /* device <-> root complex latency (e.g. chassis) */
         bool lend;                           /* lent at start */
+        bool isolate; /* lender-side IOMMU isolation while borrowed (docs/daemon.md) */
         struct ntbf_sim_params sim;
         struct ntbf_loc loc, loc_bars;
         /* Filled by finalize: VF BARs are placed as arrays (VF BAR n of VF i at vf_bar_addr[n] +
@@ -189,11 +190,26 @@ struct ntbf_addrmap {
 
 struct ntbf__graph;
 
+/* What the daemons need beyond the fabric (YAML `cluster:` keys; docs/daemon.md, docs/rpc.md). */
+#define NTBF_MAX_ALLOW        32
+#define NTBF_ACCOUNT_MAX      32 /* user and group names (useradd's limit) */
+#define NTBF_DEFAULT_LEASE_MS 10000
+struct ntbf_cluster_opts {
+        char manager[NTBF_NAME_MAX + 1]; /* fabric manager node; "" = lowest node id */
+        uint32_t lease_ms;               /* borrow lease; NTBF_DEFAULT_LEASE_MS by default */
+        char socket_group[NTBF_ACCOUNT_MAX + 1];                /* "" = the daemon's own group */
+        char allow_users[NTBF_MAX_ALLOW][NTBF_ACCOUNT_MAX + 1]; /* names or numeric uids */
+        char allow_groups[NTBF_MAX_ALLOW][NTBF_ACCOUNT_MAX + 1];
+        uint32_t nallow_users, nallow_groups;
+        struct ntbf_loc loc_manager;
+};
+
 struct ntbf_topo {
         char name[64];
         char backend[NTBF_NAME_MAX + 1]; /* cluster default backend: "sim", "linux-ntb", ... */
         char *file;                      /* source file for diagnostics (owned), may be NULL */
         char *key_file;                  /* cluster key file (owned), may be NULL */
+        struct ntbf_cluster_opts opts;   /* daemon settings of the cluster file */
         struct ntbf_node *nodes;
         struct ntbf_adapter *adapters;
         struct ntbf_switch *switches;

@@ -1,0 +1,1478 @@
+/* daemon/fm.c: the fabric manager: registry, admission, programming with rollback, leases. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "entry.h"
+#include "fm.h"
+#include "log.h"
+#include "ntbfab/error.h"
+#include "ntbfab/units.h"
+
+enum alloc_kind { A_BORROW, A_MAP };
+
+/* One borrowable function of the topology, as the registry sees it. */
+struct fm_fn {
+        uint32_t device, function, fdid;
+        bool lent, available, lost;
+};
+
+/* A committed plan: a borrow, or a mapping for a device's DMA (map_peer). */
+struct fm_alloc {
+        struct fm_alloc *next;
+        uint64_t seq; /* database key: the order of commits */
+        uint32_t sid; /* allocation id in the budget state */
+        enum alloc_kind kind;
+        uint32_t fdid; /* BORROW: the device; MAP: the source device */
+        uint32_t node; /* BORROW: the borrower; MAP: the node that asked */
+        bool exclusive;
+        bool active;          /* programmed everywhere */
+        uint64_t parent;      /* MAP: the borrow of the source, 0 if it is local */
+        uint32_t target_fdid; /* MAP */
+        uint32_t bar;         /* MAP */
+};
+
+struct fm_node {
+        uint64_t last_seen;
+        bool expired; /* its lease ran out; reset when it is heard from again */
+        bool registered;
+        bool *port_up; /* per adapter port of the node (heartbeats) */
+        bool ports_known;
+};
+
+struct fm_op {
+        struct fm_op *next;
+        char m[16];
+        uint32_t from;
+        struct json_object *p;
+        ntbf__done_fn cb;
+        void *arg;
+};
+
+struct ntbf__fm {
+        const struct ntbf_topo *t;
+        uint32_t self;
+        struct ntbf__store *st;
+        struct ntbf__fm_net net;
+        struct ntbf_state *s;
+        struct fm_fn *fn;
+        uint32_t nfn;
+        struct fm_alloc *allocs; /* in seq order */
+        uint64_t next_seq;
+        struct fm_node *nodes;
+        struct fm_op *qhead, *qtail, *cur;
+        bool running;
+        unsigned queued;
+        /* The running mutation's programming round. */
+        int pending, err;
+        char msg[512];
+        void (*then)(struct ntbf__fm *fm);
+        struct ntbf__entset delta;   /* entries being programmed or cleared */
+        struct fm_alloc *cur_alloc;  /* borrow/map being made */
+        struct json_object *cur_res; /* answer prepared while programming */
+        int fail_err;                /* why the round being rolled back failed */
+        char fail_msg[512];
+};
+
+static void run_queue(struct ntbf__fm *fm);
+
+/* ---- small helpers ------------------------------------------------------------------------- */
+
+static uint64_t now(struct ntbf__fm *fm)
+{
+        return fm->net.now_ms(fm->net.ctx);
+}
+
+static bool connected(struct ntbf__fm *fm, uint32_t node)
+{
+        return node == fm->self || fm->net.connected(fm->net.ctx, node);
+}
+
+static void fail(ntbf__done_fn cb, void *arg, int err, const char *fmt, ...) NTBF_PRINTF(4, 5);
+static void fail(ntbf__done_fn cb, void *arg, int err, const char *fmt, ...)
+{
+        char msg[1024];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        cb(arg, err, msg, NULL);
+}
+
+static struct fm_fn *fn_of(struct ntbf__fm *fm, uint32_t fdid)
+{
+        for (uint32_t i = 0; i < fm->nfn; i++)
+                if (fm->fn[i].fdid == fdid)
+                        return &fm->fn[i];
+        return NULL;
+}
+
+static uint32_t fn_node(const struct ntbf__fm *fm, const struct fm_fn *f)
+{
+        return fm->t->devices[f->device].node;
+}
+
+static const char *fn_name(const struct ntbf__fm *fm, const struct fm_fn *f, char *buf, size_t len)
+{
+        const struct ntbf_device *d = &fm->t->devices[f->device];
+        if (ntbf_device_nfuncs(d) > 1)
+                snprintf(buf, len, "%s.%s function %u (0x%04x)", fm->t->nodes[d->node].name,
+                         d->name, f->function, f->fdid);
+        else
+                snprintf(buf, len, "%s.%s (0x%04x)", fm->t->nodes[d->node].name, d->name, f->fdid);
+        return buf;
+}
+
+static const char *node_name(const struct ntbf__fm *fm, uint32_t n)
+{
+        return fm->t->nodes[n].name;
+}
+
+static struct fm_alloc *find_borrow(struct ntbf__fm *fm, uint32_t fdid, uint32_t node)
+{
+        for (struct fm_alloc *a = fm->allocs; a; a = a->next)
+                if (a->kind == A_BORROW && a->fdid == fdid &&
+                    (node == NTBF_NONE || a->node == node))
+                        return a;
+        return NULL;
+}
+
+static struct fm_alloc *find_seq(struct ntbf__fm *fm, uint64_t seq)
+{
+        for (struct fm_alloc *a = fm->allocs; a; a = a->next)
+                if (a->seq == seq)
+                        return a;
+        return NULL;
+}
+
+static void link_alloc(struct ntbf__fm *fm, struct fm_alloc *a)
+{
+        struct fm_alloc **pp = &fm->allocs;
+        while (*pp)
+                pp = &(*pp)->next;
+        a->next = NULL;
+        *pp = a;
+}
+
+static void unlink_alloc(struct ntbf__fm *fm, struct fm_alloc *a)
+{
+        for (struct fm_alloc **pp = &fm->allocs; *pp; pp = &(*pp)->next)
+                if (*pp == a) {
+                        *pp = a->next;
+                        return;
+                }
+}
+
+/* ---- persistence --------------------------------------------------------------------------- */
+
+static void save_fn(struct ntbf__fm *fm, const struct fm_fn *f)
+{
+        char key[16];
+        struct json_object *o = json_object_new_object();
+        ntbf__jput_b(o, "lent", f->lent);
+        ntbf__jput_b(o, "available", f->available);
+        ntbf__jput_b(o, "lost", f->lost);
+        snprintf(key, sizeof(key), "%u", f->fdid);
+        if (ntbf__store_put(fm->st, NTBF_T_FM_DEVICES, key, ntbf__json_text(o)))
+                LOG_E("cannot record device 0x%04x: %s", f->fdid, ntbf__store_error(fm->st));
+        json_object_put(o);
+}
+
+static void seq_key(uint64_t seq, char *buf, size_t len)
+{
+        snprintf(buf, len, "%016" PRIu64, seq);
+}
+
+static void save_alloc(struct ntbf__fm *fm, const struct fm_alloc *a)
+{
+        const struct ntbf_plan *p = ntbf_alloc_plan(fm->s, a->sid);
+        struct json_object *o = json_object_new_object();
+        ntbf__jput_s(o, "kind", a->kind == A_BORROW ? "borrow" : "map");
+        ntbf__jput_u(o, "fdid", a->fdid);
+        ntbf__jput_s(o, "node", node_name(fm, a->node));
+        ntbf__jput_b(o, "exclusive", a->exclusive);
+        ntbf__jput_b(o, "active", a->active);
+        ntbf__jput_u(o, "parent", a->parent);
+        ntbf__jput_u(o, "target_fdid", a->target_fdid);
+        ntbf__jput_u(o, "bar", a->bar);
+        json_object_object_add(o, "plan", p ? ntbf__plan_json(p) : NULL);
+        char key[24];
+        seq_key(a->seq, key, sizeof(key));
+        ntbf__store_begin(fm->st);
+        int r = ntbf__store_put(fm->st, NTBF_T_FM_ALLOCS, key, ntbf__json_text(o));
+        /* One row per resource, so an operator can read every slot, ID and range. */
+        if (!r && p) {
+                struct ntbf__res_row *rows = calloc(p->nres + 1, sizeof(*rows));
+                char(*obj)[80] = calloc(p->nres + 1, sizeof(*obj));
+                for (uint32_t i = 0; rows && obj && i < p->nres; i++) {
+                        const struct ntbf_res *x = &p->res[i];
+                        const struct ntbf_topo *t = fm->t;
+                        if (x->kind == NTBF_RES_LUT || x->kind == NTBF_RES_RID)
+                                snprintf(obj[i], 80, "%s.%s",
+                                         t->nodes[t->adapters[x->obj].node].name,
+                                         t->adapters[x->obj].name);
+                        else if (x->kind == NTBF_RES_RANGE)
+                                snprintf(obj[i], 80, "%s", t->nodes[x->obj].name);
+                        else
+                                snprintf(obj[i], 80, "%s", t->switches[x->obj].name);
+                        rows[i] = (struct ntbf__res_row){
+                            ntbf_res_kind_name(x->kind),
+                            obj[i],
+                            x->what,
+                            x->kind == NTBF_RES_LUT || x->kind == NTBF_RES_MCAST ? (int64_t)x->first
+                                                                                 : -1,
+                            x->kind == NTBF_RES_LUT ? (int64_t)x->count : 1,
+                            x->addr,
+                            x->size,
+                            x->dst_addr,
+                            x->dst_node < t->nnodes ? t->nodes[x->dst_node].name : NULL,
+                            x->programmer < t->nnodes ? t->nodes[x->programmer].name : NULL};
+                }
+                if (rows && obj)
+                        r = ntbf__store_res_put(fm->st, a->seq, rows, p->nres);
+                free(rows);
+                free(obj);
+        }
+        ntbf__store_commit(fm->st);
+        if (r)
+                LOG_E("cannot record allocation %" PRIu64 ": %s", a->seq,
+                      ntbf__store_error(fm->st));
+        json_object_put(o);
+}
+
+static void forget_alloc(struct ntbf__fm *fm, const struct fm_alloc *a)
+{
+        char key[24];
+        seq_key(a->seq, key, sizeof(key));
+        ntbf__store_begin(fm->st);
+        ntbf__store_del(fm->st, NTBF_T_FM_ALLOCS, key);
+        ntbf__store_res_del(fm->st, a->seq);
+        ntbf__store_commit(fm->st);
+}
+
+/* ---- JSON shapes (docs/rpc.md) ------------------------------------------------------------- */
+
+static const char *fn_state(struct ntbf__fm *fm, const struct fm_fn *f)
+{
+        if (f->lost)
+                return "lost";
+        for (struct fm_alloc *a = fm->allocs; a; a = a->next)
+                if (a->kind == A_BORROW && a->fdid == f->fdid)
+                        return a->exclusive ? "exclusive" : "shared";
+        return f->available ? "available" : "unavailable";
+}
+
+static struct json_object *device_json(struct ntbf__fm *fm, const struct fm_fn *f)
+{
+        const struct ntbf_device *d = &fm->t->devices[f->device];
+        char bdf[32];
+        struct json_object *o = json_object_new_object(), *b = json_object_new_array();
+        ntbf__jput_u(o, "fdid", f->fdid);
+        ntbf__jput_s(o, "node", node_name(fm, d->node));
+        ntbf__jput_s(o, "name", d->name);
+        ntbf__jput_s(o, "bdf", ntbf__func_bdf(fm->t, f->device, f->function, bdf, sizeof(bdf)));
+        ntbf__jput_u(o, "function", f->function);
+        ntbf__jput_u(o, "class", d->class_code);
+        ntbf__jput_u(o, "vendor", d->vendor_id);
+        ntbf__jput_u(o, "device", d->device_id);
+        ntbf__jput_s(o, "state", fn_state(fm, f));
+        ntbf__jput_b(o, "isolate", d->isolate);
+        for (struct fm_alloc *a = fm->allocs; a; a = a->next)
+                if (a->kind == A_BORROW && a->fdid == f->fdid)
+                        json_object_array_add(b, json_object_new_string(node_name(fm, a->node)));
+        json_object_object_add(o, "borrowers", b);
+        return o;
+}
+
+/* The part of the MSI range a borrow's MSI slot reaches. */
+static uint64_t msi_reach(const struct ntbf_plan *p)
+{
+        for (uint32_t i = 0; i < p->nres; i++) {
+                const struct ntbf_res *x = &p->res[i];
+                if (x->kind == NTBF_RES_LUT && x->dest == NTBF_DEST_MSI && p->msi_addr >= x->addr &&
+                    p->msi_addr < x->addr + x->size) {
+                        uint64_t n = x->addr + x->size - p->msi_addr;
+                        return n < NTBF_MSI_SIZE ? n : NTBF_MSI_SIZE;
+                }
+        }
+        return 0;
+}
+
+static struct json_object *borrow_json(struct ntbf__fm *fm, const struct fm_alloc *a)
+{
+        const struct ntbf_topo *t = fm->t;
+        const struct ntbf_plan *p = ntbf_alloc_plan(fm->s, a->sid);
+        struct fm_fn *f = fn_of(fm, a->fdid);
+        const struct ntbf_device *d = &t->devices[f->device];
+        struct json_object *o = json_object_new_object();
+        ntbf__jput_u(o, "fdid", a->fdid);
+        ntbf__jput_s(o, "lender", node_name(fm, d->node));
+        ntbf__jput_s(o, "borrower", node_name(fm, a->node));
+        ntbf__jput_s(o, "mode", a->exclusive ? "exclusive" : "shared");
+        uint64_t w = p->req.dma_window ? p->req.dma_window : NTBF_DEFAULT_DMA_WINDOW;
+        w = ntbf_align_up(w, 4096);
+        ntbf__jput_u(o, "dma_window", w);
+        json_object_object_add(o, "local_bdf", NULL); /* the borrower's daemon fills it */
+        ntbf__jput_u(o, "lease_ms", t->opts.lease_ms);
+        ntbf__jput_u(o, "seq", a->seq);
+        char bdf[32];
+        ntbf__jput_s(o, "lender_bdf", ntbf__func_bdf(t, f->device, f->function, bdf, sizeof(bdf)));
+        ntbf__jput_s(o, "name", d->name);
+        uint32_t ad = p->path.first_adapter;
+        struct json_object *bars = json_object_new_array();
+        for (uint32_t b = 0; b < NTBF_MAX_BARS; b++) {
+                uint64_t size = ntbf_device_bar_size(d, f->function, b);
+                if (!size || !p->bar_addr[b])
+                        continue;
+                struct json_object *x = json_object_new_object();
+                ntbf__jput_u(x, "bar", b);
+                ntbf__jput_u(x, "size", size);
+                ntbf__jput_u(x, "addr", p->bar_addr[b]);
+                ntbf__jput_u(x, "adapter", ad);
+                ntbf__jput_u(x, "offset", p->bar_addr[b] - t->adapters[ad].window_base);
+                json_object_array_add(bars, x);
+        }
+        json_object_object_add(o, "bars", bars);
+        struct json_object *dma = json_object_new_object(), *msi = json_object_new_object();
+        ntbf__jput_u(dma, "device_addr", p->dma_addr);
+        ntbf__jput_u(dma, "iova", p->dma_iova);
+        ntbf__jput_u(dma, "size", w);
+        ntbf__jput_u(dma, "adapter", p->dma_path.last_adapter);
+        json_object_object_add(o, "dma", dma);
+        ntbf__jput_u(msi, "device_addr", p->msi_addr);
+        ntbf__jput_u(msi, "host_addr", NTBF_MSI_BASE);
+        ntbf__jput_u(msi, "size", msi_reach(p));
+        json_object_object_add(o, "msi", msi);
+        json_object_object_add(o, "path", ntbf__path_json(t, &p->path));
+        json_object_object_add(o, "dma_path", ntbf__path_json(t, &p->dma_path));
+        return o;
+}
+
+static struct json_object *map_json(struct ntbf__fm *fm, const struct fm_alloc *a)
+{
+        const struct ntbf_plan *p = ntbf_alloc_plan(fm->s, a->sid);
+        struct json_object *o = json_object_new_object();
+        ntbf__jput_u(o, "seq", a->seq);
+        ntbf__jput_u(o, "fdid", a->fdid);
+        ntbf__jput_u(o, "target", a->target_fdid);
+        ntbf__jput_u(o, "bar", a->bar);
+        ntbf__jput_u(o, "device_addr", p->dma_addr);
+        ntbf__jput_u(o, "size", p->req.target.size);
+        json_object_object_add(o, "path", ntbf__path_json(fm->t, &p->path));
+        return o;
+}
+
+/* ---- programming rounds -------------------------------------------------------------------- */
+
+static void round_done(struct ntbf__fm *fm)
+{
+        void (*then)(struct ntbf__fm *) = fm->then;
+        fm->then = NULL;
+        then(fm);
+}
+
+static void round_reply(void *arg, int err, const char *msg, struct json_object *res)
+{
+        struct ntbf__fm *fm = arg;
+        json_object_put(res);
+        if (err && !fm->err) {
+                fm->err = err;
+                snprintf(fm->msg, sizeof(fm->msg), "%s", msg ? msg : ntbf_strerror(err));
+        }
+        if (--fm->pending == 0)
+                round_done(fm);
+}
+
+/*
+ * Send the entries of fm->delta to their programmers ("program" or "unprogram") and call
+ * then when every answer is in. Programming needs every programmer connected; clearing
+ * skips the unreachable ones (they reconcile when they are back).
+ */
+static void round_start(struct ntbf__fm *fm, bool program, void (*then)(struct ntbf__fm *))
+{
+        const struct ntbf_topo *t = fm->t;
+        fm->then = then;
+        fm->err = 0;
+        fm->msg[0] = 0;
+        fm->pending = 1; /* held until every request is out */
+        for (uint32_t n = 0; n < t->nnodes; n++) {
+                struct json_object *list = NULL;
+                for (size_t i = 0; i < fm->delta.n; i++) {
+                        struct ntbf__ent e;
+                        if (ntbf__ent_parse(t, fm->delta.v[i], &e) || e.prog != n)
+                                continue;
+                        if (!list)
+                                list = json_object_new_array();
+                        json_object_array_add(list, json_object_new_string(fm->delta.v[i]));
+                }
+                if (!list)
+                        continue;
+                if (!connected(fm, n)) {
+                        json_object_put(list);
+                        if (program && !fm->err) {
+                                fm->err = NTBF_EUNREACHABLE;
+                                snprintf(fm->msg, sizeof(fm->msg),
+                                         "node '%s' must program part of this and its daemon is "
+                                         "unreachable; start it (ntbfab up) or wait for it",
+                                         t->nodes[n].name);
+                        }
+                        continue;
+                }
+                if (program && fm->err)
+                        continue; /* no point: this round fails anyway */
+                struct json_object *p = json_object_new_object();
+                json_object_object_add(p, "entries", list);
+                fm->pending++;
+                fm->net.request(fm->net.ctx, n, program ? "program" : "unprogram", p, round_reply,
+                                fm);
+        }
+        if (--fm->pending == 0)
+                round_done(fm);
+}
+
+/* The entries state s needs, into out (sorted). */
+static int desired(struct ntbf__fm *fm, struct ntbf__entset *out)
+{
+        memset(out, 0, sizeof(*out));
+        return ntbf__ents_of_state(fm->s, out);
+}
+
+/* Release allocations and compute in fm->delta what no longer is needed. */
+static void release_into_delta(struct ntbf__fm *fm, struct fm_alloc **v, size_t n)
+{
+        struct ntbf__entset before, after;
+        desired(fm, &before);
+        for (size_t i = 0; i < n; i++) {
+                ntbf_release(fm->s, v[i]->sid);
+                forget_alloc(fm, v[i]);
+                unlink_alloc(fm, v[i]);
+                free(v[i]);
+        }
+        desired(fm, &after);
+        ntbf__entset_free(&fm->delta);
+        ntbf__entset_diff(&before, &after, &fm->delta);
+        ntbf__entset_free(&before);
+        ntbf__entset_free(&after);
+}
+
+/* ---- the queue of mutations ---------------------------------------------------------------- */
+
+static void op_finish(struct ntbf__fm *fm, int err, const char *msg, struct json_object *res)
+{
+        struct fm_op *op = fm->cur;
+        fm->cur = NULL;
+        fm->queued--;
+        op->cb(op->arg, err, msg, res);
+        json_object_put(op->p);
+        free(op);
+        run_queue(fm);
+}
+
+static void op_fail(struct ntbf__fm *fm, int err, const char *fmt, ...) NTBF_PRINTF(3, 4);
+static void op_fail(struct ntbf__fm *fm, int err, const char *fmt, ...)
+{
+        char msg[1024];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        op_finish(fm, err, msg, NULL);
+}
+
+static void start_op(struct ntbf__fm *fm, struct fm_op *op);
+
+static void run_queue(struct ntbf__fm *fm)
+{
+        if (fm->running)
+                return;
+        fm->running = true;
+        while (!fm->cur && fm->qhead) {
+                struct fm_op *op = fm->qhead;
+                fm->qhead = op->next;
+                if (!fm->qhead)
+                        fm->qtail = NULL;
+                fm->cur = op;
+                start_op(fm, op);
+        }
+        fm->running = false;
+}
+
+static void enqueue(struct ntbf__fm *fm, uint32_t from, const char *m, struct json_object *p,
+                    ntbf__done_fn cb, void *arg)
+{
+        struct fm_op *op = calloc(1, sizeof(*op));
+        if (!op) {
+                fail(cb, arg, -ENOMEM, "out of memory");
+                return;
+        }
+        snprintf(op->m, sizeof(op->m), "%s", m);
+        op->from = from;
+        op->p = p ? json_object_get(p) : NULL;
+        op->cb = cb;
+        op->arg = arg;
+        if (fm->qtail)
+                fm->qtail->next = op;
+        else
+                fm->qhead = op;
+        fm->qtail = op;
+        fm->queued++;
+        run_queue(fm);
+}
+
+/* ---- borrow -------------------------------------------------------------------------------- */
+
+static void borrow_undone(struct ntbf__fm *fm)
+{
+        ntbf__entset_free(&fm->delta);
+        op_fail(fm, fm->fail_err, "%s", fm->fail_msg);
+}
+
+static void borrow_programmed(struct ntbf__fm *fm)
+{
+        struct fm_alloc *a = fm->cur_alloc;
+        fm->cur_alloc = NULL;
+        if (fm->err) {
+                /* Nothing half-applied: clear what was programmed, give the resources back. */
+                fm->fail_err = fm->err;
+                snprintf(fm->fail_msg, sizeof(fm->fail_msg), "%s", fm->msg);
+                LOG_W("%s failed while programming (%s); rolling back", fm->cur->m, fm->msg);
+                struct fm_alloc *v[1] = {a};
+                release_into_delta(fm, v, 1);
+                round_start(fm, false, borrow_undone);
+                return;
+        }
+        a->active = true;
+        save_alloc(fm, a);
+        ntbf__entset_free(&fm->delta);
+        struct json_object *res = a->kind == A_BORROW ? borrow_json(fm, a) : map_json(fm, a);
+        if (a->kind == A_BORROW) {
+                struct fm_fn *f = fn_of(fm, a->fdid);
+                char nm[96];
+                LOG_I("%s borrowed %s by %s", node_name(fm, a->node),
+                      fn_name(fm, f, nm, sizeof(nm)), a->exclusive ? "exclusively" : "shared");
+                uint32_t lender = fn_node(fm, f);
+                struct json_object *ev = json_object_new_object();
+                ntbf__jput_s(ev, "kind", "device.borrowed");
+                ntbf__jput_u(ev, "fdid", a->fdid);
+                ntbf__jput_s(ev, "borrower", node_name(fm, a->node));
+                fm->net.notify(fm->net.ctx, lender, "event", ev);
+        }
+        op_finish(fm, 0, NULL, res);
+}
+
+/* Commit plan for allocation a, record it, program what it added. */
+static void commit_and_program(struct ntbf__fm *fm, struct fm_alloc *a, struct ntbf_plan *plan)
+{
+        struct ntbf__entset before, after;
+        desired(fm, &before);
+        int r = ntbf_commit(fm->s, plan, &a->sid);
+        if (r) {
+                ntbf__entset_free(&before);
+                free(a);
+                op_fail(fm, r, "the budget state changed under the plan (%s); try again",
+                        ntbf_strerror(r));
+                return;
+        }
+        desired(fm, &after);
+        ntbf__entset_free(&fm->delta);
+        ntbf__entset_diff(&after, &before, &fm->delta);
+        ntbf__entset_free(&before);
+        ntbf__entset_free(&after);
+        a->seq = fm->next_seq++;
+        link_alloc(fm, a);
+        save_alloc(fm, a); /* as "programming": a crash now leaves it to be dropped */
+        fm->cur_alloc = a;
+        round_start(fm, true, borrow_programmed);
+}
+
+static int get_fdid(struct json_object *p, uint32_t *fdid)
+{
+        uint64_t v;
+        if (!ntbf__jget_u(p, "fdid", &v) || v > UINT32_MAX)
+                return -EINVAL;
+        *fdid = (uint32_t)v;
+        return 0;
+}
+
+static void op_borrow(struct ntbf__fm *fm, struct fm_op *op)
+{
+        const struct ntbf_topo *t = fm->t;
+        uint32_t fdid;
+        const char *mode = "exclusive";
+        uint64_t window = 0;
+        char nm[96];
+        if (get_fdid(op->p, &fdid))
+                return op_fail(fm, -EINVAL, "borrow needs an fdid");
+        ntbf__jget_s(op->p, "mode", &mode);
+        ntbf__jget_u(op->p, "dma_window", &window);
+        bool exclusive = strcmp(mode, "shared") != 0;
+        struct fm_fn *f = fn_of(fm, fdid);
+        if (!f || !f->lent)
+                return op_fail(fm, NTBF_ENOTFOUND,
+                               "no lent device has fdid 0x%04x; see 'ntbfab devices' for the "
+                               "devices of the cluster",
+                               fdid);
+        fn_name(fm, f, nm, sizeof(nm));
+        uint32_t lender = fn_node(fm, f);
+        if (f->lost)
+                return op_fail(fm, NTBF_EUNREACHABLE,
+                               "%s is lost: its lender '%s' is down; wait for it to come back", nm,
+                               node_name(fm, lender));
+        if (lender == op->from)
+                return op_fail(fm, -EINVAL, "%s is a device of '%s' itself; use it locally", nm,
+                               node_name(fm, op->from));
+        if (find_borrow(fm, fdid, op->from))
+                return op_fail(fm, NTBF_EEXISTS, "%s is already borrowed by '%s'", nm,
+                               node_name(fm, op->from));
+        for (struct fm_alloc *a = fm->allocs; a; a = a->next) {
+                if (a->kind != A_BORROW || a->fdid != fdid)
+                        continue;
+                if (a->exclusive)
+                        return op_fail(fm, NTBF_EBUSY,
+                                       "%s is borrowed exclusively by '%s'; it must be returned "
+                                       "there first",
+                                       nm, node_name(fm, a->node));
+                if (exclusive)
+                        return op_fail(fm, NTBF_EBUSY,
+                                       "%s is shared with '%s'; an exclusive borrow needs every "
+                                       "borrower to return it (or borrow it with --shared)",
+                                       nm, node_name(fm, a->node));
+        }
+        if (!f->available)
+                return op_fail(fm, NTBF_EBUSY,
+                               "%s is unavailable (its lender took it out of the pool); ask "
+                               "'%s' to make it available",
+                               nm, node_name(fm, lender));
+        if (!connected(fm, lender))
+                return op_fail(fm, NTBF_EUNREACHABLE,
+                               "the lender '%s' of %s is unreachable; try again when it is back",
+                               node_name(fm, lender), nm);
+        struct ntbf_request req;
+        ntbf_request_init(&req, NTBF_REQ_BORROW);
+        req.device = f->device;
+        req.function = f->function;
+        req.by = op->from;
+        req.dma_window = window;
+        req.exclusive = exclusive;
+        struct ntbf_plan plan;
+        ntbf_plan_init(&plan);
+        int r = ntbf_admit(fm->s, &req, &plan);
+        if (r) {
+                char why[600];
+                snprintf(why, sizeof(why), "%s", plan.why);
+                ntbf_plan_free(&plan);
+                return op_fail(fm, r, "%s", why[0] ? why : ntbf_strerror(r));
+        }
+        (void)t;
+        struct fm_alloc *a = calloc(1, sizeof(*a));
+        if (!a) {
+                ntbf_plan_free(&plan);
+                return op_fail(fm, -ENOMEM, "out of memory");
+        }
+        *a = (struct fm_alloc){
+            .kind = A_BORROW, .fdid = fdid, .node = op->from, .exclusive = exclusive};
+        commit_and_program(fm, a, &plan);
+        ntbf_plan_free(&plan);
+}
+
+/* ---- return, unmap, expiry, unlend --------------------------------------------------------- */
+
+static void released(struct ntbf__fm *fm)
+{
+        struct json_object *res = fm->cur_res;
+        fm->cur_res = NULL;
+        if (fm->err)
+                LOG_W("clearing after %s: %s (the node reconciles when it can)", fm->cur->m,
+                      fm->msg);
+        ntbf__entset_free(&fm->delta);
+        op_finish(fm, 0, NULL, res ? res : json_object_new_object());
+}
+
+/* Whether allocation a depends on device function fdid (borrowed, mapped from or into). */
+static bool uses(const struct fm_alloc *a, uint32_t fdid)
+{
+        return a->fdid == fdid || (a->kind == A_MAP && a->target_fdid == fdid);
+}
+
+/*
+ * Release a set of allocations (and the mappings hanging off them), tell the borrowers
+ * of lost devices, clear what is no longer needed.
+ */
+static void release_many(struct ntbf__fm *fm,
+                         bool (*pick)(struct ntbf__fm *, struct fm_alloc *, void *), void *ctx,
+                         const char *lost_reason)
+{
+        size_t n = 0, cap = 0;
+        struct fm_alloc **v = NULL;
+        for (struct fm_alloc *a = fm->allocs; a; a = a->next)
+                if (pick(fm, a, ctx)) {
+                        if (n == cap) {
+                                cap = cap ? cap * 2 : 8;
+                                v = realloc(v, cap * sizeof(*v));
+                        }
+                        v[n++] = a;
+                }
+        /* Mappings of a released borrow go with it. */
+        for (struct fm_alloc *a = fm->allocs; a; a = a->next) {
+                if (a->kind != A_MAP || !a->parent)
+                        continue;
+                bool have = false, parent_gone = false;
+                for (size_t i = 0; i < n; i++) {
+                        have |= v[i] == a;
+                        parent_gone |= v[i]->seq == a->parent;
+                }
+                if (parent_gone && !have) {
+                        if (n == cap) {
+                                cap = cap ? cap * 2 : 8;
+                                v = realloc(v, cap * sizeof(*v));
+                        }
+                        v[n++] = a;
+                }
+        }
+        for (size_t i = 0; i < n && lost_reason; i++) {
+                if (v[i]->kind != A_BORROW)
+                        continue;
+                struct json_object *ev = json_object_new_object();
+                ntbf__jput_u(ev, "fdid", v[i]->fdid);
+                ntbf__jput_s(ev, "reason", lost_reason);
+                if (connected(fm, v[i]->node))
+                        fm->net.notify(fm->net.ctx, v[i]->node, "lost", ev);
+                else
+                        json_object_put(ev);
+        }
+        release_into_delta(fm, v, n);
+        free(v);
+}
+
+struct ret_ctx {
+        uint32_t fdid, node;
+};
+
+static bool pick_return(struct ntbf__fm *fm, struct fm_alloc *a, void *ctx)
+{
+        (void)fm;
+        struct ret_ctx *c = ctx;
+        return a->node == c->node && uses(a, c->fdid);
+}
+
+static void op_return(struct ntbf__fm *fm, struct fm_op *op)
+{
+        uint32_t fdid;
+        char nm[96];
+        if (get_fdid(op->p, &fdid))
+                return op_fail(fm, -EINVAL, "return needs an fdid");
+        struct fm_alloc *a = find_borrow(fm, fdid, op->from);
+        struct fm_fn *f = fn_of(fm, fdid);
+        if (!a || !f)
+                return op_fail(fm, NTBF_ENOTFOUND, "0x%04x is not borrowed by '%s'", fdid,
+                               node_name(fm, op->from));
+        LOG_I("%s returns %s", node_name(fm, op->from), fn_name(fm, f, nm, sizeof(nm)));
+        struct ret_ctx c = {fdid, op->from};
+        release_many(fm, pick_return, &c, NULL);
+        struct json_object *ev = json_object_new_object();
+        ntbf__jput_s(ev, "kind", "device.returned");
+        ntbf__jput_u(ev, "fdid", fdid);
+        ntbf__jput_s(ev, "borrower", node_name(fm, op->from));
+        fm->net.notify(fm->net.ctx, fn_node(fm, f), "event", ev);
+        round_start(fm, false, released);
+}
+
+static void op_unmap(struct ntbf__fm *fm, struct fm_op *op)
+{
+        uint64_t seq;
+        if (!ntbf__jget_u(op->p, "seq", &seq))
+                return op_fail(fm, -EINVAL, "unmap needs the mapping's seq");
+        struct fm_alloc *a = find_seq(fm, seq);
+        if (!a || a->kind != A_MAP || a->node != op->from)
+                return op_fail(fm, NTBF_ENOTFOUND, "no mapping %" PRIu64 " of '%s'", seq,
+                               node_name(fm, op->from));
+        struct fm_alloc *v[1] = {a};
+        release_into_delta(fm, v, 1);
+        round_start(fm, false, released);
+}
+
+struct expire_ctx {
+        uint32_t node;
+};
+
+static bool pick_expired(struct ntbf__fm *fm, struct fm_alloc *a, void *ctx)
+{
+        uint32_t n = ((struct expire_ctx *)ctx)->node;
+        if (a->node == n)
+                return true; /* a borrow or mapping of the silent node */
+        struct fm_fn *f = fn_of(fm, a->fdid),
+                     *g = a->kind == A_MAP ? fn_of(fm, a->target_fdid) : NULL;
+        return (f && fn_node(fm, f) == n) || (g && fn_node(fm, g) == n);
+}
+
+/* A node's lease ran out: it is dead to the fabric until it is heard from again. */
+static void op_expire(struct ntbf__fm *fm, struct fm_op *op)
+{
+        uint32_t n = op->from;
+        bool lends = false;
+        for (uint32_t i = 0; i < fm->nfn; i++) {
+                struct fm_fn *f = &fm->fn[i];
+                if (fn_node(fm, f) == n && f->lent && !f->lost) {
+                        f->lost = true;
+                        lends = true;
+                        save_fn(fm, f);
+                }
+        }
+        unsigned borrows = 0, lost = 0;
+        for (struct fm_alloc *a = fm->allocs; a; a = a->next) {
+                borrows += a->node == n && a->kind == A_BORROW;
+                if (a->kind == A_BORROW && a->node != n) {
+                        struct fm_fn *f = fn_of(fm, a->fdid);
+                        lost += f && fn_node(fm, f) == n;
+                }
+        }
+        LOG_W("lease of '%s' ran out (%u ms without a heartbeat): returning its %u borrow%s, %u "
+              "borrowed device%s of it lost%s",
+              node_name(fm, n), fm->t->opts.lease_ms, borrows, borrows == 1 ? "" : "s", lost,
+              lost == 1 ? "" : "s", lends ? ", its lent devices marked lost" : "");
+        char reason[128];
+        snprintf(reason, sizeof(reason), "its lender '%s' stopped answering (lease expired)",
+                 node_name(fm, n));
+        struct expire_ctx c = {n};
+        release_many(fm, pick_expired, &c, reason);
+        round_start(fm, false, released);
+}
+
+struct unlend_ctx {
+        uint32_t fdid;
+};
+
+static bool pick_unlend(struct ntbf__fm *fm, struct fm_alloc *a, void *ctx)
+{
+        (void)fm;
+        return uses(a, ((struct unlend_ctx *)ctx)->fdid);
+}
+
+static void unlent(struct ntbf__fm *fm)
+{
+        released(fm);
+}
+
+static void op_unlend(struct ntbf__fm *fm, struct fm_op *op)
+{
+        uint32_t fdid;
+        bool force = false;
+        char nm[96];
+        if (get_fdid(op->p, &fdid))
+                return op_fail(fm, -EINVAL, "unlend needs an fdid");
+        ntbf__jget_b(op->p, "force", &force);
+        struct fm_fn *f = fn_of(fm, fdid);
+        if (!f || fn_node(fm, f) != op->from)
+                return op_fail(fm, NTBF_ENOTFOUND, "0x%04x is not a device of '%s'", fdid,
+                               node_name(fm, op->from));
+        fn_name(fm, f, nm, sizeof(nm));
+        struct fm_alloc *b = find_borrow(fm, fdid, NTBF_NONE);
+        if (b && !force)
+                return op_fail(fm, NTBF_EBUSY,
+                               "%s is borrowed by '%s'; it must be returned first, or unlent with "
+                               "force (its borrowers then lose it)",
+                               nm, node_name(fm, b->node));
+        f->lent = false;
+        f->available = true;
+        f->lost = false;
+        save_fn(fm, f);
+        LOG_I("%s unlent%s", nm, b ? " by force" : "");
+        struct unlend_ctx c = {fdid};
+        release_many(fm, pick_unlend, &c, "its lender took it back");
+        round_start(fm, false, unlent);
+}
+
+/* ---- mappings for a device's DMA (article 4.4) --------------------------------------------- */
+
+static void op_map(struct ntbf__fm *fm, struct fm_op *op)
+{
+        const struct ntbf_topo *t = fm->t;
+        uint64_t src, tgt, bar;
+        if (!ntbf__jget_u(op->p, "src", &src) || !ntbf__jget_u(op->p, "target", &tgt) ||
+            !ntbf__jget_u(op->p, "bar", &bar) || src > UINT32_MAX || tgt > UINT32_MAX ||
+            bar >= NTBF_MAX_BARS)
+                return op_fail(fm, -EINVAL, "map needs src, target and bar");
+        uint32_t sd, sf, td, tf;
+        if (ntbf__fdid_resolve(t, (uint32_t)src, &sd, &sf) ||
+            ntbf__fdid_resolve(t, (uint32_t)tgt, &td, &tf))
+                return op_fail(fm, NTBF_ENOTFOUND, "no device has fdid 0x%04x or 0x%04x",
+                               (uint32_t)src, (uint32_t)tgt);
+        /* The asking node must hold both: its own devices, or ones it borrowed. */
+        struct fm_alloc *sb = NULL;
+        if (t->devices[sd].node != op->from && !(sb = find_borrow(fm, (uint32_t)src, op->from)))
+                return op_fail(fm, -EPERM, "0x%04x is neither a device of '%s' nor borrowed by it",
+                               (uint32_t)src, node_name(fm, op->from));
+        if (t->devices[td].node != op->from && !find_borrow(fm, (uint32_t)tgt, op->from))
+                return op_fail(fm, -EPERM, "0x%04x is neither a device of '%s' nor borrowed by it",
+                               (uint32_t)tgt, node_name(fm, op->from));
+        uint64_t size = ntbf_device_bar_size(&t->devices[td], tf, (uint32_t)bar);
+        if (!size)
+                return op_fail(fm, -EINVAL, "device 0x%04x has no BAR%u", (uint32_t)tgt,
+                               (unsigned)bar);
+        struct ntbf_request req;
+        ntbf_request_init(&req, NTBF_REQ_MAP_DEVICE);
+        req.requester = (struct ntbf_requester){t->devices[sd].node, sd, sf};
+        req.target =
+            (struct ntbf_target){NTBF_TARGET_MEM, t->devices[td].node,
+                                 ntbf_device_bar_addr(&t->devices[td], tf, (uint32_t)bar), size, 0};
+        struct ntbf_plan plan;
+        ntbf_plan_init(&plan);
+        int r = ntbf_admit(fm->s, &req, &plan);
+        if (r) {
+                char why[600];
+                snprintf(why, sizeof(why), "%s", plan.why);
+                ntbf_plan_free(&plan);
+                return op_fail(fm, r, "%s", why[0] ? why : ntbf_strerror(r));
+        }
+        struct fm_alloc *a = calloc(1, sizeof(*a));
+        if (!a) {
+                ntbf_plan_free(&plan);
+                return op_fail(fm, -ENOMEM, "out of memory");
+        }
+        *a = (struct fm_alloc){.kind = A_MAP,
+                               .fdid = (uint32_t)src,
+                               .node = op->from,
+                               .parent = sb ? sb->seq : 0,
+                               .target_fdid = (uint32_t)tgt,
+                               .bar = (uint32_t)bar};
+        commit_and_program(fm, a, &plan);
+        ntbf_plan_free(&plan);
+}
+
+static void start_op(struct ntbf__fm *fm, struct fm_op *op)
+{
+        if (!strcmp(op->m, "borrow"))
+                op_borrow(fm, op);
+        else if (!strcmp(op->m, "return"))
+                op_return(fm, op);
+        else if (!strcmp(op->m, "map"))
+                op_map(fm, op);
+        else if (!strcmp(op->m, "unmap"))
+                op_unmap(fm, op);
+        else if (!strcmp(op->m, "unlend"))
+                op_unlend(fm, op);
+        else if (!strcmp(op->m, "expire"))
+                op_expire(fm, op);
+        else
+                op_fail(fm, -ENOSYS, "no such fabric manager request '%s'", op->m);
+}
+
+/* ---- immediate requests -------------------------------------------------------------------- */
+
+static void do_register(struct ntbf__fm *fm, uint32_t from, struct json_object *p, ntbf__done_fn cb,
+                        void *arg)
+{
+        struct json_object *lends;
+        if (!json_object_object_get_ex(p, "lends", &lends) ||
+            !json_object_is_type(lends, json_type_array))
+                return fail(cb, arg, -EINVAL, "register needs a list of lends");
+        size_t n = json_object_array_length(lends);
+        for (uint32_t i = 0; i < fm->nfn; i++) {
+                struct fm_fn *f = &fm->fn[i];
+                if (fn_node(fm, f) != from)
+                        continue;
+                bool listed = false, avail = true;
+                for (size_t k = 0; k < n; k++) {
+                        struct json_object *l = json_object_array_get_idx(lends, k);
+                        uint64_t fd;
+                        if (ntbf__jget_u(l, "fdid", &fd) && fd == f->fdid) {
+                                listed = true;
+                                ntbf__jget_b(l, "available", &avail);
+                        }
+                }
+                bool borrowed = find_borrow(fm, f->fdid, NTBF_NONE) != NULL;
+                bool lent = listed || borrowed;
+                if (f->lent != lent || f->lost || (listed && f->available != avail)) {
+                        f->lent = lent;
+                        f->lost = false;
+                        if (listed)
+                                f->available = avail;
+                        save_fn(fm, f);
+                }
+        }
+        fm->nodes[from].registered = true;
+        fm->nodes[from].expired = false;
+        fm->nodes[from].last_seen = now(fm);
+        LOG_I("node '%s' registered (%zu lent device function%s)", node_name(fm, from), n,
+              n == 1 ? "" : "s");
+        cb(arg, 0, NULL, json_object_new_object());
+}
+
+static void do_sync(struct ntbf__fm *fm, uint32_t from, ntbf__done_fn cb, void *arg)
+{
+        struct ntbf__entset want;
+        desired(fm, &want);
+        ntbf__entset_only(&want, fm->t, from);
+        struct json_object *o = json_object_new_object(), *e = json_object_new_array(),
+                           *b = json_object_new_array(), *m = json_object_new_array();
+        for (size_t i = 0; i < want.n; i++)
+                json_object_array_add(e, json_object_new_string(want.v[i]));
+        ntbf__entset_free(&want);
+        for (struct fm_alloc *a = fm->allocs; a; a = a->next) {
+                if (a->node != from || !a->active)
+                        continue;
+                json_object_array_add(a->kind == A_BORROW ? b : m,
+                                      a->kind == A_BORROW ? borrow_json(fm, a) : map_json(fm, a));
+        }
+        json_object_object_add(o, "entries", e);
+        json_object_object_add(o, "borrows", b);
+        json_object_object_add(o, "maps", m);
+        /* Who borrows this node's devices: the lender checks config requests against it. */
+        struct json_object *lent = json_object_new_array();
+        for (uint32_t i = 0; i < fm->nfn; i++) {
+                struct fm_fn *f = &fm->fn[i];
+                if (fn_node(fm, f) != from)
+                        continue;
+                struct json_object *who = NULL;
+                for (struct fm_alloc *a = fm->allocs; a; a = a->next) {
+                        if (a->kind != A_BORROW || a->fdid != f->fdid)
+                                continue;
+                        if (!who)
+                                who = json_object_new_array();
+                        json_object_array_add(who, json_object_new_string(node_name(fm, a->node)));
+                }
+                if (!who)
+                        continue;
+                struct json_object *e2 = json_object_new_object();
+                ntbf__jput_u(e2, "fdid", f->fdid);
+                json_object_object_add(e2, "borrowers", who);
+                json_object_array_add(lent, e2);
+        }
+        json_object_object_add(o, "lent_out", lent);
+        cb(arg, 0, NULL, o);
+}
+
+static void do_lend(struct ntbf__fm *fm, uint32_t from, struct json_object *p, bool avail_only,
+                    ntbf__done_fn cb, void *arg)
+{
+        uint32_t fdid;
+        bool avail = true;
+        if (get_fdid(p, &fdid))
+                return fail(cb, arg, -EINVAL, "needs an fdid");
+        ntbf__jget_b(p, "available", &avail);
+        struct fm_fn *f = fn_of(fm, fdid);
+        if (!f || fn_node(fm, f) != from)
+                return fail(cb, arg, NTBF_ENOTFOUND, "0x%04x is not a device of '%s'", fdid,
+                            node_name(fm, from));
+        const struct ntbf_device *d = &fm->t->devices[f->device];
+        if (!d->bars[0].size && !d->bars[2].size && !d->bars[4].size && !d->bars[1].size &&
+            !d->bars[3].size && !d->bars[5].size && !d->vfs)
+                return fail(cb, arg, -EINVAL, "%s has no BAR: nothing to lend", d->name);
+        if (avail_only && !f->lent)
+                return fail(cb, arg, NTBF_ENOTFOUND, "0x%04x is not lent; lend it first", fdid);
+        f->lent = true;
+        f->available = avail;
+        f->lost = false;
+        save_fn(fm, f);
+        char nm[96];
+        LOG_I("%s %s", fn_name(fm, f, nm, sizeof(nm)),
+              avail_only ? (avail ? "is available" : "is unavailable")
+                         : (avail ? "lent" : "lent, unavailable"));
+        cb(arg, 0, NULL, device_json(fm, f));
+}
+
+static bool match_u(struct json_object *p, const char *k, uint64_t v)
+{
+        uint64_t want;
+        return !ntbf__jget_u(p, k, &want) || want == v;
+}
+
+static void do_list(struct ntbf__fm *fm, struct json_object *p, ntbf__done_fn cb, void *arg)
+{
+        struct json_object *a = json_object_new_array();
+        const char *node = NULL, *state = NULL;
+        ntbf__jget_s(p, "node", &node);
+        ntbf__jget_s(p, "state", &state);
+        for (uint32_t i = 0; i < fm->nfn; i++) {
+                struct fm_fn *f = &fm->fn[i];
+                const struct ntbf_device *d = &fm->t->devices[f->device];
+                if (!f->lent && !f->lost)
+                        continue;
+                if (!match_u(p, "class", d->class_code) || !match_u(p, "vendor", d->vendor_id) ||
+                    !match_u(p, "device", d->device_id) ||
+                    (node && strcmp(node, node_name(fm, d->node))) ||
+                    (state && strcmp(state, fn_state(fm, f))))
+                        continue;
+                json_object_array_add(a, device_json(fm, f));
+        }
+        cb(arg, 0, NULL, a);
+}
+
+static void do_status(struct ntbf__fm *fm, ntbf__done_fn cb, void *arg)
+{
+        const struct ntbf_topo *t = fm->t;
+        struct json_object *o = json_object_new_object(), *nodes = json_object_new_array(),
+                           *links = json_object_new_array(), *budgets = json_object_new_array(),
+                           *borrows = json_object_new_array(), *maps = json_object_new_array();
+        ntbf__jput_s(o, "cluster", t->name);
+        ntbf__jput_s(o, "manager", node_name(fm, fm->self));
+        ntbf__jput_u(o, "lease_ms", t->opts.lease_ms);
+        uint64_t tnow = now(fm);
+        for (uint32_t n = 0; n < t->nnodes; n++) {
+                struct json_object *j = json_object_new_object();
+                ntbf__jput_s(j, "node", t->nodes[n].name);
+                ntbf__jput_u(j, "id", t->nodes[n].id);
+                ntbf__jput_b(j, "up", connected(fm, n));
+                ntbf__jput_b(j, "lease_expired", fm->nodes[n].expired);
+                ntbf__jput_u(j, "last_heartbeat_ms",
+                             n == fm->self ? 0 : tnow - fm->nodes[n].last_seen);
+                json_object_array_add(nodes, j);
+        }
+        for (uint32_t l = 0; l < t->nlinks; l++) {
+                const struct ntbf_link *lk = &t->links[l];
+                char a[96], b[96];
+                struct json_object *j = json_object_new_object(), *ends = json_object_new_array();
+                json_object_array_add(
+                    ends, json_object_new_string(ntbf_port_name(t, lk->end[0], a, sizeof(a))));
+                json_object_array_add(
+                    ends, json_object_new_string(ntbf_port_name(t, lk->end[1], b, sizeof(b))));
+                json_object_object_add(j, "ends", ends);
+                /* Up as its adapters' owners last reported (switch-to-switch: unknown). */
+                int up = -1;
+                for (int e = 0; e < 2; e++) {
+                        const struct ntbf_port_ref *pr = &lk->end[e];
+                        if (pr->kind != NTBF_PORT_ADAPTER)
+                                continue;
+                        uint32_t n = t->adapters[pr->obj].node;
+                        bool *pu = fm->nodes[n].port_up;
+                        if (!pu || !fm->nodes[n].ports_known || !connected(fm, n))
+                                continue;
+                        uint32_t k = 0;
+                        for (uint32_t i = 0; i < t->nodes[n].nadapters; i++) {
+                                uint32_t ai = t->nodes[n].adapters[i];
+                                if (ai == pr->obj) {
+                                        k += pr->port;
+                                        break;
+                                }
+                                k += t->adapters[ai].p.ports;
+                        }
+                        up = up == 0 ? 0 : pu[k];
+                }
+                json_object_object_add(j, "up", up < 0 ? NULL : json_object_new_boolean(up));
+                json_object_array_add(links, j);
+        }
+        size_t nr = ntbf_budget_rows(fm->s, NULL, 0);
+        struct ntbf_budget_row *rows = calloc(nr + 1, sizeof(*rows));
+        ntbf_budget_rows(fm->s, rows, nr);
+        for (size_t i = 0; rows && i < nr; i++) {
+                const struct ntbf_budget_row *r = &rows[i];
+                bool sw = r->kind == NTBF_BUDGET_SWITCH_RID || r->kind == NTBF_BUDGET_MCAST;
+                bool nd = r->kind == NTBF_BUDGET_RANGE;
+                char obj[96];
+                if (sw)
+                        snprintf(obj, sizeof(obj), "%s", t->switches[r->obj].name);
+                else if (nd)
+                        snprintf(obj, sizeof(obj), "%s", t->nodes[r->obj].name);
+                else
+                        snprintf(obj, sizeof(obj), "%s.%s", t->nodes[t->adapters[r->obj].node].name,
+                                 t->adapters[r->obj].name);
+                struct json_object *j = json_object_new_object();
+                ntbf__jput_s(j, "object", obj);
+                ntbf__jput_s(j, "kind", sw ? "switch" : nd ? "node" : "adapter");
+                ntbf__jput_s(j, "budget", ntbf_budget_kind_name(r->kind));
+                ntbf__jput_u(j, "used", r->used);
+                ntbf__jput_u(j, "total", r->total);
+                ntbf__jput_u(j, "baseline", r->baseline);
+                ntbf__jput_u(j, "free", r->total > r->used ? r->total - r->used : 0);
+                json_object_array_add(budgets, j);
+        }
+        free(rows);
+        json_object_object_add(o, "nodes", nodes);
+        json_object_object_add(o, "links", links);
+        json_object_object_add(o, "budgets", budgets);
+        struct json_object *devs = json_object_new_array();
+        for (uint32_t i = 0; i < fm->nfn; i++)
+                if (fm->fn[i].lent || fm->fn[i].lost)
+                        json_object_array_add(devs, device_json(fm, &fm->fn[i]));
+        json_object_object_add(o, "devices", devs);
+        for (struct fm_alloc *a = fm->allocs; a; a = a->next) {
+                if (!a->active)
+                        continue;
+                if (a->kind == A_BORROW)
+                        json_object_array_add(borrows, borrow_json(fm, a));
+                else
+                        json_object_array_add(maps, map_json(fm, a));
+        }
+        json_object_object_add(o, "borrows", borrows);
+        json_object_object_add(o, "maps", maps);
+        ntbf__jput_u(o, "allocations", ntbf_state_allocs(fm->s, NULL, 0));
+        cb(arg, 0, NULL, o);
+}
+
+void ntbf__fm_request(struct ntbf__fm *fm, uint32_t from, const char *m, struct json_object *p,
+                      ntbf__done_fn cb, void *arg)
+{
+        if (from >= fm->t->nnodes)
+                return fail(cb, arg, -EINVAL, "request from an unknown node");
+        fm->nodes[from].last_seen = now(fm);
+        if (!strcmp(m, "register"))
+                return do_register(fm, from, p, cb, arg);
+        if (!strcmp(m, "sync"))
+                return do_sync(fm, from, cb, arg);
+        if (!strcmp(m, "lend"))
+                return do_lend(fm, from, p, false, cb, arg);
+        if (!strcmp(m, "avail"))
+                return do_lend(fm, from, p, true, cb, arg);
+        if (!strcmp(m, "list"))
+                return do_list(fm, p, cb, arg);
+        if (!strcmp(m, "status"))
+                return do_status(fm, cb, arg);
+        if (!strcmp(m, "borrow") || !strcmp(m, "return") || !strcmp(m, "map") ||
+            !strcmp(m, "unmap") || !strcmp(m, "unlend"))
+                return enqueue(fm, from, m, p, cb, arg);
+        fail(cb, arg, -ENOSYS, "no such fabric manager request '%s'", m);
+}
+
+/* ---- leases -------------------------------------------------------------------------------- */
+
+void ntbf__fm_seen(struct ntbf__fm *fm, uint32_t node, struct json_object *hb)
+{
+        if (node >= fm->t->nnodes)
+                return;
+        struct fm_node *n = &fm->nodes[node];
+        n->last_seen = now(fm);
+        if (n->expired)
+                LOG_I("node '%s' is back", node_name(fm, node));
+        n->expired = false;
+        struct json_object *ports;
+        if (!hb || !json_object_object_get_ex(hb, "ports", &ports) ||
+            !json_object_is_type(ports, json_type_array) || !n->port_up)
+                return;
+        uint32_t k = 0, total = 0;
+        for (uint32_t i = 0; i < fm->t->nodes[node].nadapters; i++)
+                total += fm->t->adapters[fm->t->nodes[node].adapters[i]].p.ports;
+        for (size_t i = 0; i < json_object_array_length(ports) && k < total; i++, k++)
+                n->port_up[k] = json_object_get_boolean(json_object_array_get_idx(ports, i));
+        n->ports_known = true;
+}
+
+static void ignore(void *arg, int err, const char *msg, struct json_object *res)
+{
+        (void)arg;
+        (void)err;
+        (void)msg;
+        json_object_put(res);
+}
+
+void ntbf__fm_tick(struct ntbf__fm *fm)
+{
+        uint64_t t = now(fm);
+        for (uint32_t n = 0; n < fm->t->nnodes; n++) {
+                struct fm_node *x = &fm->nodes[n];
+                if (n == fm->self || x->expired || t - x->last_seen <= fm->t->opts.lease_ms)
+                        continue;
+                bool involved = false;
+                for (struct fm_alloc *a = fm->allocs; a && !involved; a = a->next)
+                        involved = pick_expired(fm, a, &(struct expire_ctx){n});
+                for (uint32_t i = 0; i < fm->nfn && !involved; i++)
+                        involved =
+                            fn_node(fm, &fm->fn[i]) == n && fm->fn[i].lent && !fm->fn[i].lost;
+                x->expired = true;
+                if (involved)
+                        enqueue(fm, n, "expire", NULL, ignore, NULL);
+        }
+}
+
+unsigned ntbf__fm_busy(const struct ntbf__fm *fm)
+{
+        return fm->queued;
+}
+
+const struct ntbf_state *ntbf__fm_state(const struct ntbf__fm *fm)
+{
+        return fm->s;
+}
+
+/* ---- loading ------------------------------------------------------------------------------- */
+
+static int load_fn(void *arg, const char *key, const char *json)
+{
+        struct ntbf__fm *fm = arg;
+        uint64_t fdid;
+        if (ntbf_uint_parse(key, &fdid))
+                return 0;
+        struct fm_fn *f = fn_of(fm, (uint32_t)fdid);
+        struct json_object *o = json_tokener_parse(json);
+        if (f && o) {
+                ntbf__jget_b(o, "lent", &f->lent);
+                ntbf__jget_b(o, "available", &f->available);
+                ntbf__jget_b(o, "lost", &f->lost);
+        }
+        json_object_put(o);
+        return 0;
+}
+
+struct load_ctx {
+        struct ntbf__fm *fm;
+        char (*drop)[24];
+        size_t ndrop, cap;
+};
+
+static int load_alloc(void *arg, const char *key, const char *json)
+{
+        struct load_ctx *lc = arg;
+        struct ntbf__fm *fm = lc->fm;
+        uint64_t seq;
+        struct json_object *o = json_tokener_parse(json), *pj;
+        struct fm_alloc *a = calloc(1, sizeof(*a));
+        struct ntbf_plan plan;
+        ntbf_plan_init(&plan);
+        const char *kind = "", *node = "";
+        uint64_t fdid = 0, parent = 0, tf = 0, bar = 0;
+        bool ok = a && o && !ntbf_uint_parse(key, &seq) && ntbf__jget_s(o, "kind", &kind) &&
+                  ntbf__jget_u(o, "fdid", &fdid) && ntbf__jget_s(o, "node", &node) &&
+                  ntbf__jget_b(o, "active", &a->active) &&
+                  json_object_object_get_ex(o, "plan", &pj) &&
+                  !ntbf__plan_from_json(fm->t, pj, &plan);
+        if (ok) {
+                ntbf__jget_b(o, "exclusive", &a->exclusive);
+                ntbf__jget_u(o, "parent", &parent);
+                ntbf__jget_u(o, "target_fdid", &tf);
+                ntbf__jget_u(o, "bar", &bar);
+                a->seq = seq;
+                a->kind = !strcmp(kind, "map") ? A_MAP : A_BORROW;
+                a->fdid = (uint32_t)fdid;
+                a->node = ntbf_topo_find_node(fm->t, node);
+                a->parent = parent;
+                a->target_fdid = (uint32_t)tf;
+                a->bar = (uint32_t)bar;
+                ok = a->node != NTBF_NONE && fn_of(fm, a->fdid);
+        }
+        if (ok && !a->active) {
+                LOG_W("allocation %s was being programmed when the manager stopped; dropping it "
+                      "(nodes clear what they programmed when they reconcile)",
+                      key);
+                ok = false;
+        } else if (ok) {
+                int r = ntbf__plan_replay(fm->s, &plan, &a->sid);
+                if (r) {
+                        LOG_E("allocation %s no longer applies to the budget state (%s); dropping "
+                              "it",
+                              key, ntbf_strerror(r));
+                        ok = false;
+                }
+        } else {
+                LOG_E("allocation %s in the database is unreadable; dropping it", key);
+        }
+        if (ok) {
+                link_alloc(fm, a);
+                if (seq >= fm->next_seq)
+                        fm->next_seq = seq + 1;
+        } else {
+                free(a);
+                if (lc->ndrop == lc->cap) {
+                        lc->cap = lc->cap ? 2 * lc->cap : 8;
+                        lc->drop = realloc(lc->drop, lc->cap * sizeof(*lc->drop));
+                }
+                snprintf(lc->drop[lc->ndrop++], 24, "%s", key);
+        }
+        ntbf_plan_free(&plan);
+        json_object_put(o);
+        return 0;
+}
+
+int ntbf__fm_new(const struct ntbf_topo *t, uint32_t self, struct ntbf__store *st,
+                 const struct ntbf__fm_net *net, struct ntbf__fm **out, char *why, size_t whylen)
+{
+        struct ntbf__fm *fm = calloc(1, sizeof(*fm));
+        if (!fm)
+                return -ENOMEM;
+        fm->t = t;
+        fm->self = self;
+        fm->st = st;
+        fm->net = *net;
+        fm->next_seq = 1;
+        struct ntbf_diags d;
+        ntbf_diags_init(&d);
+        int r = ntbf_state_new(t, &fm->s, &d);
+        ntbf_diags_free(&d);
+        if (r) {
+                snprintf(why, whylen, "the cluster's baseline does not fit its budgets");
+                free(fm);
+                return r;
+        }
+        for (uint32_t i = 0; i < t->ndevices; i++)
+                fm->nfn += ntbf_device_nfuncs(&t->devices[i]);
+        fm->fn = calloc(fm->nfn + 1, sizeof(*fm->fn));
+        fm->nodes = calloc(t->nnodes, sizeof(*fm->nodes));
+        if (!fm->fn || !fm->nodes) {
+                ntbf__fm_free(fm);
+                return -ENOMEM;
+        }
+        uint32_t k = 0;
+        for (uint32_t i = 0; i < t->ndevices; i++)
+                for (uint32_t f = 0; f < ntbf_device_nfuncs(&t->devices[i]); f++, k++)
+                        fm->fn[k] =
+                            (struct fm_fn){i, f, ntbf__fdid_of(t, i, f), false, true, false};
+        uint64_t tnow = now(fm);
+        for (uint32_t n = 0; n < t->nnodes; n++) {
+                uint32_t ports = 0;
+                for (uint32_t i = 0; i < t->nodes[n].nadapters; i++)
+                        ports += t->adapters[t->nodes[n].adapters[i]].p.ports;
+                fm->nodes[n].port_up = calloc(ports + 1, sizeof(bool));
+                /* A fresh full term for everyone (docs/daemon.md: the FM restarts). */
+                fm->nodes[n].last_seen = tnow;
+        }
+        struct load_ctx lc = {fm, NULL, 0, 0};
+        if (ntbf__store_each(st, NTBF_T_FM_DEVICES, load_fn, fm) ||
+            ntbf__store_each(st, NTBF_T_FM_ALLOCS, load_alloc, &lc)) {
+                snprintf(why, whylen, "cannot read the fabric manager's tables: %s",
+                         ntbf__store_error(st));
+                free(lc.drop);
+                ntbf__fm_free(fm);
+                return -EIO;
+        }
+        for (size_t i = 0; i < lc.ndrop; i++) {
+                uint64_t seq = 0;
+                ntbf_uint_parse(lc.drop[i], &seq);
+                ntbf__store_del(st, NTBF_T_FM_ALLOCS, lc.drop[i]);
+                ntbf__store_res_del(st, seq);
+        }
+        free(lc.drop);
+        unsigned nb = 0, nm = 0;
+        for (struct fm_alloc *a = fm->allocs; a; a = a->next) {
+                nb += a->kind == A_BORROW;
+                nm += a->kind == A_MAP;
+        }
+        if (nb || nm)
+                LOG_I("fabric manager: %u borrow%s and %u mapping%s restored from the database", nb,
+                      nb == 1 ? "" : "s", nm, nm == 1 ? "" : "s");
+        *out = fm;
+        return 0;
+}
+
+void ntbf__fm_free(struct ntbf__fm *fm)
+{
+        if (!fm)
+                return;
+        while (fm->allocs) {
+                struct fm_alloc *a = fm->allocs;
+                fm->allocs = a->next;
+                free(a);
+        }
+        while (fm->qhead) {
+                struct fm_op *op = fm->qhead;
+                fm->qhead = op->next;
+                op->cb(op->arg, -ECANCELED, "the fabric manager is stopping", NULL);
+                json_object_put(op->p);
+                free(op);
+        }
+        if (fm->cur) {
+                /* An answer in flight will never come: its caller is told now. */
+                fm->cur->cb(fm->cur->arg, -ECANCELED, "the fabric manager is stopping", NULL);
+                json_object_put(fm->cur->p);
+                free(fm->cur);
+        }
+        for (uint32_t n = 0; fm->nodes && n < fm->t->nnodes; n++)
+                free(fm->nodes[n].port_up);
+        free(fm->nodes);
+        free(fm->fn);
+        ntbf__entset_free(&fm->delta);
+        json_object_put(fm->cur_res);
+        free(fm->cur_alloc);
+        ntbf_state_free(fm->s);
+        free(fm);
+}

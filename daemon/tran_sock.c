@@ -1,0 +1,251 @@
+/* daemon/tran_sock.c: the RPC transport on the Unix socket, with SO_PEERCRED access control. */
+#include <errno.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "log.h"
+#include "ntbfab/error.h"
+#include "ntbfab/units.h"
+
+#ifndef SO_PEERGROUPS
+#define SO_PEERGROUPS 59
+#endif
+
+struct sconn {
+        uv_pipe_t pipe;
+        uv_shutdown_t shut;
+        struct ntbf__rpc_conn *c;
+        bool closing;
+        char rbuf[65536];
+};
+
+struct wreq {
+        uv_write_t w;
+        char *data;
+};
+
+static void wrote(uv_write_t *w, int status)
+{
+        (void)status;
+        struct wreq *r = (struct wreq *)w;
+        free(r->data);
+        free(r);
+}
+
+static int s_send(void *tctx, const char *buf, size_t len)
+{
+        struct sconn *s = tctx;
+        if (s->closing)
+                return -EPIPE;
+        uv_buf_t b = uv_buf_init((char *)buf, (unsigned)len);
+        int n = uv_try_write((uv_stream_t *)&s->pipe, &b, 1);
+        if (n == (int)len)
+                return 0;
+        if (n < 0 && n != UV_EAGAIN)
+                return n;
+        size_t done = n > 0 ? (size_t)n : 0;
+        struct wreq *r = malloc(sizeof(*r));
+        char *copy = malloc(len - done);
+        if (!r || !copy) {
+                free(r);
+                free(copy);
+                return -ENOMEM;
+        }
+        memcpy(copy, buf + done, len - done);
+        r->data = copy;
+        b = uv_buf_init(copy, (unsigned)(len - done));
+        int e = uv_write(&r->w, (uv_stream_t *)&s->pipe, &b, 1, wrote);
+        if (e) {
+                free(copy);
+                free(r);
+                return e;
+        }
+        return 0;
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+        (void)suggested;
+        struct sconn *s = h->data;
+        *buf = uv_buf_init(s->rbuf, sizeof(s->rbuf));
+}
+
+static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
+{
+        (void)buf;
+        struct sconn *s = st->data;
+        if (n < 0) {
+                ntbf__rpc_conn_eof(s->c);
+                return;
+        }
+        if (n > 0)
+                ntbf__rpc_conn_input(s->c, s->rbuf, (size_t)n);
+}
+
+static void s_pause(void *tctx, bool paused)
+{
+        struct sconn *s = tctx;
+        if (s->closing)
+                return;
+        if (paused)
+                uv_read_stop((uv_stream_t *)&s->pipe);
+        else
+                uv_read_start((uv_stream_t *)&s->pipe, on_alloc, on_read);
+}
+
+static void free_sconn(uv_handle_t *h)
+{
+        free(h->data);
+}
+
+static void closed(uv_handle_t *h)
+{
+        struct sconn *s = h->data;
+        ntbf__rpc_conn_free(s->c);
+        free(s);
+}
+
+static void shut(uv_shutdown_t *req, int status)
+{
+        (void)status;
+        struct sconn *s = req->data;
+        if (!uv_is_closing((uv_handle_t *)&s->pipe))
+                uv_close((uv_handle_t *)&s->pipe, closed);
+}
+
+static void s_close(void *tctx)
+{
+        struct sconn *s = tctx;
+        if (s->closing)
+                return;
+        s->closing = true;
+        uv_read_stop((uv_stream_t *)&s->pipe);
+        /* What was sent (an error answer) is flushed before the socket goes. */
+        s->shut.data = s;
+        if (uv_shutdown(&s->shut, (uv_stream_t *)&s->pipe, shut))
+                uv_close((uv_handle_t *)&s->pipe, closed);
+}
+
+static const struct ntbf__tran_ops sock_ops = {s_send, s_pause, s_close};
+
+/* ---- access control ------------------------------------------------------------------------ */
+
+static bool account_id(const char *s, bool group, uint32_t *id)
+{
+        uint64_t v;
+        if (!ntbf_uint_parse(s, &v) && v <= UINT32_MAX) {
+                *id = (uint32_t)v;
+                return true;
+        }
+        if (group) {
+                struct group *g = getgrnam(s);
+                if (g)
+                        *id = g->gr_gid;
+                return g != NULL;
+        }
+        struct passwd *p = getpwnam(s);
+        if (p)
+                *id = p->pw_uid;
+        return p != NULL;
+}
+
+/* Whether the peer (uid, its groups) may talk to this daemon (docs/rpc.md, "Access"). */
+static bool allowed(struct ntbf__d *d, uid_t uid, const gid_t *groups, int ngroups)
+{
+        if (uid == 0 || uid == getuid())
+                return true;
+        const struct ntbf_cluster_opts *o = &d->t->opts;
+        uint32_t id;
+        for (uint32_t i = 0; i < o->nallow_users; i++)
+                if (account_id(o->allow_users[i], false, &id) && id == uid)
+                        return true;
+        for (uint32_t i = 0; i < o->nallow_groups; i++)
+                if (account_id(o->allow_groups[i], true, &id))
+                        for (int k = 0; k < ngroups; k++)
+                                if (groups[k] == id)
+                                        return true;
+        return false;
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+        struct ntbf__d *d = server->data;
+        if (status < 0)
+                return;
+        struct sconn *s = calloc(1, sizeof(*s));
+        if (!s || uv_pipe_init(d->loop, &s->pipe, 0)) {
+                free(s);
+                return;
+        }
+        s->pipe.data = s;
+        if (uv_accept(server, (uv_stream_t *)&s->pipe)) {
+                uv_close((uv_handle_t *)&s->pipe, free_sconn);
+                return;
+        }
+        uv_os_fd_t fd;
+        struct ucred cred = {0};
+        socklen_t len = sizeof(cred);
+        gid_t groups[256];
+        socklen_t glen = sizeof(groups);
+        int ng = 0;
+        bool ok = !uv_fileno((uv_handle_t *)&s->pipe, &fd) &&
+                  !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
+        if (ok && !getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &glen))
+                ng = (int)(glen / sizeof(gid_t));
+        if (ng < 256 && ok)
+                groups[ng++] = cred.gid;
+        if (!ok || !allowed(d, cred.uid, groups, ng)) {
+                /* Refused before a byte is read. */
+                LOG_W("refused an RPC connection from pid %d uid %u: not root, not this daemon's "
+                      "user, not in allow_users or allow_groups",
+                      (int)cred.pid, (unsigned)cred.uid);
+                uv_close((uv_handle_t *)&s->pipe, free_sconn);
+                return;
+        }
+        s->c = ntbf__rpc_conn_new(&d->rpc, &sock_ops, s);
+        if (!s->c) {
+                uv_close((uv_handle_t *)&s->pipe, free_sconn);
+                return;
+        }
+        s->c->pid = cred.pid;
+        s->c->uid = cred.uid;
+        LOG_D("RPC connection %llu from pid %d uid %u", (unsigned long long)s->c->id, (int)cred.pid,
+              (unsigned)cred.uid);
+        uv_read_start((uv_stream_t *)&s->pipe, on_alloc, on_read);
+}
+
+int ntbf__sock_listen(struct ntbf__d *d, char *why, size_t whylen)
+{
+        d->rpc = (struct ntbf__rpc_server){ntbf__methods, ntbf__nmethods, d,
+                                           ntbf__methods_conn_gone, NULL};
+        unlink(d->sock_path); /* a stale socket: the node lock says no daemon uses it */
+        int e = uv_pipe_init(d->loop, &d->listener, 0);
+        if (!e) {
+                d->listening = true;
+                d->listener.data = d;
+                e = uv_pipe_bind(&d->listener, d->sock_path);
+        }
+        if (!e)
+                e = uv_listen((uv_stream_t *)&d->listener, 64, on_connection);
+        if (e) {
+                snprintf(why, whylen, "cannot listen on %s: %s", d->sock_path, uv_strerror(e));
+                return e;
+        }
+        chmod(d->sock_path, 0660);
+        const char *grp = d->t->opts.socket_group;
+        uint32_t gid;
+        if (grp[0]) {
+                if (!account_id(grp, true, &gid) || chown(d->sock_path, (uid_t)-1, gid))
+                        LOG_W("cannot give %s to group '%s': %s; only this user and root can "
+                              "connect",
+                              d->sock_path, grp, strerror(errno));
+        }
+        return 0;
+}

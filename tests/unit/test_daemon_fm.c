@@ -1,0 +1,725 @@
+/* tests/unit/test_daemon_fm.c: the fabric manager's registry, admission, rollback and leases. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "entry.h"
+#include "fm.h"
+#include "log.h"
+#include "ntbfab/config.h"
+#include "ntbfab/error.h"
+#include "state.h"
+
+/* ---- a fake network and clock -------------------------------------------------------------- */
+
+#define MAX_REQ 64
+
+struct req {
+        uint32_t node;
+        char m[16];
+        struct json_object *p;
+        ntbf__done_fn cb;
+        void *arg;
+};
+
+struct fx {
+        struct ntbf_topo *t;
+        struct ntbf__store *st;
+        struct ntbf__fm *fm;
+        uint32_t self;
+        uint64_t now;
+        bool up[16];
+        bool autoanswer;       /* answer programming requests at once */
+        int fail_node;         /* this node's "program" fails (-1: none) */
+        struct req q[MAX_REQ]; /* requests held when not auto-answering */
+        int nq;
+        /* What happened, for assertions. */
+        int programs[16], unprograms[16];
+        struct ntbf__entset programmed; /* the fabric's hardware, as the nodes would hold it */
+        struct json_object *notes[32];
+        uint32_t note_node[32];
+        int nnotes;
+        char dbpath[64];
+};
+
+static void apply(struct fx *f, const char *m, struct json_object *p)
+{
+        struct json_object *e;
+        assert_true(json_object_object_get_ex(p, "entries", &e));
+        for (size_t i = 0; i < json_object_array_length(e); i++) {
+                const char *k = json_object_get_string(json_object_array_get_idx(e, i));
+                struct ntbf__ent ent;
+                assert_int_equal(ntbf__ent_parse(f->t, k, &ent), 0);
+                if (!strcmp(m, "program")) {
+                        ntbf__entset_add(&f->programmed, k);
+                        ntbf__entset_sort(&f->programmed);
+                } else {
+                        struct ntbf__entset one = {0}, rest = {0};
+                        ntbf__entset_add(&one, k);
+                        ntbf__entset_diff(&f->programmed, &one, &rest);
+                        ntbf__entset_free(&one);
+                        ntbf__entset_free(&f->programmed);
+                        f->programmed = rest;
+                }
+        }
+}
+
+static void net_request(void *ctx, uint32_t node, const char *m, struct json_object *p,
+                        ntbf__done_fn cb, void *arg)
+{
+        struct fx *f = ctx;
+        if (!strcmp(m, "program"))
+                f->programs[node]++;
+        else
+                f->unprograms[node]++;
+        if (f->autoanswer) {
+                if (!strcmp(m, "program") && (int)node == f->fail_node) {
+                        json_object_put(p);
+                        cb(arg, -ENOSPC, "lender1.ntb0: hardware table full", NULL);
+                        return;
+                }
+                apply(f, m, p);
+                json_object_put(p);
+                cb(arg, 0, NULL, json_object_new_object());
+                return;
+        }
+        assert_true(f->nq < MAX_REQ);
+        f->q[f->nq++] = (struct req){node, "", p, cb, arg};
+        snprintf(f->q[f->nq - 1].m, 16, "%s", m);
+}
+
+static void net_notify(void *ctx, uint32_t node, const char *m, struct json_object *p)
+{
+        struct fx *f = ctx;
+        if (f->nnotes == 32) { /* keep the first ones */
+                json_object_put(p);
+                return;
+        }
+        json_object_object_add(p, "_m", json_object_new_string(m));
+        f->note_node[f->nnotes] = node;
+        f->notes[f->nnotes++] = p;
+}
+
+static uint64_t net_now(void *ctx)
+{
+        return ((struct fx *)ctx)->now;
+}
+
+static bool net_connected(void *ctx, uint32_t node)
+{
+        return ((struct fx *)ctx)->up[node];
+}
+
+/* Answer the held requests in order (0 = success). */
+static void answer_all(struct fx *f, int err)
+{
+        while (f->nq) {
+                struct req r = f->q[0];
+                memmove(f->q, f->q + 1, --f->nq * sizeof(r));
+                if (!err)
+                        apply(f, r.m, r.p);
+                json_object_put(r.p);
+                r.cb(r.arg, err, err ? "failed" : NULL, err ? NULL : json_object_new_object());
+        }
+}
+
+/* ---- an answer to the test --------------------------------------------------------------- */
+
+struct ans {
+        bool done;
+        int err;
+        char msg[1024];
+        struct json_object *res;
+};
+
+static void got(void *arg, int err, const char *msg, struct json_object *res)
+{
+        struct ans *a = arg;
+        a->done = true;
+        a->err = err;
+        snprintf(a->msg, sizeof(a->msg), "%s", msg ? msg : "");
+        a->res = res;
+}
+
+static struct ans call(struct fx *f, uint32_t from, const char *m, const char *params)
+{
+        struct ans a = {0};
+        struct json_object *p = json_tokener_parse(params);
+        assert_non_null(p);
+        ntbf__fm_request(f->fm, from, m, p, got, &a);
+        json_object_put(p);
+        assert_true(a.done);
+        return a;
+}
+
+static void ok(struct ans a)
+{
+        if (a.err)
+                fail_msg("error %d: %s", a.err, a.msg);
+        json_object_put(a.res);
+}
+
+static void refused(struct ans a, int err, const char *text)
+{
+        if (a.err != err || !strstr(a.msg, text))
+                fail_msg("got %d '%s', wanted %d '%s'", a.err, a.msg, err, text);
+        assert_null(a.res);
+}
+
+static uint32_t node(struct fx *f, const char *name)
+{
+        uint32_t n = ntbf_topo_find_node(f->t, name);
+        assert_int_not_equal(n, NTBF_NONE);
+        return n;
+}
+
+static uint32_t fdid(struct fx *f, const char *nodename, const char *dev)
+{
+        uint32_t n = node(f, nodename), d = ntbf_topo_find_device(f->t, n, dev);
+        assert_int_not_equal(d, NTBF_NONE);
+        return ntbf__fdid_of(f->t, d, 0);
+}
+
+static const struct ntbf__fm_net netops = {NULL, net_request, net_notify, net_now, net_connected};
+
+static void fm_start(struct fx *f)
+{
+        struct ntbf__fm_net n = netops;
+        n.ctx = f;
+        char why[256];
+        int r = ntbf__fm_new(f->t, f->self, f->st, &n, &f->fm, why, sizeof(why));
+        if (r)
+                fail_msg("%s", why);
+}
+
+static struct fx *fx_new(const char *yaml_path, const char *yaml_text, const char *manager)
+{
+        struct fx *f = calloc(1, sizeof(*f));
+        struct ntbf_diags d;
+        ntbf_diags_init(&d);
+        int r = yaml_text ? ntbf_config_load_mem("t.yaml", yaml_text, strlen(yaml_text), &f->t, &d)
+                          : ntbf_config_load(yaml_path, &f->t, &d);
+        if (r) {
+                ntbf_diags_print(&d, stderr);
+                fail();
+        }
+        ntbf_diags_free(&d);
+        snprintf(f->dbpath, sizeof(f->dbpath), "/tmp/ntbfab-fmtest-XXXXXX");
+        int fd = mkstemp(f->dbpath);
+        close(fd);
+        unlink(f->dbpath);
+        char why[256];
+        assert_int_equal(ntbf__store_open(f->dbpath, &f->st, why, sizeof(why)), 0);
+        f->self = node(f, manager);
+        for (int i = 0; i < 16; i++)
+                f->up[i] = true;
+        f->autoanswer = true;
+        f->fail_node = -1;
+        f->now = 1000000;
+        fm_start(f);
+        return f;
+}
+
+static void fx_free(struct fx *f)
+{
+        ntbf__fm_free(f->fm);
+        ntbf__store_close(f->st);
+        char p[80];
+        unlink(f->dbpath);
+        snprintf(p, sizeof(p), "%s-wal", f->dbpath);
+        unlink(p);
+        snprintf(p, sizeof(p), "%s-shm", f->dbpath);
+        unlink(p);
+        ntbf__entset_free(&f->programmed);
+        for (int i = 0; i < f->nnotes; i++)
+                json_object_put(f->notes[i]);
+        ntbf_topo_free(f->t);
+        free(f);
+}
+
+static void register_all(struct fx *f)
+{
+        for (uint32_t n = 0; n < f->t->nnodes; n++) {
+                char p[512] = "{\"lends\":[";
+                size_t o = strlen(p);
+                bool first = true;
+                for (uint32_t i = 0; i < f->t->nodes[n].ndevices; i++) {
+                        uint32_t dv = f->t->nodes[n].devices[i];
+                        if (!f->t->devices[dv].lend)
+                                continue;
+                        o += (size_t)snprintf(p + o, sizeof(p) - o, "%s{\"fdid\":%u}",
+                                              first ? "" : ",", ntbf__fdid_of(f->t, dv, 0));
+                        first = false;
+                }
+                snprintf(p + o, sizeof(p) - o, "]}");
+                ok(call(f, n, "register", p));
+        }
+}
+
+/* The state equals a fresh one (the baseline): every budget is back. */
+static void assert_baseline(struct fx *f)
+{
+        struct ntbf_state *fresh;
+        struct ntbf_diags d;
+        ntbf_diags_init(&d);
+        assert_int_equal(ntbf_state_new(f->t, &fresh, &d), 0);
+        ntbf_diags_free(&d);
+        char why[512];
+        if (ntbf__state_equal(ntbf__fm_state(f->fm), fresh, why, sizeof(why)))
+                fail_msg("not back to the baseline: %s", why);
+        ntbf_state_free(fresh);
+        /* And the hardware holds exactly the baseline's entries. */
+        struct ntbf__entset want = {0};
+        assert_int_equal(ntbf__ents_of_state(ntbf__fm_state(f->fm), &want), 0);
+        struct ntbf__entset extra = {0};
+        ntbf__entset_diff(&f->programmed, &want, &extra);
+        if (extra.n)
+                fail_msg("%zu entries left programmed, e.g. %s", extra.n, extra.v[0]);
+        ntbf__entset_free(&extra);
+        ntbf__entset_free(&want);
+}
+
+static const char *json_str_of(struct json_object *o, const char *k)
+{
+        struct json_object *v;
+        assert_true(json_object_object_get_ex(o, k, &v));
+        return json_object_get_string(v);
+}
+
+static const char *state_of(struct fx *f, uint32_t id)
+{
+        static char buf[32];
+        struct ans a = call(f, f->self, "list", "{}");
+        assert_int_equal(a.err, 0);
+        buf[0] = 0;
+        for (size_t i = 0; i < json_object_array_length(a.res); i++) {
+                struct json_object *d = json_object_array_get_idx(a.res, i), *v;
+                json_object_object_get_ex(d, "fdid", &v);
+                if ((uint32_t)json_object_get_int64(v) == id)
+                        snprintf(buf, sizeof(buf), "%s", json_str_of(d, "state"));
+        }
+        json_object_put(a.res);
+        return buf;
+}
+
+/* ---- tests --------------------------------------------------------------------------------- */
+
+#define THREE "config/examples/three-lenders.yaml"
+
+static void test_registry_and_conflicts(void **state)
+{
+        (void)state;
+        struct fx *f = fx_new(THREE, NULL, "lender3");
+        register_all(f);
+        uint32_t acc1 = fdid(f, "lender1", "acc1"), acc2 = fdid(f, "lender2", "acc2");
+        uint32_t b = node(f, "borrower"), l1 = node(f, "lender1"), l3 = node(f, "lender3");
+        assert_int_equal(acc1, 0x8000);
+        assert_string_equal(state_of(f, acc1), "available");
+        char p[128];
+        snprintf(p, sizeof(p), "{\"fdid\":%u,\"mode\":\"exclusive\"}", acc1);
+        struct ans a = call(f, b, "borrow", p);
+        assert_int_equal(a.err, 0);
+        assert_string_equal(json_str_of(a.res, "lender"), "lender1");
+        assert_string_equal(json_str_of(a.res, "mode"), "exclusive");
+        json_object_put(a.res);
+        assert_true(f->programs[b] == 1 && f->programs[l1] == 1);
+        assert_string_equal(state_of(f, acc1), "exclusive");
+        /* Exclusive conflicts with everything; shared with exclusive. */
+        refused(call(f, l3, "borrow", p), NTBF_EBUSY,
+                "lender1.acc1 (0x8000) is borrowed exclusively by 'borrower'");
+        snprintf(p, sizeof(p), "{\"fdid\":%u,\"mode\":\"shared\"}", acc1);
+        refused(call(f, l3, "borrow", p), NTBF_EBUSY, "borrowed exclusively");
+        refused(call(f, b, "borrow", p), NTBF_EEXISTS, "already borrowed by 'borrower'");
+        snprintf(p, sizeof(p), "{\"fdid\":%u,\"mode\":\"shared\"}", acc2);
+        ok(call(f, b, "borrow", p));
+        ok(call(f, l1, "borrow", p));
+        assert_string_equal(state_of(f, acc2), "shared");
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", acc2);
+        refused(call(f, l3, "borrow", p), NTBF_EBUSY, "is shared with 'borrower'");
+        /* A lender cannot borrow its own device; unknown fdids are named. */
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", acc1);
+        refused(call(f, l1, "borrow", p), -EINVAL, "is a device of 'lender1' itself");
+        refused(call(f, b, "borrow", "{\"fdid\":1234}"), NTBF_ENOTFOUND, "no lent device");
+        /* Unavailable: current borrows go on, new ones are refused. */
+        snprintf(p, sizeof(p), "{\"fdid\":%u,\"available\":false}", acc2);
+        ok(call(f, node(f, "lender2"), "avail", p));
+        snprintf(p, sizeof(p), "{\"fdid\":%u,\"mode\":\"shared\"}", acc2);
+        refused(call(f, l3, "borrow", p), NTBF_EBUSY, "is unavailable");
+        /* Unlend is refused while borrowed, unless forced: borrowers are told. */
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", acc1);
+        refused(call(f, l1, "unlend", p), NTBF_EBUSY, "is borrowed by 'borrower'");
+        /* Returns, in any order, give everything back. */
+        ok(call(f, b, "return", p));
+        refused(call(f, b, "return", p), NTBF_ENOTFOUND, "not borrowed by 'borrower'");
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", acc2);
+        ok(call(f, l1, "return", p));
+        snprintf(p, sizeof(p), "{\"fdid\":%u,\"force\":true}", acc2);
+        ok(call(f, node(f, "lender2"), "unlend", p));
+        bool told = false;
+        for (int i = 0; i < f->nnotes; i++)
+                told |= f->note_node[i] == b && !strcmp(json_str_of(f->notes[i], "_m"), "lost");
+        assert_true(told);
+        assert_baseline(f);
+        fx_free(f);
+}
+
+/* A node failing to program: everything done is undone, the error is the node's. */
+static void test_rollback(void **state)
+{
+        (void)state;
+        struct fx *f = fx_new(THREE, NULL, "lender3");
+        register_all(f);
+        uint32_t acc1 = fdid(f, "lender1", "acc1"), b = node(f, "borrower");
+        f->fail_node = (int)node(f, "lender1");
+        char p[64];
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", acc1);
+        refused(call(f, b, "borrow", p), -ENOSPC, "hardware table full");
+        assert_true(f->unprograms[b] >= 1);
+        assert_baseline(f);
+        assert_string_equal(state_of(f, acc1), "available");
+        /* An unreachable programmer: refused before anything is sent. */
+        f->fail_node = -1;
+        f->up[node(f, "lender1")] = false;
+        refused(call(f, b, "borrow", p), NTBF_EUNREACHABLE, "lender 'lender1'");
+        f->up[node(f, "lender1")] = true;
+        /* Held answers: a second mutation waits for the first. */
+        f->autoanswer = false;
+        struct ans a1 = {0}, a2 = {0};
+        struct json_object *jp = json_tokener_parse(p);
+        ntbf__fm_request(f->fm, b, "borrow", jp, got, &a1);
+        ntbf__fm_request(f->fm, b, "return", jp, got, &a2);
+        json_object_put(jp);
+        assert_false(a1.done);
+        assert_int_equal(ntbf__fm_busy(f->fm), 2);
+        answer_all(f, 0);
+        assert_true(a1.done && a2.done);
+        assert_int_equal(a1.err, 0);
+        assert_int_equal(a2.err, 0);
+        json_object_put(a1.res);
+        json_object_put(a2.res);
+        answer_all(f, 0);
+        assert_baseline(f);
+        fx_free(f);
+}
+
+/* Leases: a silent borrower's borrows come back; a silent lender's devices are lost. */
+static void test_leases(void **state)
+{
+        (void)state;
+        struct fx *f = fx_new(THREE, NULL, "lender3");
+        register_all(f);
+        uint32_t acc1 = fdid(f, "lender1", "acc1"), acc2 = fdid(f, "lender2", "acc2");
+        uint32_t b = node(f, "borrower"), l1 = node(f, "lender1"), l2 = node(f, "lender2");
+        char p[64];
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", acc1);
+        ok(call(f, b, "borrow", p));
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", acc2);
+        ok(call(f, b, "borrow", p));
+        uint32_t lease = f->t->opts.lease_ms;
+        /* Heartbeats keep it alive. */
+        for (int i = 0; i < 30; i++) {
+                f->now += lease / 4;
+                for (uint32_t n = 0; n < f->t->nnodes; n++)
+                        ntbf__fm_seen(f->fm, n, NULL);
+                ntbf__fm_tick(f->fm);
+        }
+        assert_string_equal(state_of(f, acc1), "exclusive");
+        /* The borrower goes silent: after the lease (not before) everything comes back. */
+        f->up[b] = false;
+        f->now += lease - 1;
+        for (uint32_t n = 0; n < f->t->nnodes; n++)
+                if (n != b)
+                        ntbf__fm_seen(f->fm, n, NULL);
+        ntbf__fm_tick(f->fm);
+        assert_string_equal(state_of(f, acc1), "exclusive");
+        f->now += 2;
+        ntbf__fm_tick(f->fm);
+        assert_int_equal(ntbf__fm_busy(f->fm), 0);
+        assert_string_equal(state_of(f, acc1), "available");
+        assert_string_equal(state_of(f, acc2), "available");
+        assert_true(f->unprograms[l1] >= 1 && f->unprograms[l2] >= 1);
+        /* The dead borrower's own entries stay until it reconciles: all of them its own. */
+        struct ntbf__entset want = {0}, extra = {0};
+        ntbf__ents_of_state(ntbf__fm_state(f->fm), &want);
+        ntbf__entset_diff(&f->programmed, &want, &extra);
+        for (size_t i = 0; i < extra.n; i++) {
+                struct ntbf__ent e;
+                assert_int_equal(ntbf__ent_parse(f->t, extra.v[i], &e), 0);
+                assert_int_equal(e.prog, b);
+        }
+        /* It comes back: sync tells it to keep only its baseline entries. */
+        f->up[b] = true;
+        ntbf__fm_seen(f->fm, b, NULL);
+        struct ans s = call(f, b, "sync", "{}");
+        assert_int_equal(s.err, 0);
+        struct json_object *borrows, *entries;
+        json_object_object_get_ex(s.res, "borrows", &borrows);
+        json_object_object_get_ex(s.res, "entries", &entries);
+        assert_int_equal(json_object_array_length(borrows), 0);
+        for (size_t i = 0; i < json_object_array_length(entries); i++)
+                assert_non_null(
+                    strstr(json_object_get_string(json_object_array_get_idx(entries, i)), "swrid"));
+        json_object_put(s.res);
+        /* Clearing the rest (what the node does when it reconciles) gives the baseline. */
+        for (size_t i = 0; i < extra.n; i++) {
+                struct json_object *one = json_object_new_object(), *l = json_object_new_array();
+                json_object_array_add(l, json_object_new_string(extra.v[i]));
+                json_object_object_add(one, "entries", l);
+                apply(f, "unprogram", one);
+                json_object_put(one);
+        }
+        ntbf__entset_free(&want);
+        ntbf__entset_free(&extra);
+        assert_baseline(f);
+
+        /* A lender goes silent: its device is lost to its borrower, then found again. */
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", acc1);
+        ok(call(f, b, "borrow", p));
+        int notes = f->nnotes;
+        f->up[l1] = false;
+        f->now += lease + 1;
+        for (uint32_t n = 0; n < f->t->nnodes; n++)
+                if (n != l1)
+                        ntbf__fm_seen(f->fm, n, NULL);
+        ntbf__fm_tick(f->fm);
+        assert_string_equal(state_of(f, acc1), "lost");
+        bool lost = false;
+        for (int i = notes; i < f->nnotes; i++)
+                lost |= f->note_node[i] == b && !strcmp(json_str_of(f->notes[i], "_m"), "lost");
+        assert_true(lost);
+        refused(call(f, b, "borrow", p), NTBF_EUNREACHABLE, "is lost");
+        f->up[l1] = true;
+        register_all(f);
+        assert_string_equal(state_of(f, acc1), "available");
+        fx_free(f);
+}
+
+/* The manager restarts: the state is rebuilt exactly from the stored plans, in order. */
+static void test_restart_replays(void **state)
+{
+        (void)state;
+        struct fx *f = fx_new("config/examples/quickstart.yaml", NULL, "lender");
+        register_all(f);
+        uint32_t nvme = fdid(f, "lender", "nvme0"), acc = fdid(f, "lender", "acc0");
+        uint32_t b = node(f, "borrower");
+        char p[64];
+        /* nvme0 first, then acc0 (sharing nvme0's MSI slot); then nvme0 goes: acc0's plan
+         * recorded a shared slot that it now holds alone. */
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", nvme);
+        ok(call(f, b, "borrow", p));
+        snprintf(p, sizeof(p), "{\"fdid\":%u,\"dma_window\":4194304}", acc);
+        ok(call(f, b, "borrow", p));
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", nvme);
+        ok(call(f, b, "return", p));
+        struct ntbf_state *before = ntbf_state_clone(ntbf__fm_state(f->fm));
+        struct ans s1 = call(f, b, "sync", "{}");
+        ntbf__fm_free(f->fm);
+        fm_start(f);
+        char why[512];
+        if (ntbf__state_equal(ntbf__fm_state(f->fm), before, why, sizeof(why)))
+                fail_msg("rebuilt state differs: %s", why);
+        ntbf_state_free(before);
+        struct ans s2 = call(f, b, "sync", "{}");
+        assert_string_equal(json_object_to_json_string(s1.res), json_object_to_json_string(s2.res));
+        json_object_put(s1.res);
+        json_object_put(s2.res);
+        assert_string_equal(state_of(f, acc), "exclusive");
+        /* And it goes on: return, borrow again. */
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", acc);
+        ok(call(f, b, "return", p));
+        assert_baseline(f);
+        fx_free(f);
+}
+
+/* Many cycles leave every budget exactly as it started. */
+static void test_cycles(void **state)
+{
+        (void)state;
+        struct fx *f = fx_new(THREE, NULL, "lender3");
+        register_all(f);
+        uint32_t acc1 = fdid(f, "lender1", "acc1"), nvme = fdid(f, "lender3", "nvme3");
+        uint32_t b = node(f, "borrower");
+        char p1[64], p2[64];
+        snprintf(p1, sizeof(p1), "{\"fdid\":%u}", acc1);
+        snprintf(p2, sizeof(p2), "{\"fdid\":%u}", nvme);
+        for (int i = 0; i < 200; i++) {
+                ok(call(f, b, "borrow", p1));
+                ok(call(f, b, "borrow", p2));
+                ok(call(f, b, "return", i % 2 ? p1 : p2));
+                ok(call(f, b, "return", i % 2 ? p2 : p1));
+        }
+        assert_baseline(f);
+        fx_free(f);
+}
+
+/* Peer-to-peer mappings: the three cases, and their release with the borrow. */
+static void test_map_peer(void **state)
+{
+        (void)state;
+        struct fx *f = fx_new(THREE, NULL, "lender3");
+        register_all(f);
+        uint32_t acc1 = fdid(f, "lender1", "acc1"), acc2 = fdid(f, "lender2", "acc2");
+        uint32_t b = node(f, "borrower");
+        char p[128];
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", acc1);
+        ok(call(f, b, "borrow", p));
+        snprintf(p, sizeof(p), "{\"src\":%u,\"target\":%u,\"bar\":2}", acc1, acc2);
+        refused(call(f, b, "map", p), -EPERM, "neither a device of 'borrower' nor borrowed");
+        char q[64];
+        snprintf(q, sizeof(q), "{\"fdid\":%u}", acc2);
+        ok(call(f, b, "borrow", q));
+        struct ans m = call(f, b, "map", p);
+        assert_int_equal(m.err, 0);
+        struct json_object *path, *hops;
+        assert_true(json_object_object_get_ex(m.res, "path", &path));
+        assert_true(json_object_object_get_ex(path, "hops", &hops));
+        /* Shortest path: acc1's host, its adapter, the switch, lender2's adapter, acc2. */
+        struct ntbf_path sp;
+        struct ntbf_endpoint from = {NTBF_EP_DEVICE, node(f, "lender1"),
+                                     ntbf_topo_find_device(f->t, node(f, "lender1"), "acc1")};
+        struct ntbf_endpoint to = {NTBF_EP_DEVICE, node(f, "lender2"),
+                                   ntbf_topo_find_device(f->t, node(f, "lender2"), "acc2")};
+        assert_int_equal(ntbf_path_find(f->t, NULL, from, to, &sp, NULL, 0), 0);
+        assert_int_equal(json_object_array_length(hops), sp.nhops);
+        json_object_put(m.res);
+        /* Returning acc1 takes its mapping with it. */
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", acc1);
+        ok(call(f, b, "return", p));
+        ok(call(f, b, "return", q));
+        assert_baseline(f);
+        fx_free(f);
+}
+
+/* The two other cases of article 4.4: the same lender, and a target in the borrower. */
+static void test_map_peer_cases(void **state)
+{
+        (void)state;
+        const char *yaml =
+            "cluster: {name: p2p}\n"
+            "nodes:\n"
+            "  - {name: lender, id: 4, address: 127.0.0.1:7700, adapters: [{name: ntb0, model: "
+            "pxh830, window: 1GiB}],\n"
+            "     devices: [{name: acc0, bdf: \"04:00.0\", lend: true, sim: {model: accel, memory: "
+            "64MiB}},\n"
+            "               {name: acc1, bdf: \"05:00.0\", lend: true, sim: {model: accel, memory: "
+            "64MiB}}]}\n"
+            "  - {name: borrower, id: 8, address: 127.0.0.2:7700, adapters: [{name: ntb0, model: "
+            "pxh830, window: 1GiB}],\n"
+            "     devices: [{name: gpu, bdf: \"06:00.0\", sim: {model: accel, memory: 64MiB}}]}\n"
+            "links: [[lender.ntb0, borrower.ntb0]]\n";
+        struct fx *f = fx_new(NULL, yaml, "lender");
+        register_all(f);
+        uint32_t a0 = fdid(f, "lender", "acc0"), a1 = fdid(f, "lender", "acc1");
+        uint32_t gpu = fdid(f, "borrower", "gpu"), b = node(f, "borrower");
+        char p[128];
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", a0);
+        ok(call(f, b, "borrow", p));
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", a1);
+        ok(call(f, b, "borrow", p));
+        struct ntbf__entset before = {0};
+        ntbf__ents_of_state(ntbf__fm_state(f->fm), &before);
+        /* Same lender: nothing to program, the target's own address in that host. */
+        snprintf(p, sizeof(p), "{\"src\":%u,\"target\":%u,\"bar\":2}", a0, a1);
+        struct ans m = call(f, b, "map", p);
+        assert_int_equal(m.err, 0);
+        uint32_t l = node(f, "lender"), d1 = ntbf_topo_find_device(f->t, l, "acc1");
+        uint64_t addr;
+        assert_true(ntbf__jget_u(m.res, "device_addr", &addr));
+        assert_int_equal(addr, ntbf_device_bar_addr(&f->t->devices[d1], 0, 2));
+        json_object_put(m.res);
+        struct ntbf__entset after = {0}, extra = {0};
+        ntbf__ents_of_state(ntbf__fm_state(f->fm), &after);
+        ntbf__entset_diff(&after, &before, &extra);
+        assert_int_equal(extra.n, 0);
+        ntbf__entset_free(&after);
+        ntbf__entset_free(&extra);
+        /* A device of the borrower: the lender maps a window onto its BAR; the address is in
+         * the lender's window, programmed by the lender. */
+        snprintf(p, sizeof(p), "{\"src\":%u,\"target\":%u,\"bar\":2}", a0, gpu);
+        int before_prog = f->programs[l];
+        m = call(f, b, "map", p);
+        assert_int_equal(m.err, 0);
+        assert_true(ntbf__jget_u(m.res, "device_addr", &addr));
+        const struct ntbf_adapter *la = &f->t->adapters[f->t->nodes[l].adapters[0]];
+        assert_true(addr >= la->window_base && addr < la->window_base + la->p.window);
+        assert_true(f->programs[l] > before_prog);
+        json_object_put(m.res);
+        /* The borrower's own device cannot be the source of someone else's mapping. */
+        snprintf(p, sizeof(p), "{\"src\":%u,\"target\":%u,\"bar\":2}", gpu, a0);
+        refused(call(f, l, "map", p), -EPERM, "neither a device of 'lender' nor borrowed by it");
+        ntbf__entset_free(&before);
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", a0);
+        ok(call(f, b, "return", p));
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", a1);
+        ok(call(f, b, "return", p));
+        assert_baseline(f);
+        fx_free(f);
+}
+
+/* Isolation: the lender programs a domain holding exactly the borrow's windows. */
+static void test_isolation_entries(void **state)
+{
+        (void)state;
+        const char *yaml =
+            "cluster: {name: iso}\n"
+            "nodes:\n"
+            "  - {name: lender, id: 4, address: 127.0.0.1:7700, adapters: [{name: ntb0, model: "
+            "pxh830, window: 1GiB}],\n"
+            "     devices: [{name: acc0, bdf: \"04:00.0\", lend: true, isolate: true, sim: {model: "
+            "accel, memory: 64MiB}}]}\n"
+            "  - {name: borrower, id: 8, address: 127.0.0.2:7700, adapters: [{name: ntb0, model: "
+            "pxh830, window: 1GiB}]}\n"
+            "links: [[lender.ntb0, borrower.ntb0]]\n";
+        struct fx *f = fx_new(NULL, yaml, "lender");
+        register_all(f);
+        uint32_t acc = fdid(f, "lender", "acc0"), b = node(f, "borrower");
+        char p[64];
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", acc);
+        struct ans a = call(f, b, "borrow", p);
+        assert_int_equal(a.err, 0);
+        struct json_object *dma;
+        json_object_object_get_ex(a.res, "dma", &dma);
+        uint64_t dev_addr;
+        assert_true(ntbf__jget_u(dma, "device_addr", &dev_addr));
+        json_object_put(a.res);
+        int iso = 0, maps = 0;
+        bool dma_mapped = false;
+        for (size_t i = 0; i < f->programmed.n; i++) {
+                struct ntbf__ent e;
+                ntbf__ent_parse(f->t, f->programmed.v[i], &e);
+                iso += e.kind == NTBF_ENT_DEVISO;
+                if (e.kind == NTBF_ENT_DEVMAP) {
+                        maps++;
+                        assert_int_equal(e.prog, node(f, "lender"));
+                        dma_mapped |= e.addr == dev_addr && e.len == NTBF_DEFAULT_DMA_WINDOW;
+                }
+        }
+        assert_int_equal(iso, 1);
+        assert_int_equal(maps, 2); /* the DMA window and the MSI range */
+        assert_true(dma_mapped);
+        ok(call(f, b, "return", p));
+        assert_baseline(f);
+        fx_free(f);
+}
+
+int main(void)
+{
+        ntbf__log_open("test", NULL, NTBF_LOG_ERROR, true);
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_registry_and_conflicts),
+            cmocka_unit_test(test_rollback),
+            cmocka_unit_test(test_leases),
+            cmocka_unit_test(test_restart_replays),
+            cmocka_unit_test(test_cycles),
+            cmocka_unit_test(test_map_peer),
+            cmocka_unit_test(test_map_peer_cases),
+            cmocka_unit_test(test_isolation_entries),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
