@@ -93,6 +93,19 @@ static int teardown(void **state)
         return 0;
 }
 
+/* The pid of node's daemon, from DIR/run/NODE.pid. */
+static int daemon_pid(const char *node)
+{
+        char path[400];
+        snprintf(path, sizeof(path), "%s/run/%s.pid", inst, node);
+        FILE *f = fopen(path, "r");
+        int pid = 0;
+        if (!f || fscanf(f, "%d", &pid) != 1)
+                fail_msg("no pid in %s", path);
+        fclose(f);
+        return pid;
+}
+
 static volatile uint32_t *reg32(void *bar, unsigned off)
 {
         return (volatile uint32_t *)((uint8_t *)bar + off);
@@ -146,6 +159,7 @@ static void test_borrowed_devices(void **state)
 
         /* The cluster file is where ntbfab up left it: DIR/cluster.yaml. */
         unsetenv("NTBFAB_CONFIG");
+        setenv("NTBFAB_RPC_TIMEOUT_MS", "500", 1);
         struct ntbf_ctx *ctx;
         if (ntbf_ctx_open(inst, "borrower", &ctx))
                 fail_msg("%s", ntbf_ctx_error(NULL));
@@ -202,6 +216,18 @@ static void test_borrowed_devices(void **state)
         OK(ctx, ntbf_dev_map_peer(acc, nvme, 0, &peer));
         OK(ctx, ntbf_dev_unmap_peer(acc, peer));
 
+        /* The borrower's daemon stops answering (SIGSTOP): calls time out, then recover. */
+        int pid = daemon_pid("borrower");
+        assert_int_equal(kill(pid, SIGSTOP), 0);
+        uint64_t t0 = now_ms();
+        assert_int_equal(ntbf_dev_cfg_read(acc, 0, 4, &v), -ETIMEDOUT);
+        assert_true(now_ms() - t0 >= 400 && now_ms() - t0 < 3000);
+        assert_non_null(strstr(ntbf_ctx_error(ctx), "did not answer"));
+        assert_int_equal(*reg32(regs, NTBF_ACCEL_REG_ID), NTBF_ACCEL_ID);
+        assert_int_equal(kill(pid, SIGCONT), 0);
+        OK(ctx, ntbf_dev_cfg_read(acc, 0, 2, &v));
+        assert_int_equal(v, NTBF_SIM_VENDOR_ID);
+
         /* The NVMe drive is taken back by force: its event fd says so. */
         assert_int_equal(tool("unlend", "--force", "lender", "0000:03:00.0", NULL), 0);
         p = (struct pollfd){ntbf_dev_event_fd(nvme), POLLIN, 0};
@@ -213,17 +239,10 @@ static void test_borrowed_devices(void **state)
         ntbf_dev_close(nvme);
 
         /* The borrower's daemon is SIGKILLed: control fails at once, the data path works. */
-        char pidfile[400];
-        snprintf(pidfile, sizeof(pidfile), "%s/run/borrower.pid", inst);
-        f = fopen(pidfile, "r");
-        assert_non_null(f);
-        int pid = 0;
-        assert_int_equal(fscanf(f, "%d", &pid), 1);
-        fclose(f);
         assert_int_equal(kill(pid, SIGKILL), 0);
         for (uint64_t end = now_ms() + 3000; !kill(pid, 0) && now_ms() < end;)
                 usleep(1000);
-        uint64_t t0 = now_ms();
+        t0 = now_ms();
         assert_int_equal(ntbf_dev_cfg_read(acc, 0, 4, &v), -EPIPE);
         assert_true(now_ms() - t0 < 1000);
         assert_non_null(strstr(ntbf_ctx_error(ctx), "went away"));
@@ -233,9 +252,28 @@ static void test_borrowed_devices(void **state)
         assert_int_equal(copy(regs, dev_mem + 2 * N, io, N, 0), NTBF_ACCEL_ST_DONE);
         assert_memory_equal(buf, (uint8_t *)mem + 2 * N, N);
         OK(ctx, ntbf_dev_dma_unmap(acc, io, N));
-        ntbf_dev_close(acc);
+
+        /* Back within the lease (ntbfab up starts what is not running): the borrow is intact,
+         * a new open works, the old handle is void and says so. */
+        assert_int_equal(tool("up", src, NULL, NULL, NULL), 0);
+        struct ntbf_dev *again;
+        OK(ctx, ntbf_dev_open(ctx, 0x4001, &again));
+        OK(ctx, ntbf_dev_cfg_read(again, 0, 2, &v));
+        assert_int_equal(v, NTBF_SIM_VENDOR_ID);
+        assert_int_equal(ntbf_dev_cfg_read(acc, 0, 2, &v), -EPIPE);
+        assert_non_null(strstr(ntbf_ctx_error(ctx), "restarted"));
+        ntbf_dev_close(acc); /* its BAR mappings go with it */
+        OK(ctx, ntbf_dev_map_bar(again, 0, &regs, &size));
+        OK(ctx, ntbf_dev_map_bar(again, 2, &mem, &size));
+        OK(ctx, ntbf_dev_dma_map(again, buf, N, &io));
+        memset((uint8_t *)mem + 3 * N, 0x3c, N);
+        assert_int_equal(copy(regs, dev_mem + 3 * N, io, N, 0), NTBF_ACCEL_ST_DONE);
+        assert_memory_equal(buf, (uint8_t *)mem + 3 * N, N);
+        OK(ctx, ntbf_dev_dma_unmap(again, io, N));
+        ntbf_dev_close(again);
         ntbf_dma_free(ctx, buf);
         ntbf_ctx_close(ctx);
+        unsetenv("NTBFAB_RPC_TIMEOUT_MS");
         down();
 }
 
