@@ -261,6 +261,17 @@ uint32_t ntbf__sim_func_of(const struct ntbf_sim *s, uint32_t device, uint16_t r
         return NTBF_NONE;
 }
 
+uint32_t ntbf__sim_func_by_rid(const struct ntbf_sim *s, uint32_t node, uint16_t rid)
+{
+        const struct ntbf_node *n = &s->t->nodes[node];
+        for (uint32_t i = 0; i < n->ndevices; i++) {
+                uint32_t k = ntbf__sim_func_of(s, n->devices[i], rid);
+                if (k != NTBF_NONE)
+                        return k;
+        }
+        return NTBF_NONE;
+}
+
 uint64_t ntbf__sim_dev_translate(struct ntbf_sim *s, uint32_t func, uint64_t addr)
 {
         return ntbf__sim_dom_lookup(s, s->t->nnodes + func, addr);

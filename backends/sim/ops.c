@@ -180,11 +180,9 @@ static int sim_caps(struct ntbf_adapter_h *h, struct ntbf_caps *c)
                 c->flags |= NTBF_CAP_DMA;
         if (reaches_switch(s->t, h->adapter, NTBF_NONE))
                 c->flags |= NTBF_CAP_SWITCH_RID;
-        /* A host with an IOMMU can also isolate its devices (dev_isolate works there). The
-         * NTBF_CAP_DEV_IOMMU bit is not claimed yet: the conformance suite still refuses
-         * capability bits past NTBF_CAP_IOMMU (docs/sim.md). */
+        /* A host with an IOMMU can also isolate its devices (dev_isolate works there). */
         if (s->nodes[x->node].iommu)
-                c->flags |= NTBF_CAP_IOMMU;
+                c->flags |= NTBF_CAP_IOMMU | NTBF_CAP_DEV_IOMMU;
         c->ports = a->p.ports;
         c->window_base = a->window_base;
         c->window_size = a->p.window;

@@ -218,9 +218,14 @@ void ntbf__sim_route(struct ntbf_sim *s, uint32_t node, uint32_t device, uint16_
         h->foff = 0;
         h->latency_ns = device != NTBF_NONE ? s->t->devices[device].hop_ns : 0;
         h->fault_func = NTBF_NONE;
-        if (device != NTBF_NONE) {
-                /* An isolated function's DMA goes through its own IOMMU domain first. */
-                uint32_t k = ntbf__sim_func_of(s, device, rid);
+        if (device != NTBF_NONE || rid != NTBF_SIM_RID_CPU) {
+                /*
+                 * An isolated function's DMA goes through its own IOMMU domain first. The
+                 * IOMMU knows the requester by routing ID alone, so a transaction issued
+                 * without naming the device is looked up by its ID.
+                 */
+                uint32_t k = device != NTBF_NONE ? ntbf__sim_func_of(s, device, rid)
+                                                 : ntbf__sim_func_by_rid(s, node, rid);
                 if (k != NTBF_NONE &&
                     unlikely(atomic_load_explicit(&s->funcs[k].isolated, memory_order_acquire))) {
                         h->len = len = min64(len, SIM_PAGE - addr % SIM_PAGE);

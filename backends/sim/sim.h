@@ -259,6 +259,8 @@ uint64_t ntbf__sim_dom_lookup(struct ntbf_sim *s, uint32_t dom, uint64_t iova);
 void ntbf__sim_dom_wipe(struct ntbf_sim *s, uint32_t dom);
 /* The function index of device's requester rid, or NTBF_NONE. */
 uint32_t ntbf__sim_func_of(const struct ntbf_sim *s, uint32_t device, uint16_t rid);
+/* The function of any of node's devices with routing ID rid, or NTBF_NONE. */
+uint32_t ntbf__sim_func_by_rid(const struct ntbf_sim *s, uint32_t node, uint16_t rid);
 /* Address an isolated function's DMA at addr reaches in its host, or UINT64_MAX (fault). */
 uint64_t ntbf__sim_dev_translate(struct ntbf_sim *s, uint32_t func, uint64_t addr);
 int ntbf__sim_dev_isolate(struct ntbf_sim *s, const struct ntbf_rid *r, bool on);

@@ -33,7 +33,9 @@ int cf_check_vtable(struct cf_run *r)
 /* ---- capability flags -------------------------------------------------------------------------
  */
 
-#define ALL_CAPS ((NTBF_CAP_IOMMU << 1) - 1)
+/* The highest capability bit backend.h defines. */
+#define LAST_CAP NTBF_CAP_DEV_IOMMU
+#define ALL_CAPS ((LAST_CAP << 1) - 1)
 
 /* Call a harmless operation of capability f; an adapter that does not claim f must refuse it.
  * Whatever it wrongly did is taken back at once. */
@@ -119,6 +121,11 @@ static int probe_unclaimed(struct cf_ctx *cx, struct cf_ad *ad, uint32_t f, cons
                 if (!(rc = o->iommu_map(h, NTBF_GiB, NTBF_GiB, 4096)))
                         o->iommu_unmap(h, NTBF_GiB, 4096);
                 break;
+        case NTBF_CAP_DEV_IOMMU:
+                *call = "dev_isolate";
+                if (!(rc = o->dev_isolate(h, &rid, true)))
+                        o->dev_isolate(h, &rid, false);
+                break;
         default:
                 break;
         }
@@ -144,7 +151,7 @@ int cf_check_caps_flags(struct cf_run *r)
         const struct ntbf_adapter *ta = &cx->t->adapters[ad->idx];
         CF_TRUE(r, !(c->flags & ~(uint32_t)ALL_CAPS), "%s: unknown capability bits %#x claimed",
                 ad->name, c->flags & ~(uint32_t)ALL_CAPS);
-        for (uint32_t f = 1; f <= NTBF_CAP_IOMMU; f <<= 1) {
+        for (uint32_t f = 1; f <= LAST_CAP; f <<= 1) {
                 const char *missing = NULL;
                 bool have = cf_cap_callbacks(cx->ops, f, &missing);
                 if ((c->flags & f) && !have)
@@ -182,10 +189,12 @@ int cf_check_caps_flags(struct cf_run *r)
             "the cluster file's messages says otherwise");
         IFF(r, ad, NTBF_CAP_IOMMU, cx->t->nodes[ad->node].iommu,
             "the cluster file's iommu for the node says otherwise");
+        CF_TRUE(r, !(c->flags & NTBF_CAP_DEV_IOMMU) || cx->t->nodes[ad->node].iommu,
+                "%s claims NTBF_CAP_DEV_IOMMU on a host without an IOMMU", ad->name);
 
         /* What is not claimed must not work, even when the vtable has the callback (one
          * vtable serves adapters with different features). */
-        for (uint32_t f = 1; f <= NTBF_CAP_IOMMU; f <<= 1) {
+        for (uint32_t f = 1; f <= LAST_CAP; f <<= 1) {
                 const char *missing;
                 if ((c->flags & f) || f == NTBF_CAP_FAULT ||
                     !cf_cap_callbacks(cx->ops, f, &missing))

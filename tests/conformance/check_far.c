@@ -87,6 +87,75 @@ int cf_check_iommu(struct cf_run *r)
         return 0;
 }
 
+/* ---- lender-side isolation --------------------------------------------------------------------
+ */
+
+/* A DMA write of v by requester rid at addr in ad's host; returns the transaction's status. */
+static int dev_write(struct cf_run *r, struct cf_ad *ad, uint16_t rid, uint64_t addr, uint64_t v,
+                     int *st)
+{
+        return cf_tx(r, ad, rid, true, addr, &v, 8, st);
+}
+
+int cf_check_dev_iommu(struct cf_run *r)
+{
+        struct cf_ad *ad = r->ad;
+        const struct ntbf_backend_ops *o = r->cx->ops;
+        if (!(ad->caps.flags & NTBF_CAP_DEV_IOMMU))
+                CF_SKIP(r, "%s does not claim NTBF_CAP_DEV_IOMMU", ad->name);
+        if (cf_tx_mode(r->cx, ad, NULL) != CF_TX_SIM)
+                CF_SKIP(r, "needs transactions issued as a device (the simulated fabric)");
+        /* The host's first device, isolated as a whole by one entry covering its functions. */
+        const struct ntbf_topo *t = r->cx->t;
+        const struct ntbf_node *n = &t->nodes[ad->node];
+        if (!n->ndevices)
+                CF_SKIP(r, "host %s has no device to isolate", n->name);
+        const struct ntbf_device *d = &t->devices[n->devices[0]];
+        uint16_t rid0 = (uint16_t)ntbf_device_rid(d, 0);
+        uint16_t rid_last = (uint16_t)ntbf_device_rid(d, d->functions - 1);
+        uint16_t other = (uint16_t)((d->bus + 1u) << 8); /* a requester of no device here */
+        struct ntbf_rid dev = {ad->node, rid0, 0xfff8};
+        struct ntbf_mem m;
+        CF_TRY(cf_mem(r, ad, 4096, 4096, &m));
+        const uint64_t off = 0x80, iova = NTBF_GiB;
+        uint8_t *at = (uint8_t *)m.addr + off;
+        int st;
+
+        CF_TRY(dev_write(r, ad, rid_last, m.bus_addr + off, cf_pattern(95, 0), &st));
+        CF_OK(r, st, "%s: DMA to host-physical memory before isolation", ad->name);
+        CF_EQ(r, cf_load64(at), cf_pattern(95, 0), "%s: memory after DMA before isolation",
+              ad->name);
+
+        CF_OK(r, o->dev_isolate(ad->h, &dev, true), "%s: dev_isolate(%s)", ad->name, d->name);
+        cf_undo_isolate(r, ad, &dev);
+        CF_TRY(dev_write(r, ad, rid_last, m.bus_addr + off, cf_pattern(95, 1), &st));
+        CF_RC(r, NTBF_EIOMMU_FAULT, st, "%s: isolated %s writing unmapped memory", ad->name,
+              d->name);
+        CF_EQ(r, cf_load64(at), cf_pattern(95, 0),
+              "%s: memory after an isolated device wrote an unmapped address", ad->name);
+        /* Another requester of the host is not affected. */
+        CF_TRY(dev_write(r, ad, other, m.bus_addr + off, cf_pattern(95, 2), &st));
+        CF_OK(r, st, "%s: DMA by requester %#x, which is not isolated", ad->name, other);
+
+        CF_OK(r, o->dev_iommu_map(ad->h, &dev, iova, m.bus_addr, 4096),
+              "%s: dev_iommu_map(%#llx -> %#llx)", ad->name, (unsigned long long)iova,
+              (unsigned long long)m.bus_addr);
+        CF_TRY(dev_write(r, ad, rid0, iova + off, cf_pattern(95, 3), &st));
+        CF_OK(r, st, "%s: isolated %s writing its mapped IOVA", ad->name, d->name);
+        CF_EQ(r, cf_load64(at), cf_pattern(95, 3), "%s: memory behind the mapped IOVA", ad->name);
+        CF_OK(r, o->dev_iommu_unmap(ad->h, &dev, iova, 4096), "%s: dev_iommu_unmap", ad->name);
+        CF_TRY(dev_write(r, ad, rid_last, iova + off, cf_pattern(95, 4), &st));
+        CF_RC(r, NTBF_EIOMMU_FAULT, st, "%s: writing an unmapped IOVA", ad->name);
+        CF_EQ(r, cf_load64(at), cf_pattern(95, 3), "%s: memory after a write to an unmapped IOVA",
+              ad->name);
+
+        CF_OK(r, o->dev_isolate(ad->h, &dev, false), "%s: dev_isolate off", ad->name);
+        CF_TRY(dev_write(r, ad, rid_last, m.bus_addr + off, cf_pattern(95, 5), &st));
+        CF_OK(r, st, "%s: DMA to host-physical memory once isolation is off", ad->name);
+        CF_EQ(r, cf_load64(at), cf_pattern(95, 5), "%s: memory once isolation is off", ad->name);
+        return 0;
+}
+
 /* ---- interrupts ---------------------------------------------------------------------------------
  */
 

@@ -61,6 +61,10 @@ const struct cf_check cf_checks[] = {
     {"iommu", CF_PAIR, cf_check_iommu,
      "an inbound access to an unmapped IOVA of B is dropped and counted (iommu_fault on B); "
      "mapped it lands at the physical address; unmapped it is dropped again"},
+    {"dev_iommu", CF_ADAPTER, cf_check_dev_iommu,
+     "an isolated device (every function of its entry) reaches only what is mapped in its "
+     "own domain: unmapped addresses fault and leave memory untouched, other devices are not "
+     "affected, and isolation off restores host-physical DMA"},
     {"irq", CF_PAIR, cf_check_irq,
      "irq_alloc gives distinct vectors; the data written to the address from A through a slot "
      "signals that vector's eventfd and no other"},

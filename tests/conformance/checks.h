@@ -26,6 +26,7 @@ int cf_check_doorbell_mask(struct cf_run *r);
 int cf_check_spad(struct cf_run *r);
 int cf_check_msg(struct cf_run *r);
 int cf_check_iommu(struct cf_run *r);
+int cf_check_dev_iommu(struct cf_run *r);
 int cf_check_irq(struct cf_run *r);
 int cf_check_mcast(struct cf_run *r);
 int cf_check_dma_copy(struct cf_run *r);

@@ -161,6 +161,8 @@ void cf_undo_rid(struct cf_run *r, struct cf_ad *ad, const struct ntbf_rid *rid)
 void cf_undo_swrid(struct cf_run *r, struct cf_ad *ad, uint32_t sw, const struct ntbf_rid *rid);
 void cf_undo_map(struct cf_run *r, struct cf_ad *ad, void *addr, uint64_t size);
 void cf_undo_iommu(struct cf_run *r, struct cf_ad *ad, uint64_t iova, uint64_t len);
+/* Undo isolation of a requester (dev_isolate off) at the end of the check. */
+void cf_undo_isolate(struct cf_run *r, struct cf_ad *ad, const struct ntbf_rid *rid);
 void cf_undo_irq(struct cf_run *r, struct cf_ad *ad, const struct ntbf_irq *irq);
 void cf_undo_mcast(struct cf_run *r, struct cf_ad *ad, uint32_t group);
 void cf_undo_link(struct cf_run *r, struct cf_ad *ad, uint32_t port);

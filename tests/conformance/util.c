@@ -110,6 +110,7 @@ enum undo_kind {
         U_DBMASK,
         U_EVENTS,
         U_SPADS,
+        U_ISOLATE,
 };
 
 struct cf_undo {
@@ -171,6 +172,9 @@ static void undo_one(struct cf_ctx *cx, struct cf_undo *u)
         case U_IOMMU:
                 o->iommu_unmap(h, u->a, u->b);
                 break;
+        case U_ISOLATE:
+                o->dev_isolate(h, &u->rid, false);
+                break;
         case U_IRQ:
                 o->irq_free(h, &u->irq);
                 break;
@@ -226,6 +230,11 @@ void cf_undo_iommu(struct cf_run *r, struct cf_ad *ad, uint64_t iova, uint64_t l
         struct cf_undo *u = push(r, U_IOMMU, ad);
         u->a = iova;
         u->b = len;
+}
+
+void cf_undo_isolate(struct cf_run *r, struct cf_ad *ad, const struct ntbf_rid *rid)
+{
+        push(r, U_ISOLATE, ad)->rid = *rid;
 }
 
 void cf_undo_irq(struct cf_run *r, struct cf_ad *ad, const struct ntbf_irq *irq)
@@ -847,6 +856,7 @@ static const struct {
     {NTBF_CAP_IRQ, "NTBF_CAP_IRQ"},
     {NTBF_CAP_FAULT, "NTBF_CAP_FAULT"},
     {NTBF_CAP_IOMMU, "NTBF_CAP_IOMMU"},
+    {NTBF_CAP_DEV_IOMMU, "NTBF_CAP_DEV_IOMMU"},
 };
 
 const char *cf_cap_name(uint32_t flag)
@@ -915,6 +925,8 @@ bool cf_cap_callbacks(const struct ntbf_backend_ops *o, uint32_t flag, const cha
                 ALL(CBN(fault));
         case NTBF_CAP_IOMMU:
                 ALL(CBN(iommu_map), CBN(iommu_unmap));
+        case NTBF_CAP_DEV_IOMMU:
+                ALL(CBN(dev_isolate), CBN(dev_iommu_map), CBN(dev_iommu_unmap));
         }
         *missing = "?";
         return false;
