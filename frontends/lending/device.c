@@ -317,6 +317,9 @@ static int setup_dma(struct parse *p, struct json_object *res)
         d->dev_base = d->dma_dev + (d->share_iova - d->dma_iova);
         if (ntbf__iova_init(&d->iova, (uint32_t)(d->share_size / PAGE)))
                 return ntbf__fail(ctx, -ENOMEM, "out of memory for the IOVA allocator");
+        /* The share is this handle's alone now, but a previous holder that died left its
+         * IOMMU entries (the daemon hands the share back without clearing it): start empty. */
+        ctx->ops->iommu_unmap(d->dh, d->share_iova, d->share_size);
         return 0;
 }
 

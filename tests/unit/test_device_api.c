@@ -225,7 +225,7 @@ static void fill(uint8_t *p, size_t n, uint32_t seed)
 static void test_open_config_and_bars(void **state)
 {
         (void)state;
-        struct rig g;
+        static struct rig g; /* static: teardown may clean it up after a failed assert */
         rig_up(&g, "borrower");
         struct ntbf_dev *nvme = open_ok(&g, g.nvme->fdid);
         struct ntbf_dev_info in;
@@ -332,7 +332,7 @@ static void test_open_config_and_bars(void **state)
 static void test_dma_both_ways(void **state)
 {
         (void)state;
-        struct rig g;
+        static struct rig g; /* static: teardown may clean it up after a failed assert */
         rig_up(&g, "borrower");
         struct ntbf_dev *acc = open_ok(&g, g.acc->fdid);
         void *regs = bar(acc, 0), *mem = bar(acc, 2);
@@ -403,7 +403,7 @@ static void test_dma_both_ways(void **state)
 static void test_msix(void **state)
 {
         (void)state;
-        struct rig g;
+        static struct rig g; /* static: teardown may clean it up after a failed assert */
         rig_up(&g, "borrower");
         struct ntbf_dev *acc = open_ok(&g, g.acc->fdid);
         void *regs = bar(acc, 0);
@@ -460,7 +460,7 @@ static void test_window_without_iommu(void **state)
         assert_non_null(at);
         snprintf(yaml, sizeof(yaml), "%.*s    iommu: false\n%s", (int)(at - cluster_yaml),
                  cluster_yaml, at);
-        struct rig g;
+        static struct rig g; /* static: teardown may clean it up after a failed assert */
         rig_up_yaml(&g, "borrower", yaml);
         assert_int_equal(g.acc->dma_iova, 0);
         struct ntbf_dev *acc = open_ok(&g, g.acc->fdid);
@@ -502,7 +502,7 @@ static void test_window_without_iommu(void **state)
 static void test_iova_exhaustion(void **state)
 {
         (void)state;
-        struct rig g;
+        static struct rig g; /* static: teardown may clean it up after a failed assert */
         rig_up(&g, "borrower");
         struct ntbf_dev *acc = open_ok(&g, g.acc1->fdid); /* 64 KiB share: 16 pages */
         uint8_t *buf;
@@ -532,6 +532,14 @@ static void test_iova_exhaustion(void **state)
         assert_memory_equal(seen, buf, 64 * KiB);
         assert_int_equal(ntbf_dev_dma_map(acc, buf, 4096, &io[0]), NTBF_ENOSPC_BUDGET);
         assert_int_equal(ntbf_dev_dma_unmap(acc, x, 64 * KiB), 0);
+        /* A holder that died leaves IOMMU entries in its share: the next open clears them. */
+        ntbf_dev_close(acc);
+        uint32_t ba = g.f.t->nodes[BORROWER].adapters[0];
+        assert_int_equal(g.f.ops->iommu_map(g.f.h[ba], g.acc1->dma_iova, 2 * MiB, 64 * KiB), 0);
+        acc = open_ok(&g, g.acc1->fdid);
+        assert_int_equal(ntbf_dev_dma_map(acc, buf, 64 * KiB, &x), 0);
+        assert_int_equal(ntbf_dev_dma_unmap(acc, x, 64 * KiB), 0);
+
         /* A second handle of the same device gets a share of its own. */
         struct ntbf_dev *second = open_ok(&g, g.acc1->fdid);
         assert_int_equal(ntbf_dev_dma_map(acc, buf, 4096, &io[0]), 0);
@@ -548,7 +556,7 @@ static void test_iova_exhaustion(void **state)
 static void test_local_device(void **state)
 {
         (void)state;
-        struct rig g;
+        static struct rig g; /* static: teardown may clean it up after a failed assert */
         rig_up(&g, "lender");
         struct ntbf_dev *acc = open_ok(&g, g.acc->fdid);
         struct ntbf_dev_info in;
@@ -608,7 +616,7 @@ static void test_local_device(void **state)
 static void test_local_isolated(void **state)
 {
         (void)state;
-        struct rig g;
+        static struct rig g; /* static: teardown may clean it up after a failed assert */
         rig_up(&g, "lender");
         struct fk_dev *x = fk_local_isolated(&g.fk, "acc1", 0);
         if (!x) {
@@ -656,7 +664,7 @@ static void test_local_isolated(void **state)
 static void test_map_peer(void **state)
 {
         (void)state;
-        struct rig g;
+        static struct rig g; /* static: teardown may clean it up after a failed assert */
         rig_up(&g, "borrower");
         struct ntbf_dev *a0 = open_ok(&g, g.acc->fdid), *a1 = open_ok(&g, g.acc1->fdid);
         void *regs = bar(a0, 0), *mem0 = bar(a0, 2), *mem1 = bar(a1, 2);
@@ -681,7 +689,7 @@ static void test_map_peer(void **state)
 static void test_lost_event(void **state)
 {
         (void)state;
-        struct rig g;
+        static struct rig g; /* static: teardown may clean it up after a failed assert */
         rig_up(&g, "borrower");
         struct ntbf_dev *acc = open_ok(&g, g.acc->fdid), *nvme = open_ok(&g, g.nvme->fdid);
         int fd = ntbf_dev_event_fd(acc);
@@ -720,7 +728,7 @@ static void test_lost_event(void **state)
 static void test_no_events(void **state)
 {
         (void)state;
-        struct rig g;
+        static struct rig g; /* static: teardown may clean it up after a failed assert */
         rig_up(&g, "borrower");
         g.fk.no_events = true;
         struct ntbf_dev *a = open_ok(&g, g.acc->fdid), *b = open_ok(&g, g.nvme->fdid);
@@ -748,7 +756,7 @@ static void test_no_events(void **state)
 static void test_daemon_dies(void **state)
 {
         (void)state;
-        struct rig g;
+        static struct rig g; /* static: teardown may clean it up after a failed assert */
         rig_up(&g, "borrower");
         struct ntbf_dev *acc = open_ok(&g, g.acc->fdid);
         void *regs = bar(acc, 0), *mem = bar(acc, 2);
@@ -800,7 +808,7 @@ static void test_daemon_dies(void **state)
 static void test_daemon_hangs(void **state)
 {
         (void)state;
-        struct rig g;
+        static struct rig g; /* static: teardown may clean it up after a failed assert */
         rig_up(&g, "borrower");
         ntbf_ctx_close(g.ctx);
         setenv("NTBFAB_RPC_TIMEOUT_MS", "300", 1);
@@ -827,7 +835,7 @@ static void test_daemon_hangs(void **state)
 static void test_ctx_open(void **state)
 {
         (void)state;
-        struct rig g;
+        static struct rig g; /* static: teardown may clean it up after a failed assert */
         rig_up(&g, "borrower");
         struct ntbf_ctx *c = (struct ntbf_ctx *)1;
         unsetenv("NTBFAB_DIR");
@@ -923,7 +931,7 @@ static void *hammer_thread(void *arg)
 static void test_threads(void **state)
 {
         (void)state;
-        struct rig g;
+        static struct rig g; /* static: teardown may clean it up after a failed assert */
         rig_up(&g, "borrower");
         struct ntbf_dev *acc = open_ok(&g, g.acc->fdid);
         uint8_t *buf;
