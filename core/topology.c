@@ -391,6 +391,13 @@ uint32_t ntbf_device_rid(const struct ntbf_device *d, uint32_t f)
         return (rid0 + NTBF_VF_OFFSET + (f - d->functions)) & 0xffff;
 }
 
+void ntbf_device_rid_entry(const struct ntbf_device *d, uint16_t *rid, uint16_t *mask)
+{
+        uint32_t rid0 = ntbf_device_rid(d, 0);
+        *mask = d->vfs ? 0xff00 : 0xfff8;
+        *rid = (uint16_t)(rid0 & *mask);
+}
+
 const struct ntbf_region *ntbf_addrmap_lookup(const struct ntbf_topo *t, uint32_t node,
                                               uint64_t addr)
 {
@@ -479,6 +486,12 @@ static uint32_t device_bdf_key(const void *obj, uint32_t i, char *buf)
 {
         const struct ntbf_device *d = &((const struct ntbf_topo *)obj)->devices[i];
         return (uint32_t)snprintf(buf, 64, "%u/%x:%x:%x", d->node, d->domain, d->bus, d->dev);
+}
+
+static uint32_t device_bus_key(const void *obj, uint32_t i, char *buf)
+{
+        const struct ntbf_device *d = &((const struct ntbf_topo *)obj)->devices[i];
+        return (uint32_t)snprintf(buf, 64, "%u/%x:%x", d->node, d->domain, d->bus);
 }
 
 /* first[i] for keys built by fn; NULL (and f->err) on allocation failure. */
@@ -777,8 +790,10 @@ static void check_devices(struct fin *f)
         char sz[32];
         uint32_t *dup_name = duplicates(f, t->ndevices, device_name_key);
         uint32_t *dup_bdf = dup_name ? duplicates(f, t->ndevices, device_bdf_key) : NULL;
-        if (!dup_bdf) {
+        uint32_t *dup_bus = dup_bdf ? duplicates(f, t->ndevices, device_bus_key) : NULL;
+        if (!dup_bus) {
                 free(dup_name);
+                free(dup_bdf);
                 return;
         }
         for (uint32_t i = 0; i < t->ndevices; i++) {
@@ -797,6 +812,24 @@ static void check_devices(struct fin *f)
                             "(line %u) in node '%s'; each device needs its "
                             "own bus:device",
                             d->name, o->name, o->loc.line, node);
+                }
+                if (d->vfs && d->vfs <= NTBF_MAX_VFS &&
+                    (ntbf_device_rid(d, 0) & 0xff) + NTBF_VF_OFFSET + d->vfs > 0x100)
+                        ERR(f, d->loc,
+                            "device %s.%s: %u VFs from routing ID %02x:%02x.%u run past bus "
+                            "%02x (%u fit); VFs stay on their device's bus, so use fewer VFs "
+                            "or put the device at device number 0",
+                            node, d->name, d->vfs, d->bus,
+                            ((ntbf_device_rid(d, 0) + NTBF_VF_OFFSET) & 0xff) >> 3,
+                            (ntbf_device_rid(d, 0) + NTBF_VF_OFFSET) & 7, d->bus,
+                            0x100 - NTBF_VF_OFFSET - (ntbf_device_rid(d, 0) & 0xff));
+                if (dup_bus[i] != NTBF_NONE && (d->vfs || t->devices[dup_bus[i]].vfs)) {
+                        const struct ntbf_device *o = &t->devices[dup_bus[i]];
+                        const struct ntbf_device *v = d->vfs ? d : o;
+                        ERR(f, d->loc,
+                            "device '%s' is on bus %02x with device '%s' (line %u), whose "
+                            "SR-IOV VFs occupy that bus; give '%s' a bus of its own",
+                            d->name, d->bus, o->name, o->loc.line, v->name);
                 }
                 if (d->functions < 1 || d->functions > NTBF_MAX_FUNCTIONS)
                         ERR(f, d->loc, "device %s.%s: functions %u is out of range 1..%u", node,
@@ -880,6 +913,7 @@ static void check_devices(struct fin *f)
         }
         free(dup_name);
         free(dup_bdf);
+        free(dup_bus);
 }
 
 /* ---- finalize: address maps ------------------------------------------------------------- */

@@ -254,9 +254,9 @@ void ntbf__entset_only(struct ntbf__entset *s, const struct ntbf_topo *t, uint32
 struct ntbf_rid ntbf__dev_rid(const struct ntbf_topo *t, uint32_t device)
 {
         const struct ntbf_device *d = &t->devices[device];
-        /* One entry for all functions of the device (docs/model.md: the PLX RID LUT aliases
-         * functions); VFs beyond function 7 are not covered (docs/daemon.md). */
-        return (struct ntbf_rid){d->node, (uint16_t)(ntbf_device_rid(d, 0) & 0xfff8), 0xfff8};
+        struct ntbf_rid r = {.node = d->node};
+        ntbf_device_rid_entry(d, &r.rid, &r.mask);
+        return r;
 }
 
 struct ntbf_rid ntbf__cpu_rid(uint32_t node, uint32_t k)

@@ -307,6 +307,12 @@ NTBF_EXPORT uint64_t ntbf_device_bar_size(const struct ntbf_device *d, uint32_t 
  */
 #define NTBF_VF_OFFSET 0x80
 NTBF_EXPORT uint32_t ntbf_device_rid(const struct ntbf_device *d, uint32_t f);
+/*
+ * The one requester-ID table entry that covers every function of d (docs/model.md: a
+ * device counts once): its bus:device with any function (mask 0xfff8), or its whole bus
+ * (mask 0xff00) when it has SR-IOV VFs, which finalize keeps on the device's own bus.
+ */
+NTBF_EXPORT void ntbf_device_rid_entry(const struct ntbf_device *d, uint16_t *rid, uint16_t *mask);
 /* Highest physical address plus one that the model assigns (48-bit physical addressing). */
 #define NTBF_PHYS_LIMIT (UINT64_C(1) << 48)
 /* Number of borrowable functions of a device: physical functions plus VFs. */

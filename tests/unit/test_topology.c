@@ -376,6 +376,49 @@ static void test_clone(void **state)
         ntbf_topo_free(t);
 }
 
+static void test_vf_bus_rules(void **state)
+{
+        (void)state;
+        struct ntbf_topo *t = fx_b2b("pxh830");
+        uint32_t nic = ntbf_topo_add_device(t, 1, "nic0");
+        t->devices[nic].bus = 0x5e;
+        t->devices[nic].vfs = 64;
+        t->devices[nic].bars[0] =
+            (struct ntbf_bar){.size = 1 << 20, .flags = NTBF_BAR_64 | NTBF_BAR_PREF};
+        t->devices[nic].vf_bars[0] = 64 << 10;
+        fx_finalize_ok(t);
+        uint16_t rid, mask;
+        ntbf_device_rid_entry(&t->devices[nic], &rid, &mask);
+        assert_int_equal(rid, 0x5e00);
+        assert_int_equal(mask, 0xff00);
+        /* Every VF's routing ID is covered by that one entry. */
+        for (uint32_t f = 0; f < ntbf_device_nfuncs(&t->devices[nic]); f++)
+                assert_int_equal(ntbf_device_rid(&t->devices[nic], f) & mask, rid);
+        /* A plain multi-function device: bus:device, any function. */
+        uint32_t mf = ntbf_topo_add_device(t, 1, "mf0");
+        t->devices[mf].bus = 0x60;
+        t->devices[mf].dev = 3;
+        t->devices[mf].functions = 4;
+        fx_finalize_ok(t);
+        ntbf_device_rid_entry(&t->devices[mf], &rid, &mask);
+        assert_int_equal(rid, 0x6018);
+        assert_int_equal(mask, 0xfff8);
+
+        /* Another device on the VFs' bus, and VFs that run past the bus. */
+        uint32_t x = ntbf_topo_add_device(t, 1, "x");
+        t->devices[x].bus = 0x5e;
+        t->devices[x].dev = 31;
+        t->devices[mf].vfs = 200;
+        t->devices[mf].vf_bars[0] = 4096;
+        char *e = finalize_errors(t);
+        assert_non_null(strstr(e, "device 'x' is on bus 5e with device 'nic0' (line 0), whose "
+                                  "SR-IOV VFs occupy that bus; give 'nic0' a bus of its own"));
+        assert_non_null(strstr(e, "device b.mf0: 200 VFs from routing ID 60:13.0 run past bus "
+                                  "60 (104 fit)"));
+        free(e);
+        ntbf_topo_free(t);
+}
+
 static void test_node_limits(void **state)
 {
         (void)state;
@@ -411,6 +454,7 @@ int main(void)
             cmocka_unit_test(test_bdf),
             cmocka_unit_test(test_clone),
             cmocka_unit_test(test_node_limits),
+            cmocka_unit_test(test_vf_bus_rules),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
