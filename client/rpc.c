@@ -1,5 +1,6 @@
 /* client/rpc.c: the JSON-RPC 2.0 client of a node daemon (newline-delimited JSON, docs/rpc.md). */
 #include <errno.h>
+#include <fcntl.h>
 #include <json-c/json.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -36,10 +37,29 @@ static void set_error(struct ntbf_rpc *c, const char *fmt, ...)
         va_end(ap);
 }
 
+static uint64_t now_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 const char *ntbf_rpc_socket_path(const char *dir, const char *node, char *buf, size_t len)
 {
         snprintf(buf, len, "%s/run/%s.sock", dir, node);
         return buf;
+}
+
+/*
+ * How long a connect waits for a daemon whose listen queue is full (a stopped daemon):
+ * NTBFAB_RPC_TIMEOUT_MS, as for calls (docs/device-api.md), 5 s by default.
+ */
+static uint64_t connect_timeout_ms(void)
+{
+        const char *e = getenv("NTBFAB_RPC_TIMEOUT_MS");
+        char *end;
+        unsigned long v = e ? strtoul(e, &end, 10) : 0;
+        return e && *e && !*end && v > 0 && v <= 3600000 ? v : 5000;
 }
 
 int ntbf_rpc_connect(const char *path, struct ntbf_rpc **out)
@@ -48,13 +68,37 @@ int ntbf_rpc_connect(const char *path, struct ntbf_rpc **out)
         if (strlen(path) >= sizeof(sa.sun_path))
                 return -ENAMETOOLONG;
         memcpy(sa.sun_path, path, strlen(path) + 1);
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        /* Non-blocking, so a full listen queue gives EAGAIN instead of blocking forever. */
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
                 return -errno;
-        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        uint64_t deadline = 0;
+        for (;;) {
+                if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+                        break;
                 int e = errno;
+                if (e == EINTR)
+                        continue;
+                if (e == EAGAIN) {
+                        uint64_t now = now_ms();
+                        if (!deadline)
+                                deadline = now + connect_timeout_ms();
+                        if (now < deadline) {
+                                struct timespec ts = {0, 10 * 1000 * 1000};
+                                nanosleep(&ts, NULL);
+                                continue;
+                        }
+                        e = ETIMEDOUT;
+                }
                 close(fd);
                 return e == ENOENT || e == ECONNREFUSED ? NTBF_ENOTFOUND : -e;
+        }
+        /* The rest of the client uses blocking sends and polls for reads. */
+        int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+                int e = errno;
+                close(fd);
+                return -e;
         }
         struct ntbf_rpc *c = calloc(1, sizeof(*c));
         if (!c) {
@@ -87,13 +131,6 @@ const char *ntbf_rpc_error(const struct ntbf_rpc *c)
 int ntbf_rpc_fd(const struct ntbf_rpc *c)
 {
         return c->fd;
-}
-
-static uint64_t now_ms(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 static int send_all(struct ntbf_rpc *c, const char *s, size_t n)

@@ -9,7 +9,8 @@ struct ntbf_rpc;
 
 /*
  * Connect to the daemon socket at path (DIR/run/NODE.sock). Returns 0, NTBF_ENOTFOUND
- * when nothing listens there (no daemon), -EACCES when the daemon refused us, -errno.
+ * when nothing listens there (no daemon), -ETIMEDOUT when its listen queue stays full (a
+ * stopped daemon) for NTBFAB_RPC_TIMEOUT_MS (default 5 s), -errno.
  */
 NTBF_EXPORT int ntbf_rpc_connect(const char *path, struct ntbf_rpc **out);
 /* The socket path of node in instance directory dir, into buf. */

@@ -49,7 +49,8 @@ static int mirror_poll(void *state, uint64_t now)
 {
         struct mirror *m = state;
         (void)now;
-        if (!atomic_load_explicit(r32(m, MIRROR_DOORBELL), memory_order_acquire))
+        /* Take the doorbell with the work, so a ring after DONE is never wiped. */
+        if (!atomic_exchange_explicit(r32(m, MIRROR_DOORBELL), 0, memory_order_acq_rel))
                 return 0;
         atomic_store(r64(m, MIRROR_SEEN_NS), now_ns());
         uint64_t src = atomic_load(r64(m, MIRROR_SRC)), dst = atomic_load(r64(m, MIRROR_DST));
@@ -63,13 +64,13 @@ static int mirror_poll(void *state, uint64_t now)
                 done += n;
         }
         atomic_store(r32(m, MIRROR_STATUS), err ? (uint32_t)err : 1u);
-        atomic_fetch_add(r32(m, MIRROR_DONE), 1);
         uint64_t msi = atomic_load(r64(m, MIRROR_MSI_ADDR));
         if (msi) {
                 uint32_t data = atomic_load(r32(m, MIRROR_MSI_DATA));
                 m->env.dma.write(m->env.dma.opaque, msi, &data, 4);
         }
-        atomic_store_explicit(r32(m, MIRROR_DOORBELL), 0, memory_order_release);
+        /* DONE last: a driver that sees it sees the status and the interrupt too. */
+        atomic_fetch_add(r32(m, MIRROR_DONE), 1);
         return 1;
 }
 

@@ -202,6 +202,34 @@ static void test_late_answer_skipped(void **state)
         stop(&s, th, c);
 }
 
+static void test_connect_full_backlog(void **state)
+{
+        (void)state;
+        /* A daemon that is stopped: it listens but never accepts, and its queue is full. */
+        char path[108];
+        snprintf(path, sizeof(path), "/tmp/ntbf-rpc-stopped-%d.sock", getpid());
+        unlink(path);
+        int l = socket(AF_UNIX, SOCK_STREAM, 0);
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        strcpy(sa.sun_path, path);
+        assert_int_equal(bind(l, (struct sockaddr *)&sa, sizeof(sa)), 0);
+        assert_int_equal(listen(l, 0), 0);
+        int fill[4];
+        for (int i = 0; i < 4; i++) {
+                fill[i] = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+                (void)connect(fill[i], (struct sockaddr *)&sa, sizeof(sa));
+        }
+        setenv("NTBFAB_RPC_TIMEOUT_MS", "200", 1);
+        struct ntbf_rpc *c = NULL;
+        assert_int_equal(ntbf_rpc_connect(path, &c), -ETIMEDOUT);
+        assert_null(c);
+        unsetenv("NTBFAB_RPC_TIMEOUT_MS");
+        for (int i = 0; i < 4; i++)
+                close(fill[i]);
+        close(l);
+        unlink(path);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -210,6 +238,7 @@ int main(void)
             cmocka_unit_test(test_events_during_call),
             cmocka_unit_test(test_hangup_and_timeout),
             cmocka_unit_test(test_late_answer_skipped),
+            cmocka_unit_test(test_connect_full_backlog),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
