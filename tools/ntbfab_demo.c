@@ -11,11 +11,9 @@
 #include <time.h>
 
 #include "accel_drv.h"
-#include "ntbfab/config.h"
-#include "ntbfab/error.h"
-#include "ntbfab/path.h"
+#include "ntbfab/device.h"
 #include "ntbfab/rpc.h"
-#include "ntbfab/sim.h"
+#include "ntbfab/error.h"
 #include "ntbfab/units.h"
 
 /*
@@ -23,9 +21,9 @@
  * through its NTB window, and the accelerator's copy engine moves data between the
  * borrower's memory (through the borrow's DMA window and the borrower's IOMMU) and its own
  * device memory, both ways. Then the device is returned and the lender does the same on
- * its local device. The data must match byte for byte. This uses the daemon's RPC methods
- * (device.open, device.config_write, device.return) and the backend directly for the data
- * path, as the device API (include/ntbfab/device.h) does.
+ * its local device. The data must match byte for byte. Both sides use the device API
+ * (include/ntbfab/device.h) exactly as a driver does; nothing in this file knows whether
+ * the device is local or borrowed.
  */
 
 struct ctx {
@@ -34,8 +32,6 @@ struct ctx {
         uint64_t size;
         int reps;
         bool json;
-        struct ntbf_topo *t;
-        const struct ntbf_backend_ops *ops;
         struct json_object *out;
 };
 
@@ -58,56 +54,9 @@ static double now_ms(void)
         return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static struct json_object *call(struct ntbf_rpc *c, const char *m, struct json_object *p)
-{
-        struct json_object *r;
-        if (ntbf_rpc_call(c, m, p, &r, 30000))
-                die("%s: %s", m, ntbf_rpc_error(c));
-        return r;
-}
-
-static uint64_t u(struct json_object *o, const char *path)
-{
-        char buf[128];
-        snprintf(buf, sizeof(buf), "%s", path);
-        struct json_object *cur = o;
-        for (char *save, *p = strtok_r(buf, ".", &save); p; p = strtok_r(NULL, ".", &save))
-                if (!json_object_object_get_ex(cur, p, &cur))
-                        die("the daemon's answer has no %s", path);
-        return json_object_get_uint64(cur);
-}
-
-static struct ntbf_rpc *connect_node(struct ctx *c, const char *node)
-{
-        char path[1024];
-        struct ntbf_rpc *r;
-        ntbf_rpc_socket_path(c->dir, node, path, sizeof(path));
-        if (ntbf_rpc_connect(path, &r))
-                die("no daemon answers at %s; run 'ntbfab up FILE' first", path);
-        return r;
-}
-
-/* Enable memory space and bus master through the daemon (intercepted for a borrowed one). */
-static void enable(struct ntbf_rpc *r, uint64_t handle)
-{
-        struct json_object *p = json_object_new_object();
-        json_object_object_add(p, "handle", json_object_new_uint64(handle));
-        json_object_object_add(p, "offset", json_object_new_int(4));
-        json_object_object_add(p, "size", json_object_new_int(2));
-        struct json_object *v = call(r, "device.config_read", p);
-        uint64_t cmd = u(v, "value");
-        json_object_put(v);
-        p = json_object_new_object();
-        json_object_object_add(p, "handle", json_object_new_uint64(handle));
-        json_object_object_add(p, "offset", json_object_new_int(4));
-        json_object_object_add(p, "size", json_object_new_int(2));
-        json_object_object_add(p, "value", json_object_new_uint64(cmd | 0x6));
-        json_object_put(call(r, "device.config_write", p));
-}
-
 struct result {
         double to_ms, from_ms; /* best of the repetitions */
-        uint32_t path_ns;      /* modeled one-way latency device <-> memory */
+        uint32_t path_ns;      /* modeled one-way latency between this host and the device */
         uint64_t checksum;
 };
 
@@ -164,6 +113,74 @@ static void report(struct ctx *c, const char *who, const char *how, const struct
                r->path_ns, 2 * r->path_ns);
 }
 
+/*
+ * Use the device fdid from node the way a driver does: open it, enable memory space and
+ * bus mastering (intercepted for a borrowed device), map BAR0, get DMA memory and map it
+ * for the device, then move the data. The same code serves a local and a borrowed device.
+ */
+static void use_device(struct ctx *c, const char *node, struct result *r,
+                       struct ntbf_dev_info *info)
+{
+        struct ntbf_ctx *x;
+        if (ntbf_ctx_open(c->dir, node, &x))
+                die("%s: %s", node, ntbf_ctx_error(NULL));
+        struct ntbf_dev *d;
+        if (ntbf_dev_open(x, c->fdid, &d))
+                die("%s: open 0x%04x: %s", node, c->fdid, ntbf_ctx_error(x));
+        if (ntbf_dev_info(d, info))
+                die("%s: %s", node, ntbf_ctx_error(x));
+        uint32_t cmd;
+        if (ntbf_dev_cfg_read(d, 4, 2, &cmd) || ntbf_dev_cfg_write(d, 4, 2, cmd | 0x6))
+                die("%s: config space: %s", node, ntbf_ctx_error(x));
+        void *regs, *mem;
+        size_t len;
+        uint64_t ioaddr;
+        if (ntbf_dev_map_bar(d, 0, &regs, &len))
+                die("%s: map BAR0: %s", node, ntbf_ctx_error(x));
+        struct accel_drv acc;
+        if (accel_open(&acc, regs))
+                die("%s: BAR0 of 0x%04x is not an accelerator's", node, c->fdid);
+        if (ntbf_dma_alloc(x, 2 * c->size, 4096, &mem))
+                die("%s: DMA memory: %s", node, ntbf_ctx_error(x));
+        if (ntbf_dev_dma_map(d, mem, 2 * c->size, &ioaddr))
+                die("%s: DMA map: %s", node, ntbf_ctx_error(x));
+        if (!c->json)
+                printf("  %-9s reaches BAR0 at 0x%" PRIx64 "; the device reaches %s's memory at "
+                       "0x%" PRIx64 "%s\n",
+                       node, info->bars[0].addr, node, ioaddr,
+                       info->local ? " (host-physical)"
+                                   : " (the DMA window, through the borrower's IOMMU)");
+        r->path_ns = info->latency_ns;
+        transfers(c, &acc, mem, ioaddr, r);
+        ntbf_dev_dma_unmap(d, ioaddr, 2 * c->size);
+        ntbf_dma_free(x, mem);
+        ntbf_dev_close(d);
+        ntbf_ctx_close(x);
+}
+
+static void usage(FILE *f)
+{
+        fprintf(f, "usage: ntbfab-demo --dir DIR --fdid FDID [--borrower NODE] [--size SIZE] "
+                   "[--json]\nThe borrower drives a borrowed accelerator, then its lender uses "
+                   "it locally.\n");
+}
+
+/* Give the device back (the lender then uses it locally), through the borrower's daemon. */
+static void give_back(struct ctx *c)
+{
+        char path[1024];
+        struct ntbf_rpc *r;
+        ntbf_rpc_socket_path(c->dir, c->borrower, path, sizeof(path));
+        if (ntbf_rpc_connect(path, &r))
+                die("no daemon answers at %s; run 'ntbfab up FILE' first", path);
+        struct json_object *p = json_object_new_object(), *res;
+        json_object_object_add(p, "fdid", json_object_new_uint64(c->fdid));
+        if (ntbf_rpc_call(r, "device.return", p, &res, 30000))
+                die("device.return: %s", ntbf_rpc_error(r));
+        json_object_put(res);
+        ntbf_rpc_close(r);
+}
+
 int main(int argc, char **argv)
 {
         struct ctx c = {.borrower = "borrower", .size = 4 * NTBF_MiB, .reps = 5};
@@ -197,152 +214,39 @@ int main(int argc, char **argv)
                         c.json = true;
                         break;
                 case 'h':
-                        printf("usage: ntbfab-demo --dir DIR --fdid FDID [--borrower NODE] "
-                               "[--size SIZE] [--json]\nThe borrower drives a borrowed "
-                               "accelerator, then its lender uses it locally.\n");
+                        usage(stdout);
                         return 0;
                 default:
-                        fprintf(stderr, "usage: ntbfab-demo --dir DIR --fdid FDID [--borrower "
-                                        "NODE] [--size SIZE] [--json]\n");
+                        usage(stderr);
                         return 2;
                 }
         }
         uint64_t fd;
         if (!c.dir || !fdid_s || ntbf_uint_parse(fdid_s, &fd) || optind != argc) {
-                fprintf(stderr, "usage: ntbfab-demo --dir DIR --fdid FDID [--borrower NODE] "
-                                "[--size SIZE] [--json]\n");
+                usage(stderr);
                 return 2;
         }
         c.fdid = (uint32_t)fd;
-        char file[1024];
-        snprintf(file, sizeof(file), "%s/cluster.yaml", c.dir);
-        struct ntbf_diags dg;
-        ntbf_diags_init(&dg);
-        if (ntbf_config_load(file, &c.t, &dg))
-                die("cannot load %s: is a cluster up in %s?", file, c.dir);
-        ntbf_diags_free(&dg);
-        c.ops = ntbf_backend_find("sim");
         c.out = json_object_new_object();
 
-        /* ---- the borrower ---- */
-        uint32_t bn = ntbf_topo_find_node(c.t, c.borrower);
-        if (bn == NTBF_NONE)
-                die("no node '%s'", c.borrower);
-        struct ntbf_rpc *br = connect_node(&c, c.borrower);
-        struct json_object *p = json_object_new_object();
-        json_object_object_add(p, "fdid", json_object_new_uint64(c.fdid));
-        struct json_object *open = call(br, "device.open", p), *info, *bars, *lender;
-        json_object_object_get_ex(open, "info", &info);
-        json_object_object_get_ex(open, "bars", &bars);
-        json_object_object_get_ex(info, "lender", &lender);
-        if (json_object_get_boolean(json_object_object_get(info, "local")))
+        struct result rb = {0}, rl = {0};
+        struct ntbf_dev_info bi, li;
+        if (!c.json)
+                printf("demonstration: accelerator 0x%04x, borrowed by %s, then used by its "
+                       "lender\n",
+                       c.fdid, c.borrower);
+        use_device(&c, c.borrower, &rb, &bi);
+        if (bi.local)
                 die("0x%04x is not borrowed by %s; run 'ntbfab borrow 0x%04x --node %s' first",
                     c.fdid, c.borrower, c.fdid, c.borrower);
-        char lname[64];
-        snprintf(lname, sizeof(lname), "%s", json_object_get_string(lender));
-        uint32_t ln = ntbf_topo_find_node(c.t, lname);
-        struct ntbf_backend_env env = {c.t, c.dir, bn};
-        struct ntbf_backend *b;
-        char why[1024];
-        if (ntbf_sim_attach(&env, &b, why, sizeof(why)))
-                die("%s", why);
-        struct json_object *bar0 = json_object_array_get_idx(bars, 0);
-        uint32_t ad = (uint32_t)u(bar0, "adapter");
-        struct ntbf_adapter_h *h;
-        if (c.ops->probe(b, ad, &h))
-                die("cannot probe the borrower's adapter");
-        void *regs;
-        if (c.ops->map_window(h, u(bar0, "offset"), u(bar0, "size"), NTBF_MAP_UNCACHED, &regs))
-                die("cannot map BAR0 through the NTB window");
-        uint64_t hold = u(open, "handle");
-        enable(br, hold);
-        struct accel_drv acc;
-        if (accel_open(&acc, regs))
-                die("BAR0 is not an accelerator's");
-        struct ntbf_mem mem;
-        if (c.ops->mem_alloc(h, 2 * c.size, 4096, &mem))
-                die("cannot allocate %" PRIu64 " bytes of borrower memory", 2 * c.size);
-        uint64_t iova = u(open, "iova.base");
-        if (2 * c.size > u(open, "iova.size"))
-                die("the DMA window share is smaller than %" PRIu64 " bytes; use --size",
-                    2 * c.size);
-        /* The borrower's IOMMU makes its pages contiguous behind the DMA window (article 4.3). */
-        if (c.ops->iommu_map(h, iova, mem.bus_addr, 2 * c.size))
-                die("cannot map the IOVA range");
-        uint64_t dev_addr = u(open, "dma.device_addr") + (iova - u(open, "dma.iova"));
-        struct ntbf_path path;
-        struct result rb = {0}, rl = {0};
-        struct json_object *bj = json_object_new_object();
-        json_object_object_add(bj, "fdid", json_object_new_uint64(c.fdid));
-        struct json_object *borrows = call(br, "device.borrows", NULL);
-        for (size_t i = 0; i < json_object_array_length(borrows); i++) {
-                struct json_object *x = json_object_array_get_idx(borrows, i), *dp;
-                if (u(x, "fdid") == c.fdid && json_object_object_get_ex(x, "dma_path", &dp))
-                        rb.path_ns = (uint32_t)u(dp, "latency_ns");
-        }
-        json_object_put(borrows);
-        json_object_put(bj);
-        if (!c.json) {
-                printf("demonstration: %s's accelerator 0x%04x, borrowed by %s\n", lname, c.fdid,
-                       c.borrower);
-                printf("  %s reaches its BAR0 at 0x%" PRIx64 " (its NTB window), the device "
-                       "reaches %s's memory at 0x%" PRIx64 " (the DMA window, IOVA 0x%" PRIx64
-                       ")\n",
-                       c.borrower, u(bar0, "addr"), c.borrower, dev_addr, iova);
-        }
-        transfers(&c, &acc, mem.addr, dev_addr, &rb);
         report(&c, c.borrower,
                "borrowed: memory of the borrower <-> device memory, through the NTB", &rb);
-        c.ops->iommu_unmap(h, iova, 2 * c.size);
-        c.ops->mem_free(h, &mem);
-        c.ops->unmap_window(h, regs, u(bar0, "size"));
-        c.ops->release(h);
-        c.ops->close(b);
-        json_object_put(open);
-        /* The lender uses it locally: the borrower gives it back first. */
-        p = json_object_new_object();
-        json_object_object_add(p, "fdid", json_object_new_uint64(c.fdid));
-        json_object_put(call(br, "device.return", p));
-        ntbf_rpc_close(br);
+        give_back(&c);
         if (!c.json)
-                printf("  (%s returned 0x%04x to its lender)\n", c.borrower, c.fdid);
-
-        /* ---- the lender, on its local device ---- */
-        struct ntbf_rpc *lr = connect_node(&c, lname);
-        p = json_object_new_object();
-        json_object_object_add(p, "fdid", json_object_new_uint64(c.fdid));
-        open = call(lr, "device.open", p);
-        json_object_object_get_ex(open, "bars", &bars);
-        bar0 = json_object_array_get_idx(bars, 0);
-        env.node = ln;
-        if (ntbf_sim_attach(&env, &b, why, sizeof(why)))
-                die("%s", why);
-        /* A local device: its BAR is in this host's address space, DMA addresses are
-         * host-physical (docs/rpc.md, device.open). */
-        if (ntbf_sim_phys_ptr(b, ln, u(bar0, "addr"), u(bar0, "size"), &regs))
-                die("cannot reach the local BAR0");
-        enable(lr, u(open, "handle"));
-        if (accel_open(&acc, regs))
-                die("the local BAR0 is not an accelerator's");
-        if (c.ops->probe(b, c.t->nodes[ln].adapters[0], &h) ||
-            c.ops->mem_alloc(h, 2 * c.size, 4096, &mem))
-                die("cannot allocate lender memory");
-        uint32_t dv = NTBF_NONE;
-        for (uint32_t i = 0; i < c.t->nodes[ln].ndevices; i++) {
-                uint32_t d = c.t->nodes[ln].devices[i];
-                if (c.t->devices[d].sim.model == NTBF_SIM_ACCEL)
-                        dv = d;
-        }
-        struct ntbf_endpoint from = {NTBF_EP_DEVICE, ln, dv}, to = {NTBF_EP_RAM, ln, NTBF_NONE};
-        if (dv != NTBF_NONE && !ntbf_path_find(c.t, NULL, from, to, &path, NULL, 0))
-                rl.path_ns = path.latency_ns;
-        transfers(&c, &acc, mem.addr, mem.bus_addr, &rl);
-        report(&c, lname, "local: memory of the lender <-> device memory, no NTB", &rl);
-        c.ops->mem_free(h, &mem);
-        c.ops->release(h);
-        c.ops->close(b);
-        json_object_put(open);
-        ntbf_rpc_close(lr);
+                printf("  (%s returned 0x%04x to %s, which uses it locally now)\n", c.borrower,
+                       c.fdid, bi.lender);
+        use_device(&c, bi.lender, &rl, &li);
+        report(&c, bi.lender, "local: memory of the lender <-> device memory, no NTB", &rl);
         bool same = rb.checksum == rl.checksum;
         if (c.json) {
                 json_object_object_add(c.out, "data_match", json_object_new_boolean(same));
@@ -355,6 +259,5 @@ int main(int argc, char **argv)
                        rb.path_ns - rl.path_ns);
         }
         json_object_put(c.out);
-        ntbf_topo_free(c.t);
         return same ? 0 : 1;
 }
