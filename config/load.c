@@ -69,6 +69,7 @@ struct ld {
         uint32_t nincomplete;
         struct chunk *keys;          /* storage of the composite keys */
         uint32_t *standin, nstandin; /* nodes whose id was unusable */
+        bool chassis_lost;           /* a chassis of the node being loaded was left out */
 };
 
 /* ---- diagnostics ------------------------------------------------------------------------ */
@@ -567,6 +568,8 @@ enum {
         N_MMIO_LOW,
         N_MMIO_LOW_END,
         N_MMIO_HIGH,
+        N_ROOT_NS,
+        N_CHASSIS,
         N_ADAPTERS,
         N_DEVICES,
         N_N
@@ -581,10 +584,20 @@ static const struct key node_keys[] = {
     {"mmio_low", NULL},
     {"mmio_low_end", NULL},
     {"mmio_high", NULL},
+    {"root_ns", NULL},
+    {"chassis", NULL},
     {"adapters", NULL},
     {"devices", NULL},
 };
 static const struct schema node_schema = {"in node", node_keys, N_N, NULL, NULL, NULL};
+
+enum { X_NAME, X_HOP_NS, X_UPLINK_NS, X_N };
+static const struct key chassis_keys[] = {
+    {"name", "'name: NAME'"},
+    {"hop_ns", NULL},
+    {"uplink_ns", NULL},
+};
+static const struct schema chassis_schema = {"in chassis", chassis_keys, X_N, NULL, NULL, NULL};
 
 enum {
         A_NAME,
@@ -643,6 +656,7 @@ enum {
         D_VF_BARS,
         D_DMA_BITS,
         D_HOP_NS,
+        D_CHASSIS,
         D_SIM,
         D_ISOLATE,
         D_N
@@ -660,6 +674,7 @@ static const struct key device_keys[] = {
     {"vf_bars", NULL},
     {"dma_bits", NULL},
     {"hop_ns", NULL},
+    {"chassis", NULL},
     {"sim", NULL},
     {"isolate", NULL},
 };
@@ -727,7 +742,7 @@ _Static_assert(ARRAY_LEN(top_keys) == T_N && ARRAY_LEN(cluster_keys) == C_N &&
                    ARRAY_LEN(node_keys) == N_N && ARRAY_LEN(adapter_keys) == A_N &&
                    ARRAY_LEN(device_keys) == D_N && ARRAY_LEN(bar_keys) == B_N &&
                    ARRAY_LEN(sim_keys_all) == S_N && ARRAY_LEN(switch_keys) == W_N &&
-                   ARRAY_LEN(link_keys) == L_N,
+                   ARRAY_LEN(link_keys) == L_N && ARRAY_LEN(chassis_keys) == X_N,
                "key tables and their enums must match");
 _Static_assert(A_N <= MAX_KEYS && D_N <= MAX_KEYS && N_N <= MAX_KEYS, "raise MAX_KEYS");
 
@@ -952,6 +967,37 @@ static const char *address_problem(const char *s)
 static bool load_adapter(struct ld *ld, uint32_t v, uint32_t node, const char *node_name);
 static void load_device(struct ld *ld, uint32_t v, uint32_t node);
 
+/* One expansion chassis of a node: {name, hop_ns, uplink_ns}. */
+static void load_chassis(struct ld *ld, uint32_t v, uint32_t node)
+{
+        uint32_t vals[X_N];
+        const char *name = NULL;
+        size_t e0 = ld->d->errors;
+        if (!take_map(ld, v, "a chassis", "a mapping with name", &chassis_schema, vals)) {
+                ld->chassis_lost = true;
+                return;
+        }
+        need(ld, v, &chassis_schema, vals, "chassis");
+        get_name(ld, vals[X_NAME], "chassis", NTBF_NAME_MAX, &name);
+        uint32_t hop = NTBF_CHASSIS_HOP_NS, uplink = NTBF_CHASSIS_UPLINK_NS;
+        get_u32(ld, vals[X_HOP_NS], "'hop_ns'", 0, UINT32_MAX, NULL, &hop);
+        get_u32(ld, vals[X_UPLINK_NS], "'uplink_ns'", 0, UINT32_MAX, NULL, &uplink);
+        if (ld->d->errors != e0 || !name)
+                ld->chassis_lost = true;
+        if (node == NTBF_NONE || !name || ld->err || ld->d->errors != e0)
+                return;
+        uint32_t idx = ntbf_topo_add_chassis(ld->t, node, name);
+        if (idx == NTBF_NONE) {
+                ld->err = -ENOMEM;
+                return;
+        }
+        struct ntbf_chassis *c = &ld->t->chassis[idx];
+        tidy_name(c->name);
+        c->hop_ns = hop;
+        c->uplink_ns = uplink;
+        c->loc = at(ld, vals[X_NAME]);
+}
+
 /* Defaults of a node or device as the core gives them, without adding one to the topology. */
 static struct ntbf_node node_defaults(struct ld *ld)
 {
@@ -1005,6 +1051,7 @@ static void load_node(struct ld *ld, uint32_t v)
         get_addr(ld, vals[N_MMIO_LOW], "'mmio_low'", &n.mmio_low_base);
         get_addr(ld, vals[N_MMIO_LOW_END], "'mmio_low_end'", &n.mmio_low_end);
         get_addr(ld, vals[N_MMIO_HIGH], "'mmio_high'", &n.mmio_high_base);
+        get_u32(ld, vals[N_ROOT_NS], "'root_ns'", 0, UINT32_MAX, NULL, &n.root_ns);
 
         uint32_t idx = NTBF_NONE;
         if (name && ld->err == 0) {
@@ -1039,6 +1086,13 @@ static void load_node(struct ld *ld, uint32_t v)
                 if (idx != NTBF_NONE)
                         mark_incomplete(ld, idx);
         }
+        /* Chassis first: devices name them, in whatever order the keys were written. */
+        ld->chassis_lost = false;
+        if (take_list(ld, vals[N_CHASSIS], "'chassis'", "a list of chassis", &item))
+                for (; item != NONE; item = next(ld, item))
+                        load_chassis(ld, item, idx);
+        else
+                ld->chassis_lost = true;
         if (take_list(ld, vals[N_DEVICES], "'devices'", "a list of devices", &item))
                 for (; item != NONE; item = next(ld, item))
                         load_device(ld, item, idx);
@@ -1303,6 +1357,37 @@ static void load_sim(struct ld *ld, uint32_t v, struct ntbf_device *d)
         d->loc_bars = at(ld, v);
 }
 
+/* A device names a chassis its node does not have. */
+static void unknown_chassis(struct ld *ld, uint32_t v, uint32_t node, const char *name)
+{
+        char b[SHOWBUF];
+        const struct ntbf_topo *t = ld->t;
+        struct ntbf__suggest sg;
+        ntbf__suggest_init(&sg, name);
+        uint32_t n = 0;
+        for (uint32_t i = 0; i < t->nchassis; i++) {
+                if (t->chassis[i].node != node)
+                        continue;
+                ntbf__suggest_add(&sg, t->chassis[i].name);
+                n++;
+        }
+        const char *best = ntbf__suggest_result(&sg);
+        if (!n)
+                err(ld, at(ld, v),
+                    "'chassis' value %s names no chassis: node '%s' has none; list it under "
+                    "the node's 'chassis' ([{name: NAME}]) or remove 'chassis' from the device",
+                    show(name, b, sizeof(b)), t->nodes[node].name);
+        else if (best)
+                err(ld, at(ld, v),
+                    "'chassis' value %s is not a chassis of node '%s'; did you mean '%s'?",
+                    show(name, b, sizeof(b)), t->nodes[node].name, best);
+        else
+                err(ld, at(ld, v),
+                    "'chassis' value %s is not a chassis of node '%s'; name one listed under "
+                    "the node's 'chassis'",
+                    show(name, b, sizeof(b)), t->nodes[node].name);
+}
+
 static struct ntbf_device device_defaults(struct ld *ld)
 {
         struct ntbf_device d = {0};
@@ -1373,6 +1458,13 @@ static void load_device(struct ld *ld, uint32_t v, uint32_t node)
         get_u32(ld, vals[D_DMA_BITS], "'dma_bits'", 32, 64, "a device drives 32 to 64 address bits",
                 &d.dma_bits);
         get_u32(ld, vals[D_HOP_NS], "'hop_ns'", 0, UINT32_MAX, NULL, &d.hop_ns);
+        if (get_text(ld, vals[D_CHASSIS], "'chassis'", "the name of a chassis of its node", &s) ==
+                GOT &&
+            node != NTBF_NONE) {
+                d.chassis = ntbf_topo_find_chassis(ld->t, node, s);
+                if (d.chassis == NTBF_NONE && !ld->chassis_lost)
+                        unknown_chassis(ld, vals[D_CHASSIS], node, s);
+        }
         /* A device with a mistake is left out: nothing refers to it, so nothing else is lost. */
         if (node == NTBF_NONE || !name || ld->d->errors != e0 || ld->err)
                 return;

@@ -197,8 +197,9 @@ const char *ntbf_endpoint_name(const struct ntbf_topo *t, struct ntbf_endpoint e
 
 const char *ntbf_hop_kind_name(enum ntbf_hop_kind k)
 {
-        static const char *const names[] = {"device", "root", "adapter", "link", "switch"};
-        return (unsigned)k < 5 ? names[k] : "?";
+        static const char *const names[] = {"device", "root",   "adapter",
+                                            "link",   "switch", "chassis"};
+        return (unsigned)k < sizeof(names) / sizeof(names[0]) ? names[k] : "?";
 }
 
 const char *ntbf_hop_name(const struct ntbf_topo *t, const struct ntbf_hop *h, char *buf,
@@ -225,6 +226,10 @@ const char *ntbf_hop_name(const struct ntbf_topo *t, const struct ntbf_hop *h, c
         case NTBF_HOP_SWITCH:
                 snprintf(buf, len, "%s (port %u -> %u)", t->switches[h->obj].name, h->in_port,
                          h->out_port);
+                break;
+        case NTBF_HOP_CHASSIS:
+                snprintf(buf, len, "%s.%s", t->nodes[t->chassis[h->obj].node].name,
+                         t->chassis[h->obj].name);
                 break;
         }
         return buf;
@@ -284,10 +289,21 @@ static int build_hops(const struct ntbf_topo *t, const struct ntbf__graph *g,
         p->to = b;
         p->first_adapter = p->last_adapter = NTBF_NONE;
         int r = 0;
+        bool local = a.node == b.node;
+        uint32_t ca = a.kind == NTBF_EP_DEVICE ? t->devices[a.device].chassis : NTBF_NONE;
+        uint32_t cb = b.kind == NTBF_EP_DEVICE ? t->devices[b.device].chassis : NTBF_NONE;
+        /* Two devices of one chassis meet in its switch: neither uplink nor root complex. */
+        bool in_chassis = local && ca != NTBF_NONE && ca == cb;
         if (a.kind == NTBF_EP_DEVICE)
                 r |= add_hop(p, (struct ntbf_hop){NTBF_HOP_DEVICE, a.device, NTBF_NONE, NTBF_NONE,
                                                   t->devices[a.device].hop_ns});
-        r |= add_hop(p, (struct ntbf_hop){NTBF_HOP_ROOT, a.node, NTBF_NONE, NTBF_NONE, 0});
+        if (ca != NTBF_NONE)
+                r |= add_hop(p, (struct ntbf_hop){NTBF_HOP_CHASSIS, ca, NTBF_NONE, NTBF_NONE,
+                                                  t->chassis[ca].hop_ns +
+                                                      (in_chassis ? 0 : t->chassis[ca].uplink_ns)});
+        if (!in_chassis)
+                r |= add_hop(p, (struct ntbf_hop){NTBF_HOP_ROOT, a.node, NTBF_NONE, NTBF_NONE,
+                                                  t->nodes[a.node].root_ns});
         /* Step s visits vertex vert(s), entered by arc arc_in(s) (NULL for an adapter source). */
         bool lead = !is_host(g, src);
         uint32_t nsteps = nchain + (lead ? 1 : 0);
@@ -323,7 +339,14 @@ static int build_hops(const struct ntbf_topo *t, const struct ntbf__graph *g,
                                                           out_port, g->vcost[v]});
                 }
         }
-        r |= add_hop(p, (struct ntbf_hop){NTBF_HOP_ROOT, b.node, NTBF_NONE, NTBF_NONE, 0});
+        /* A local path lists its root complex twice (out of a, into b) and pays for it once. */
+        if (!in_chassis)
+                r |= add_hop(p, (struct ntbf_hop){NTBF_HOP_ROOT, b.node, NTBF_NONE, NTBF_NONE,
+                                                  local ? 0 : t->nodes[b.node].root_ns});
+        if (cb != NTBF_NONE && !in_chassis)
+                r |=
+                    add_hop(p, (struct ntbf_hop){NTBF_HOP_CHASSIS, cb, NTBF_NONE, NTBF_NONE,
+                                                 t->chassis[cb].hop_ns + t->chassis[cb].uplink_ns});
         if (b.kind == NTBF_EP_DEVICE)
                 r |= add_hop(p, (struct ntbf_hop){NTBF_HOP_DEVICE, b.device, NTBF_NONE, NTBF_NONE,
                                                   t->devices[b.device].hop_ns});

@@ -217,9 +217,14 @@ static int resolve_group(const struct ntbf_state *s, const struct ntbf_requester
                 po.last_adapter = ma;
                 struct ntbf_path mp;
                 if (!ntbf_path_find(t, &po, from, (struct ntbf_endpoint){NTBF_EP_RAM, n, 0}, &mp,
-                                    NULL, 0) &&
-                    mp.latency_ns > latency)
-                        latency = mp.latency_ns;
+                                    NULL, 0)) {
+                        /* An overlay onto device memory goes on from the root complex. */
+                        uint32_t lat = mp.latency_ns;
+                        if (o->dests[o->ndests - 1].land == NTBF_LAND_BAR)
+                                lat += ntbf_device_root_ns(t, o->dests[o->ndests - 1].device);
+                        if (lat > latency)
+                                latency = lat;
+                }
         }
         o->latency_ns = latency;
         if (!o->ndests)
@@ -330,7 +335,7 @@ int ntbf_resolve(const struct ntbf_state *s, const struct ntbf_requester *req,
         if (sl->dest == NTBF_DEST_IOVA)
                 o->steps[o->nsteps - 2].land = o->dests[0].land;
         o->latency_ns = p.latency_ns;
-        if (o->dests[0].land == NTBF_LAND_BAR)
-                o->latency_ns += t->devices[o->dests[0].device].hop_ns;
+        if (o->dests[0].land == NTBF_LAND_BAR) /* on from the root complex to the device */
+                o->latency_ns += ntbf_device_root_ns(t, o->dests[0].device);
         return 0;
 }

@@ -54,6 +54,7 @@ void ntbf_topo_free(struct ntbf_topo *t)
         free(t->switches);
         free(t->links);
         free(t->devices);
+        free(t->chassis);
         free(t->file);
         free(t->key_file);
         free(t);
@@ -79,15 +80,17 @@ struct ntbf_topo *ntbf_topo_clone(const struct ntbf_topo *t)
         c->switches = dup_array(t->switches, t->nswitches, sizeof(*t->switches));
         c->links = dup_array(t->links, t->nlinks, sizeof(*t->links));
         c->devices = dup_array(t->devices, t->ndevices, sizeof(*t->devices));
+        c->chassis = dup_array(t->chassis, t->nchassis, sizeof(*t->chassis));
         c->nnodes = c->cap_nodes = t->nnodes;
         c->nadapters = c->cap_adapters = t->nadapters;
         c->nswitches = c->cap_switches = t->nswitches;
         c->nlinks = c->cap_links = t->nlinks;
         c->ndevices = c->cap_devices = t->ndevices;
+        c->nchassis = c->cap_chassis = t->nchassis;
         c->file = t->file ? strdup(t->file) : NULL;
         c->key_file = t->key_file ? strdup(t->key_file) : NULL;
         c->opts = t->opts;
-        bool ok = c->nodes && c->adapters && c->switches && c->links && c->devices &&
+        bool ok = c->nodes && c->adapters && c->switches && c->links && c->devices && c->chassis &&
                   (!t->file || c->file) && (!t->key_file || c->key_file);
         /* Derived data belongs to the original: finalize rebuilds it for the copy. */
         for (uint32_t i = 0; c->nodes && i < c->nnodes; i++) {
@@ -194,8 +197,23 @@ uint32_t ntbf_topo_add_device(struct ntbf_topo *t, uint32_t node, const char *na
         d->node = node;
         d->functions = 1;
         d->dma_bits = 64;
+        d->chassis = NTBF_NONE;
         t->finalized = false;
         return t->ndevices++;
+}
+
+uint32_t ntbf_topo_add_chassis(struct ntbf_topo *t, uint32_t node, const char *name)
+{
+        if (node >= t->nnodes || RESERVE(t, chassis, nchassis, cap_chassis))
+                return NTBF_NONE;
+        struct ntbf_chassis *c = &t->chassis[t->nchassis];
+        memset(c, 0, sizeof(*c));
+        set_name(c->name, name);
+        c->node = node;
+        c->hop_ns = NTBF_CHASSIS_HOP_NS;
+        c->uplink_ns = NTBF_CHASSIS_UPLINK_NS;
+        t->finalized = false;
+        return t->nchassis++;
 }
 
 void ntbf_sim_defaults(struct ntbf_sim_params *sim, enum ntbf_sim_model model)
@@ -254,6 +272,44 @@ uint32_t ntbf_topo_find_node_id(const struct ntbf_topo *t, uint32_t id)
                 if (t->nodes[i].id == id)
                         return i;
         return NTBF_NONE;
+}
+
+uint32_t ntbf_topo_find_chassis(const struct ntbf_topo *t, uint32_t node, const char *name)
+{
+        for (uint32_t i = 0; name && i < t->nchassis; i++)
+                if (t->chassis[i].node == node && !strcmp(t->chassis[i].name, name))
+                        return i;
+        return NTBF_NONE;
+}
+
+static const struct ntbf_chassis *chassis_of(const struct ntbf_topo *t, uint32_t device)
+{
+        uint32_t c = t->devices[device].chassis;
+        return c < t->nchassis ? &t->chassis[c] : NULL;
+}
+
+uint32_t ntbf_device_root_ns(const struct ntbf_topo *t, uint32_t device)
+{
+        if (device >= t->ndevices)
+                return 0;
+        const struct ntbf_chassis *c = chassis_of(t, device);
+        return t->devices[device].hop_ns + (c ? c->hop_ns + c->uplink_ns : 0);
+}
+
+uint32_t ntbf_topo_local_ns(const struct ntbf_topo *t, uint32_t node, uint32_t from_device,
+                            uint32_t to_device)
+{
+        if (node >= t->nnodes)
+                return 0;
+        if (from_device < t->ndevices && to_device < t->ndevices) {
+                const struct ntbf_chassis *a = chassis_of(t, from_device);
+                /* PCIe turns peer-to-peer around at the lowest switch both sit under. */
+                if (a && a == chassis_of(t, to_device))
+                        return t->devices[from_device].hop_ns + a->hop_ns +
+                               t->devices[to_device].hop_ns;
+        }
+        return ntbf_device_root_ns(t, from_device) + t->nodes[node].root_ns +
+               ntbf_device_root_ns(t, to_device);
 }
 
 uint32_t ntbf_topo_find_switch(const struct ntbf_topo *t, const char *name)
@@ -492,6 +548,12 @@ static uint32_t device_bus_key(const void *obj, uint32_t i, char *buf)
 {
         const struct ntbf_device *d = &((const struct ntbf_topo *)obj)->devices[i];
         return (uint32_t)snprintf(buf, 64, "%u/%x:%x", d->node, d->domain, d->bus);
+}
+
+static uint32_t chassis_key(const void *obj, uint32_t i, char *buf)
+{
+        const struct ntbf_chassis *c = &((const struct ntbf_topo *)obj)->chassis[i];
+        return (uint32_t)snprintf(buf, 64, "%u/%s", c->node, c->name);
 }
 
 /* first[i] for keys built by fn; NULL (and f->err) on allocation failure. */
@@ -782,6 +844,55 @@ static void check_links(struct fin *f)
                 *port_slot(t, l->end[0]) = i;
                 *port_slot(t, l->end[1]) = i;
         }
+}
+
+/* Chassis: unique names per node, a bounded number, and devices only in their own host's. */
+static void check_chassis(struct fin *f)
+{
+        struct ntbf_topo *t = f->t;
+        uint32_t *dup = duplicates(f, t->nchassis, chassis_key);
+        if (!dup)
+                return;
+        uint32_t *count = calloc(t->nnodes ? t->nnodes : 1, sizeof(*count));
+        if (!count) {
+                free(dup);
+                f->err = -ENOMEM;
+                return;
+        }
+        for (uint32_t i = 0; i < t->nchassis; i++) {
+                const struct ntbf_chassis *c = &t->chassis[i];
+                if (c->node >= t->nnodes) {
+                        ERR(f, c->loc, "chassis '%s' belongs to no node", c->name);
+                        continue;
+                }
+                const char *node = t->nodes[c->node].name;
+                if (dup[i] != NTBF_NONE)
+                        ERR(f, c->loc,
+                            "duplicate chassis name '%s' in node '%s' (first at line %u); give "
+                            "each chassis a unique name",
+                            c->name, node, t->chassis[dup[i]].loc.line);
+                if (++count[c->node] == NTBF_MAX_NODE_CHASSIS + 1)
+                        ERR(f, c->loc,
+                            "node '%s' has more than %u expansion chassis; cable fewer or model "
+                            "several as one",
+                            node, NTBF_MAX_NODE_CHASSIS);
+        }
+        for (uint32_t i = 0; i < t->ndevices; i++) {
+                const struct ntbf_device *d = &t->devices[i];
+                if (d->chassis == NTBF_NONE)
+                        continue;
+                if (d->chassis >= t->nchassis)
+                        ERR(f, d->loc, "device %s.%s: chassis %u does not exist",
+                            t->nodes[d->node].name, d->name, d->chassis);
+                else if (t->chassis[d->chassis].node != d->node)
+                        ERR(f, d->loc,
+                            "device %s.%s: chassis '%s' hangs from node '%s', not from the "
+                            "device's node; a device sits in a chassis of its own host",
+                            t->nodes[d->node].name, d->name, t->chassis[d->chassis].name,
+                            t->nodes[t->chassis[d->chassis].node].name);
+        }
+        free(count);
+        free(dup);
 }
 
 static void check_devices(struct fin *f)
@@ -1421,6 +1532,8 @@ int ntbf_topo_finalize(struct ntbf_topo *t, struct ntbf_diags *diags)
                 check_links(&f);
         if (!f.err)
                 check_devices(&f);
+        if (!f.err)
+                check_chassis(&f);
         if (f.err) {
                 r = f.err;
                 goto out;

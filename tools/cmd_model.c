@@ -198,9 +198,26 @@ static int run_topology(int argc, char **argv)
                         json_object_object_add(j, "ram", json_u64(n->ram));
                         json_object_object_add(j, "iommu", json_object_new_boolean(n->iommu));
                         json_object_object_add(j, "cpu_rids", json_u64(n->cpu_rids));
+                        json_object_object_add(j, "root_ns", json_u64(n->root_ns));
                         json_object_array_add(ns, j);
                 }
                 json_object_object_add(o, "nodes", ns);
+                struct json_object *cs = json_object_new_array();
+                for (uint32_t i = 0; i < t->nchassis; i++) {
+                        const struct ntbf_chassis *ch = &t->chassis[i];
+                        struct json_object *j = json_object_new_object(),
+                                           *devs = json_object_new_array();
+                        json_object_object_add(j, "node", json_str(t->nodes[ch->node].name));
+                        json_object_object_add(j, "name", json_str(ch->name));
+                        json_object_object_add(j, "hop_ns", json_u64(ch->hop_ns));
+                        json_object_object_add(j, "uplink_ns", json_u64(ch->uplink_ns));
+                        for (uint32_t k = 0; k < t->ndevices; k++)
+                                if (t->devices[k].chassis == i)
+                                        json_object_array_add(devs, json_str(t->devices[k].name));
+                        json_object_object_add(j, "devices", devs);
+                        json_object_array_add(cs, j);
+                }
+                json_object_object_add(o, "chassis", cs);
                 struct json_object *as = json_object_new_array();
                 for (uint32_t i = 0; i < t->nadapters; i++) {
                         const struct ntbf_adapter *ad = &t->adapters[i];
@@ -282,6 +299,11 @@ static int run_topology(int argc, char **argv)
                         json_object_object_add(j, "functions", json_u64(d->functions));
                         json_object_object_add(j, "vfs", json_u64(d->vfs));
                         json_object_object_add(j, "dma_bits", json_u64(d->dma_bits));
+                        json_object_object_add(j, "hop_ns", json_u64(d->hop_ns));
+                        json_object_object_add(j, "chassis",
+                                               d->chassis < t->nchassis
+                                                   ? json_str(t->chassis[d->chassis].name)
+                                                   : NULL);
                         json_object_object_add(j, "lend", json_object_new_boolean(d->lend));
                         json_object_object_add(j, "sim",
                                                d->sim.model == NTBF_SIM_NVME    ? json_str("nvme")
@@ -399,6 +421,43 @@ static int run_topology(int argc, char **argv)
         }
         table_print(&tb, stdout, 2);
         table_free(&tb);
+
+        bool any_root = false;
+        for (uint32_t i = 0; i < t->nnodes; i++)
+                any_root |= t->nodes[i].root_ns != 0;
+        if (t->nchassis || any_root) {
+                /* Latencies inside hosts: what peer-to-peer and RAM access cost there. */
+                printf("\nroot complexes and expansion chassis\n");
+                static const char *const ch[] = {"where", "hop", "uplink", "devices"};
+                table_init(&tb, ch, 4);
+                table_right(&tb, 1);
+                table_right(&tb, 2);
+                for (uint32_t i = 0; i < t->nnodes; i++) {
+                        table_cell(&tb, "%s (root complex)", t->nodes[i].name);
+                        table_cell(&tb, "%u ns", t->nodes[i].root_ns);
+                        table_cell(&tb, "-");
+                        table_cell(&tb, "-");
+                }
+                for (uint32_t i = 0; i < t->nchassis; i++) {
+                        const struct ntbf_chassis *x = &t->chassis[i];
+                        size_t used = 0;
+                        c[0] = 0;
+                        for (uint32_t k = 0; k < t->ndevices; k++) {
+                                if (t->devices[k].chassis != i)
+                                        continue;
+                                int w = snprintf(c + used, sizeof(c) - used, "%s%s",
+                                                 used ? " " : "", t->devices[k].name);
+                                if (w > 0 && (size_t)w < sizeof(c) - used)
+                                        used += (size_t)w;
+                        }
+                        table_cell(&tb, "%s.%s", t->nodes[x->node].name, x->name);
+                        table_cell(&tb, "%u ns", x->hop_ns);
+                        table_cell(&tb, "%u ns", x->uplink_ns);
+                        table_cell(&tb, "%s", used ? c : "-");
+                }
+                table_print(&tb, stdout, 2);
+                table_free(&tb);
+        }
 
         if (t->ndevices) {
                 printf("\ndevices\n");

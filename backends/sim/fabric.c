@@ -162,6 +162,14 @@ static uint64_t topo_hash(const struct ntbf_topo *t)
                 hu64(&hs, n->mmio_low_base);
                 hu64(&hs, n->mmio_low_end);
                 hu64(&hs, n->mmio_high_base);
+                hu64(&hs, n->root_ns);
+        }
+        hu64(&hs, t->nchassis);
+        for (uint32_t i = 0; i < t->nchassis; i++) {
+                hstr(&hs, t->chassis[i].name);
+                hu64(&hs, t->chassis[i].node);
+                hu64(&hs, t->chassis[i].hop_ns);
+                hu64(&hs, t->chassis[i].uplink_ns);
         }
         hu64(&hs, t->nadapters);
         for (uint32_t i = 0; i < t->nadapters; i++) {
@@ -200,11 +208,12 @@ static uint64_t topo_hash(const struct ntbf_topo *t)
         for (uint32_t i = 0; i < t->ndevices; i++) {
                 const struct ntbf_device *d = &t->devices[i];
                 hstr(&hs, d->name);
-                uint64_t f[] = {d->node,      d->domain,       d->bus,        d->dev,
-                                d->fn,        d->class_code,   d->vendor_id,  d->device_id,
-                                d->functions, d->vfs,          d->dma_bits,   d->hop_ns,
-                                d->sim.model, d->sim.capacity, d->sim.queues, d->sim.lba_size,
-                                d->sim.mdts,  d->sim.cmb,      d->sim.memory, d->sim.msix};
+                uint64_t f[] = {d->node,         d->domain,     d->bus,          d->dev,
+                                d->fn,           d->class_code, d->vendor_id,    d->device_id,
+                                d->functions,    d->vfs,        d->dma_bits,     d->hop_ns,
+                                d->chassis,      d->sim.model,  d->sim.capacity, d->sim.queues,
+                                d->sim.lba_size, d->sim.mdts,   d->sim.cmb,      d->sim.memory,
+                                d->sim.msix};
                 for (size_t k = 0; k < sizeof(f) / sizeof(f[0]); k++)
                         hu64(&hs, f[k]);
                 for (int b = 0; b < NTBF_MAX_BARS; b++) {

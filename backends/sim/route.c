@@ -149,11 +149,19 @@ static void land(struct ntbf_sim *s, struct sim_hit *h, uint32_t node, const str
                 h->fkind = r->kind == NTBF_REGION_BAR ? SF_BAR : SF_VFBAR;
                 h->fobj = r->obj * NTBF_MAX_BARS + r->index;
                 h->foff = addr - r->base;
-                h->latency_ns += s->t->devices[r->obj].hop_ns;
                 break;
         default:
                 break;
         }
+}
+
+/* Landing after the far root complex: a BAR is further on, through its slot or chassis. */
+static void land_in(struct ntbf_sim *s, struct sim_hit *h, uint32_t node,
+                    const struct ntbf_region *r, uint64_t addr)
+{
+        land(s, h, node, r, addr);
+        if (r->kind == NTBF_REGION_BAR || r->kind == NTBF_REGION_VF_BAR)
+                h->latency_ns += ntbf_device_root_ns(s->t, r->obj);
 }
 
 void ntbf__sim_inbound(struct ntbf_sim *s, uint32_t in, uint64_t addr, uint64_t len,
@@ -163,6 +171,7 @@ void ntbf__sim_inbound(struct ntbf_sim *s, uint32_t in, uint64_t addr, uint64_t 
         h->in = in;
         h->node = node;
         h->len = len;
+        h->latency_ns += s->t->nodes[node].root_ns;
         if (!atomic_load_explicit(&s->nodes[node].alive, memory_order_acquire)) {
                 drop(h, NTBF_EUNREACHABLE, in);
                 return;
@@ -175,7 +184,7 @@ void ntbf__sim_inbound(struct ntbf_sim *s, uint32_t in, uint64_t addr, uint64_t 
                         drop(h, NTBF_EUNREACHABLE, in);
                         return;
                 }
-                land(s, h, node, r, addr);
+                land_in(s, h, node, r, addr);
                 return;
         }
         if (r && r->kind != NTBF_REGION_RAM) {
@@ -185,7 +194,7 @@ void ntbf__sim_inbound(struct ntbf_sim *s, uint32_t in, uint64_t addr, uint64_t 
                         drop(h, NTBF_EUNREACHABLE, in);
                         return;
                 }
-                land(s, h, node, r, addr);
+                land_in(s, h, node, r, addr);
                 return;
         }
         /* Anything else is an I/O virtual address: translated page by page. */
@@ -201,7 +210,7 @@ void ntbf__sim_inbound(struct ntbf_sim *s, uint32_t in, uint64_t addr, uint64_t 
                 drop(h, NTBF_EUNREACHABLE, in);
                 return;
         }
-        land(s, h, node, pr, phys);
+        land_in(s, h, node, pr, phys);
 }
 
 void ntbf__sim_route(struct ntbf_sim *s, uint32_t node, uint32_t device, uint16_t rid,
@@ -216,7 +225,8 @@ void ntbf__sim_route(struct ntbf_sim *s, uint32_t node, uint32_t device, uint16_
         h->fkind = SF_ONES; /* no backing file until the piece lands in RAM or a BAR */
         h->fobj = 0;
         h->foff = 0;
-        h->latency_ns = device != NTBF_NONE ? s->t->devices[device].hop_ns : 0;
+        /* Up to the requester's root complex, and through it (docs/model.md). */
+        h->latency_ns = ntbf_topo_local_ns(s->t, node, device, NTBF_NONE);
         h->fault_func = NTBF_NONE;
         if (device != NTBF_NONE || rid != NTBF_SIM_RID_CPU) {
                 /*
@@ -246,6 +256,9 @@ void ntbf__sim_route(struct ntbf_sim *s, uint32_t node, uint32_t device, uint16_
         }
         if (r->kind != NTBF_REGION_WINDOW) {
                 land(s, h, node, r, addr);
+                /* In the requester's own host: a peer in its chassis is met in the switch. */
+                bool bar = r->kind == NTBF_REGION_BAR || r->kind == NTBF_REGION_VF_BAR;
+                h->latency_ns = ntbf_topo_local_ns(s->t, node, device, bar ? r->obj : NTBF_NONE);
                 if (r->kind == NTBF_REGION_MSI && !write)
                         drop(h, NTBF_EUNREACHABLE, NTBF_NONE);
                 return;
@@ -425,10 +438,19 @@ static void trace_path(struct ntbf_sim *s, uint32_t node, uint32_t device, const
                         p->latency_ns += (lat);                                                    \
                 }                                                                                  \
         } while (0)
+        const struct ntbf_topo *t = s->t;
+        uint32_t ca = device != NTBF_NONE ? t->devices[device].chassis : NTBF_NONE;
+        uint32_t ct = tdev != NTBF_NONE ? t->devices[tdev].chassis : NTBF_NONE;
+        bool remote = h->out != NTBF_NONE && h->in != NTBF_NONE;
+        bool in_chassis = !remote && h->out == NTBF_NONE && ca != NTBF_NONE && ca == ct;
         if (device != NTBF_NONE)
-                ADD(NTBF_HOP_DEVICE, device, s->t->devices[device].hop_ns);
-        ADD(NTBF_HOP_ROOT, node, 0);
-        if (h->out != NTBF_NONE && h->in != NTBF_NONE) {
+                ADD(NTBF_HOP_DEVICE, device, t->devices[device].hop_ns);
+        if (ca != NTBF_NONE)
+                ADD(NTBF_HOP_CHASSIS, ca,
+                    t->chassis[ca].hop_ns + (in_chassis ? 0 : t->chassis[ca].uplink_ns));
+        if (!in_chassis)
+                ADD(NTBF_HOP_ROOT, node, t->nodes[node].root_ns);
+        if (remote) {
                 const struct sim_route *rt = sim_route(s, h->out, h->in);
                 for (uint32_t i = 0; i < rt->nhops && p->nhops < NTBF_PATH_MAX; i++) {
                         p->hops[p->nhops++] = s->hops[rt->first + i];
@@ -436,13 +458,15 @@ static void trace_path(struct ntbf_sim *s, uint32_t node, uint32_t device, const
                 }
                 p->first_adapter = h->out;
                 p->last_adapter = h->in;
-                ADD(NTBF_HOP_ROOT, h->node, 0);
+                ADD(NTBF_HOP_ROOT, h->node, t->nodes[h->node].root_ns);
         } else if (h->out != NTBF_NONE) {
-                ADD(NTBF_HOP_ADAPTER, h->out, s->t->adapters[h->out].p.hop_ns);
+                ADD(NTBF_HOP_ADAPTER, h->out, t->adapters[h->out].p.hop_ns);
                 p->first_adapter = p->last_adapter = h->out;
         }
+        if (ct != NTBF_NONE && !in_chassis)
+                ADD(NTBF_HOP_CHASSIS, ct, t->chassis[ct].hop_ns + t->chassis[ct].uplink_ns);
         if (tdev != NTBF_NONE)
-                ADD(NTBF_HOP_DEVICE, tdev, s->t->devices[tdev].hop_ns);
+                ADD(NTBF_HOP_DEVICE, tdev, t->devices[tdev].hop_ns);
 #undef ADD
 }
 

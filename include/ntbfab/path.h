@@ -25,6 +25,8 @@ enum ntbf_hop_kind {
         NTBF_HOP_ADAPTER, /* through an NTB adapter (obj = adapter) */
         NTBF_HOP_LINK,    /* along a cable (obj = link) */
         NTBF_HOP_SWITCH,  /* through a cluster switch (obj = switch) */
+        NTBF_HOP_CHASSIS, /* through an expansion chassis switch (obj = chassis); leaving or
+                             entering the chassis it includes the chassis uplink */
 };
 
 struct ntbf_hop {

@@ -20,6 +20,7 @@
 #define NTBF_MAX_VFS           4096
 #define NTBF_MAX_NODE_DEVICES  1024 /* devices modeled per node */
 #define NTBF_MAX_NODE_ADAPTERS 64
+#define NTBF_MAX_NODE_CHASSIS  16  /* expansion chassis per node */
 #define NTBF_RESERVED_NODE_ID  252 /* DIS_BROADCAST_NODEID_GROUP_ALL */
 #define NTBF_MAX_NODE_ID       65535
 
@@ -96,12 +97,32 @@ struct ntbf_sim_params {
 #define NTBF_CLASS_NVME          0x010802
 #define NTBF_CLASS_ACCEL         0x120000
 
+/*
+ * Modeled latencies inside a host (docs/model.md "Inside a host"). The root complex joins
+ * the CPU, RAM, the root ports of the host's slots and its adapters; a pass through it
+ * costs the node's root_ns. An expansion chassis is a transparent PCIe switch (the
+ * article's PEX8796) on a root port: its devices reach each other through that switch
+ * alone (PCIe routes peer-to-peer at the lowest common switch, article 3.2), and reach
+ * everything else through the switch, the chassis uplink and the root complex.
+ */
+#define NTBF_CHASSIS_HOP_NS    150 /* PEX8796 worst case (article 7.1.5) */
+#define NTBF_CHASSIS_UPLINK_NS 264 /* two PEX8733 (HIB68-16 host and target cards, 7.4.1) */
+
+struct ntbf_chassis {
+        char name[NTBF_NAME_MAX + 1];
+        uint32_t node;      /* the host whose root port the chassis hangs from */
+        uint32_t hop_ns;    /* one pass through the chassis switch */
+        uint32_t uplink_ns; /* between the chassis switch and the root complex, one way */
+        struct ntbf_loc loc;
+};
+
 struct ntbf_node {
         char name[NTBF_NAME_MAX + 1];
         uint32_t id;       /* SISCI node id */
         char address[64];  /* management address "host:port" */
         uint64_t ram;      /* bytes of RAM */
         uint32_t cpu_rids; /* requester IDs the CPU uses (root complex + host bridge) */
+        uint32_t root_ns;  /* one pass through the root complex; 0 by default (docs/models.md) */
         bool iommu;        /* inbound NTB traffic goes through this host's IOMMU */
         uint64_t mmio_low_base, mmio_low_end; /* 32-bit MMIO hole */
         uint64_t mmio_high_base;              /* 64-bit MMIO starts here */
@@ -157,9 +178,10 @@ struct ntbf_device {
         uint32_t vfs;                        /* SR-IOV virtual functions */
         uint64_t vf_bars[NTBF_MAX_BARS];     /* sizes of each VF's BARs (64-bit prefetchable) */
         uint32_t dma_bits;                   /* addressing limit of the device's DMA */
-        uint32_t hop_ns;                     /* device <-> root complex latency (e.g. chassis) */
-        bool lend;                           /* lent at start */
-        bool isolate; /* lender-side IOMMU isolation while borrowed (docs/daemon.md) */
+        uint32_t hop_ns;  /* the device's own latency to its slot's port, one way */
+        uint32_t chassis; /* the expansion chassis it sits in (index), NTBF_NONE: a host slot */
+        bool lend;        /* lent at start */
+        bool isolate;     /* lender-side IOMMU isolation while borrowed (docs/daemon.md) */
         struct ntbf_sim_params sim;
         struct ntbf_loc loc, loc_bars;
         /* Filled by finalize: VF BARs are placed as arrays (VF BAR n of VF i at vf_bar_addr[n] +
@@ -215,8 +237,9 @@ struct ntbf_topo {
         struct ntbf_switch *switches;
         struct ntbf_link *links;
         struct ntbf_device *devices;
-        uint32_t nnodes, nadapters, nswitches, nlinks, ndevices;
-        uint32_t cap_nodes, cap_adapters, cap_switches, cap_links, cap_devices;
+        struct ntbf_chassis *chassis;
+        uint32_t nnodes, nadapters, nswitches, nlinks, ndevices, nchassis;
+        uint32_t cap_nodes, cap_adapters, cap_switches, cap_links, cap_devices, cap_chassis;
         struct ntbf_addrmap *maps; /* per node, filled by finalize */
         struct ntbf__graph *graph; /* the fabric as a graph, built by finalize (internal) */
         bool finalized;
@@ -254,8 +277,12 @@ NTBF_EXPORT uint32_t ntbf_topo_add_switch(struct ntbf_topo *t, const char *name,
                                           const struct ntbf_switch_params *model);
 NTBF_EXPORT uint32_t ntbf_topo_add_link(struct ntbf_topo *t, struct ntbf_port_ref a,
                                         struct ntbf_port_ref b);
-/* A device with no BARs, one function, 64-bit DMA. Use ntbf_device_apply_sim() for sim models. */
+/* A device with no BARs, one function, 64-bit DMA, in a slot of the host (no chassis).
+ * Use ntbf_device_apply_sim() for sim models. */
 NTBF_EXPORT uint32_t ntbf_topo_add_device(struct ntbf_topo *t, uint32_t node, const char *name);
+/* An expansion chassis of node with the PEX8796 / HIB68-16 figures; put devices in it by
+ * setting their chassis to the returned index. */
+NTBF_EXPORT uint32_t ntbf_topo_add_chassis(struct ntbf_topo *t, uint32_t node, const char *name);
 /* Fill class, ids and BARs from dev->sim (NVMe: BAR0 16 KiB + CMB; accel: BAR0 64 KiB + memory). */
 NTBF_EXPORT void ntbf_device_apply_sim(struct ntbf_device *dev);
 /* Defaults of a sim model's parameters (queues 32, lba 512, ...). */
@@ -280,6 +307,18 @@ NTBF_EXPORT uint32_t ntbf_topo_find_adapter(const struct ntbf_topo *t, uint32_t 
                                             const char *name);
 NTBF_EXPORT uint32_t ntbf_topo_find_device(const struct ntbf_topo *t, uint32_t node,
                                            const char *name);
+NTBF_EXPORT uint32_t ntbf_topo_find_chassis(const struct ntbf_topo *t, uint32_t node,
+                                            const char *name);
+/*
+ * Modeled one-way latency between two points of one host: device indexes, or NTBF_NONE for
+ * the root complex itself (the CPU, RAM, an adapter). Two devices of one chassis meet in its
+ * switch (their hop_ns and the chassis hop_ns); anything else goes through the root complex
+ * (root_ns) and, for a device, its slot or its chassis switch and uplink.
+ */
+NTBF_EXPORT uint32_t ntbf_topo_local_ns(const struct ntbf_topo *t, uint32_t node,
+                                        uint32_t from_device, uint32_t to_device);
+/* A device's one-way latency up to (not through) its host's root complex. */
+NTBF_EXPORT uint32_t ntbf_device_root_ns(const struct ntbf_topo *t, uint32_t device);
 /* The link at a port, or NTBF_NONE. */
 NTBF_EXPORT uint32_t ntbf_topo_port_link(const struct ntbf_topo *t, struct ntbf_port_ref p);
 /* The other end of link l seen from port p. */

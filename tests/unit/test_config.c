@@ -69,7 +69,8 @@ static void test_examples_load(void **state)
 {
         (void)state;
         static const char *const files[] = {"quickstart.yaml", "three-lenders.yaml",
-                                            "cluster-60.yaml", "intel-b2b.yaml", "switchtec.yaml"};
+                                            "cluster-60.yaml", "intel-b2b.yaml",
+                                            "switchtec.yaml",  "expansion.yaml"};
         for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
                 char path[128];
                 snprintf(path, sizeof(path), EXAMPLES "%s", files[i]);
@@ -258,6 +259,52 @@ static void test_overrides_and_units(void **state)
         assert_int_equal(a1->p.xlat, NTBF_XLAT_INBOUND | NTBF_XLAT_OUTBOUND); /* preset */
         assert_string_equal(a1->backend, "");
         assert_string_equal(t->nodes[1].address, "host-b.example:1");
+        ntbf_topo_free(t);
+}
+
+/* Expansion chassis and root complexes (docs/config.md): keys, defaults, references. */
+static void test_chassis_keys(void **state)
+{
+        (void)state;
+        struct ntbf_topo *t =
+            load_ok("cluster: {name: chassis}\n"
+                    "nodes:\n"
+                    "  - name: a\n"
+                    "    id: 4\n"
+                    "    address: 127.0.0.1:7700\n"
+                    "    root_ns: 90\n"
+                    "    devices:\n"
+                    "      - {name: nvme0, bdf: '03:00.0', chassis: exp1,\n"
+                    "         sim: {model: nvme}}\n"
+                    "      - {name: gpu0, bdf: '04:00.0', chassis: exp0, hop_ns: 5,\n"
+                    "         sim: {model: accel}}\n"
+                    "      - {name: nic0, bdf: '05:00.0', sim: {model: accel}}\n"
+                    "    chassis:\n"
+                    "      - {name: exp0}\n"
+                    "      - {name: exp1, hop_ns: 100, uplink_ns: 0}\n"
+                    "    adapters: [{name: ntb0, model: pxh830, window: 1GiB}]\n"
+                    "  - name: b\n"
+                    "    id: 8\n"
+                    "    address: 127.0.0.2:7700\n"
+                    "    adapters: [{name: ntb0, model: pxh830, window: 1GiB}]\n"
+                    "links: [[a.ntb0, b.ntb0]]\n");
+        assert_int_equal(t->nodes[0].root_ns, 90);
+        assert_int_equal(t->nodes[1].root_ns, 0);
+        assert_int_equal(t->nchassis, 2);
+        assert_string_equal(t->chassis[0].name, "exp0");
+        assert_int_equal(t->chassis[0].node, 0);
+        assert_int_equal(t->chassis[0].hop_ns, NTBF_CHASSIS_HOP_NS);
+        assert_int_equal(t->chassis[0].uplink_ns, NTBF_CHASSIS_UPLINK_NS);
+        assert_int_equal(t->chassis[0].loc.line, 14);
+        assert_int_equal(t->chassis[1].hop_ns, 100);
+        assert_int_equal(t->chassis[1].uplink_ns, 0);
+        /* Devices name chassis listed after them. */
+        assert_int_equal(t->devices[0].chassis, 1);
+        assert_int_equal(t->devices[1].chassis, 0);
+        assert_int_equal(t->devices[1].hop_ns, 5);
+        assert_int_equal(t->devices[2].chassis, NTBF_NONE);
+        /* nvme0 -> gpu0 in different chassis: up exp1, through the root, down exp0. */
+        assert_int_equal(ntbf_topo_local_ns(t, 0, 0, 1), 100 + 90 + (150 + 264) + 5);
         ntbf_topo_free(t);
 }
 
@@ -515,6 +562,7 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_examples_load),
+            cmocka_unit_test(test_chassis_keys),
             cmocka_unit_test(test_quickstart_values),
             cmocka_unit_test(test_cluster_60),
             cmocka_unit_test(test_overrides_and_units),

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "ntbfab/diag.h"
 #include "ntbfab/error.h"
 #include "ntbfab/path.h"
 #include "fixtures.h"
@@ -85,6 +86,143 @@ static void test_b2b_path(void **state)
         assert_string_equal(hops_str(t, &p), "root:a | root:a | device:a.nvme0");
         assert_int_equal(p.latency_ns, 150);
         assert_int_equal(p.first_adapter, NTBF_NONE);
+        ntbf_topo_free(t);
+}
+
+/*
+ * The article's 7.4.1 lender: NVMe and accelerator in an expansion chassis (PEX8796, uplink
+ * through two PEX8733), a root complex of 100 ns on both hosts, b2b PXH830 to the borrower.
+ */
+static struct ntbf_topo *chassis_b2b(void)
+{
+        struct ntbf_topo *t = fx_b2b("pxh830");
+        t->nodes[0].root_ns = 100;
+        t->nodes[1].root_ns = 100;
+        uint32_t c = ntbf_topo_add_chassis(t, 0, "exp0");
+        assert_int_equal(t->chassis[c].hop_ns, 150);
+        assert_int_equal(t->chassis[c].uplink_ns, 2 * 132);
+        uint32_t n = ntbf_topo_add_device(t, 0, "nvme0");
+        t->devices[n].chassis = c;
+        t->devices[n].bus = 3;
+        uint32_t g = fx_add_accel(t, 0, "acc0", 4, 64 << 20);
+        t->devices[g].chassis = c;
+        uint32_t h = ntbf_topo_add_device(t, 0, "slot0"); /* in a slot of the host */
+        t->devices[h].bus = 5;
+        t->devices[h].hop_ns = 20;
+        fx_finalize_ok(t);
+        return t;
+}
+
+static void test_chassis_paths(void **state)
+{
+        (void)state;
+        struct ntbf_topo *t = chassis_b2b();
+        struct ntbf_path p;
+        char why[256];
+        /* Peers in one chassis meet in its switch: no uplink, no root complex. */
+        assert_int_equal(
+            ntbf_path_find(t, NULL, ep(t, "a.nvme0"), ep(t, "a.acc0"), &p, why, sizeof(why)), 0);
+        assert_string_equal(hops_str(t, &p), "device:a.nvme0 | chassis:a.exp0 | device:a.acc0");
+        assert_int_equal(p.latency_ns, 150);
+        assert_int_equal(ntbf_topo_local_ns(t, 0, 0, 1), 150);
+        /* RAM: switch, uplink, root complex (counted once on a local path). */
+        assert_int_equal(
+            ntbf_path_find(t, NULL, ep(t, "a.nvme0"), ep(t, "a.ram"), &p, why, sizeof(why)), 0);
+        assert_string_equal(hops_str(t, &p), "device:a.nvme0 | chassis:a.exp0 | root:a | root:a");
+        assert_int_equal(p.latency_ns, 150 + 264 + 100);
+        assert_int_equal(ntbf_topo_local_ns(t, 0, 0, NTBF_NONE), 150 + 264 + 100);
+        assert_int_equal(ntbf_device_root_ns(t, 0), 150 + 264);
+        /* A device in a host slot reaches the chassis through the root complex. */
+        assert_int_equal(
+            ntbf_path_find(t, NULL, ep(t, "a.slot0"), ep(t, "a.acc0"), &p, why, sizeof(why)), 0);
+        assert_string_equal(hops_str(t, &p), "device:a.slot0 | root:a | root:a | "
+                                             "chassis:a.exp0 | device:a.acc0");
+        assert_int_equal(p.latency_ns, 20 + 100 + 150 + 264);
+        /* The borrower's RAM: everything, and both root complexes. */
+        assert_int_equal(
+            ntbf_path_find(t, NULL, ep(t, "a.nvme0"), ep(t, "b.ram"), &p, why, sizeof(why)), 0);
+        assert_string_equal(hops_str(t, &p),
+                            "device:a.nvme0 | chassis:a.exp0 | root:a | adapter:a.ntb0 | "
+                            "link:a.ntb0 - b.ntb0 | adapter:b.ntb0 | root:b");
+        assert_int_equal(p.latency_ns, 150 + 264 + 100 + 132 + 132 + 100);
+        /* The borrower's CPU to the NVMe: the mirror image. */
+        assert_int_equal(
+            ntbf_path_find(t, NULL, ep(t, "b"), ep(t, "a.nvme0"), &p, why, sizeof(why)), 0);
+        assert_string_equal(hops_str(t, &p),
+                            "root:b | adapter:b.ntb0 | link:a.ntb0 - b.ntb0 | adapter:a.ntb0 | "
+                            "root:a | chassis:a.exp0 | device:a.nvme0");
+        assert_int_equal(p.latency_ns, 100 + 132 + 132 + 100 + 264 + 150);
+        /* The article's SQ placement order (7.4.1): accelerator < lender RAM < borrower RAM. */
+        uint32_t acc = 0, lram = 0, bram = 0;
+        assert_int_equal(ntbf_path_find(t, NULL, ep(t, "a.nvme0"), ep(t, "a.acc0"), &p, NULL, 0),
+                         0);
+        acc = p.latency_ns;
+        assert_int_equal(ntbf_path_find(t, NULL, ep(t, "a.nvme0"), ep(t, "a.ram"), &p, NULL, 0), 0);
+        lram = p.latency_ns;
+        assert_int_equal(ntbf_path_find(t, NULL, ep(t, "a.nvme0"), ep(t, "b.ram"), &p, NULL, 0), 0);
+        bram = p.latency_ns;
+        assert_true(acc < lram && lram < bram);
+        ntbf_topo_free(t);
+}
+
+static void test_chassis_rules(void **state)
+{
+        (void)state;
+        struct ntbf_topo *t = fx_b2b("pxh830");
+        uint32_t c0 = ntbf_topo_add_chassis(t, 0, "exp0");
+        ntbf_topo_add_chassis(t, 0, "exp0");
+        ntbf_topo_add_chassis(t, 1, "exp0"); /* another node may reuse the name */
+        uint32_t d = ntbf_topo_add_device(t, 1, "x");
+        t->devices[d].chassis = c0; /* a chassis of another host */
+        struct ntbf_diags diags;
+        ntbf_diags_init(&diags);
+        assert_int_equal(ntbf_topo_finalize(t, &diags), NTBF_ECONFIG);
+        assert_int_equal(diags.errors, 2);
+        char *all = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&all, &len);
+        ntbf_diags_print(&diags, f);
+        fclose(f);
+        assert_non_null(strstr(all, "duplicate chassis name 'exp0' in node 'a'"));
+        assert_non_null(strstr(all, "device b.x: chassis 'exp0' hangs from node 'a', not from "
+                                    "the device's node"));
+        free(all);
+        ntbf_diags_free(&diags);
+        /* A clone keeps the chassis. */
+        t->devices[d].chassis = 2;
+        t->nchassis = 3;
+        struct ntbf_topo *c = ntbf_topo_clone(t);
+        assert_non_null(c);
+        assert_int_equal(c->nchassis, 3);
+        assert_string_equal(c->chassis[2].name, "exp0");
+        assert_int_equal(c->devices[d].chassis, 2);
+        assert_int_equal(ntbf_topo_find_chassis(c, 1, "exp0"), 2);
+        assert_int_equal(ntbf_topo_find_chassis(c, 0, "exp1"), NTBF_NONE);
+        ntbf_topo_free(c);
+        ntbf_topo_free(t);
+}
+
+static void test_root_ns_remote(void **state)
+{
+        (void)state;
+        /* Without the new keys nothing changes; with root_ns both ends pay once each. */
+        struct ntbf_topo *t = fx_b2b("pxh830");
+        uint32_t d = ntbf_topo_add_device(t, 0, "nvme0");
+        (void)d;
+        fx_finalize_ok(t);
+        struct ntbf_path p;
+        assert_int_equal(ntbf_path_find(t, NULL, ep(t, "b"), ep(t, "a.nvme0"), &p, NULL, 0), 0);
+        assert_int_equal(p.latency_ns, 264);
+        assert_int_equal(ntbf_path_find(t, NULL, ep(t, "a"), ep(t, "a.ram"), &p, NULL, 0), 0);
+        assert_int_equal(p.latency_ns, 0);
+        t->nodes[0].root_ns = 40;
+        t->nodes[1].root_ns = 60;
+        fx_finalize_ok(t);
+        assert_int_equal(ntbf_path_find(t, NULL, ep(t, "b"), ep(t, "a.nvme0"), &p, NULL, 0), 0);
+        assert_int_equal(p.latency_ns, 60 + 264 + 40);
+        assert_int_equal(ntbf_path_find(t, NULL, ep(t, "a"), ep(t, "a.ram"), &p, NULL, 0), 0);
+        assert_int_equal(p.latency_ns, 40);
+        assert_int_equal(p.nhops, 2);
         ntbf_topo_free(t);
 }
 
@@ -266,6 +404,9 @@ int main(void)
             cmocka_unit_test(test_down_links),
             cmocka_unit_test(test_no_transit),
             cmocka_unit_test(test_no_loop_through_source),
+            cmocka_unit_test(test_chassis_paths),
+            cmocka_unit_test(test_chassis_rules),
+            cmocka_unit_test(test_root_ns_remote),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -64,14 +64,23 @@ static bool path_uses_adapter(const struct ntbf_path *p, uint32_t a)
  * Article 4.4: a borrowed device (the source) reaches a target device's BAR on the shortest
  * path in all three cases; the address the mapping returns lands on the target BAR offset.
  */
-static void test_p2p_three_cases(void **state)
+static void p2p_three_cases(bool chassis)
 {
-        (void)state;
         struct ntbf_topo *t = fx_star(3); /* n0: lender 1, n1: lender 2, n2: borrower */
         uint32_t src = 1;                 /* n0.acc0 */
         uint32_t same = fx_add_accel(t, 0, "acc1", 5, 64 * NTBF_MiB);
         uint32_t other = fx_add_accel(t, 1, "acc2", 5, 64 * NTBF_MiB);
         uint32_t local = fx_add_accel(t, 2, "local", 5, 64 * NTBF_MiB);
+        if (chassis) {
+                /* Latency inside hosts: the paths and the resolver must agree on it too. */
+                for (uint32_t n = 0; n < 3; n++)
+                        t->nodes[n].root_ns = 30 + 10 * n;
+                uint32_t c0 = ntbf_topo_add_chassis(t, 0, "exp0");
+                uint32_t c1 = ntbf_topo_add_chassis(t, 1, "exp0");
+                t->devices[src].chassis = t->devices[same].chassis = c0;
+                t->devices[other].chassis = c1;
+                t->devices[local].hop_ns = 11;
+        }
         fx_finalize_ok(t);
         struct ntbf_state *s = fx_state_ok(t);
         struct ntbf_plan b1 = do_borrow(s, src, 2), b2 = do_borrow(s, same, 2),
@@ -90,7 +99,9 @@ static void test_p2p_three_cases(void **state)
                 const struct ntbf_device *tg = &t->devices[cases[c].target];
                 uint64_t bar2 = tg->bars[2].addr;
                 struct ntbf_plan m = do_map(s, src, cases[c].tnode, bar2 + off, 4096);
-                assert_int_equal(m.path.nhops, cases[c].hops);
+                /* With chassis: one chassis hop instead of the root, or one more at each end. */
+                static const uint32_t chassis_hops[] = {3, 10, 11};
+                assert_int_equal(m.path.nhops, chassis ? chassis_hops[c] : cases[c].hops);
                 /* Never through the borrower's adapter unless the target is in the borrower. */
                 assert_int_equal(path_uses_adapter(&m.path, 2), cases[c].tnode == 2);
                 /* Shortest: the latency of the least-latency path between the two devices. */
@@ -137,12 +148,27 @@ static void test_p2p_three_cases(void **state)
         assert_int_equal(resolve(s, 2, NTBF_NONE, b1.bar_addr[2] + 8, &rt), 0);
         assert_int_equal(rt.dests[0].device, src);
         assert_int_equal(rt.dests[0].offset, 8);
-        assert_int_equal(rt.latency_ns, 132 + 170 + 132);
+        assert_int_equal(rt.latency_ns,
+                         chassis ? 50 + 132 + 170 + 132 + 30 + 264 + 150 : 132 + 170 + 132);
         ntbf_plan_free(&b1);
         ntbf_plan_free(&b2);
         ntbf_plan_free(&b3);
         ntbf_state_free(s);
         ntbf_topo_free(t);
+}
+
+static void test_p2p_three_cases(void **state)
+{
+        (void)state;
+        p2p_three_cases(false);
+}
+
+/* The same with root complexes, chassis and a slot: one chassis of the same lender is one
+ * switch hop away. */
+static void test_p2p_three_cases_chassis(void **state)
+{
+        (void)state;
+        p2p_three_cases(true);
 }
 
 static void test_connect_iommu(void **state)
@@ -432,11 +458,9 @@ static void test_resolve_switch_norid(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_p2p_three_cases),
-            cmocka_unit_test(test_connect_iommu),
-            cmocka_unit_test(test_multicast),
-            cmocka_unit_test(test_resolve_negative),
-            cmocka_unit_test(test_resolve_switch_norid),
+            cmocka_unit_test(test_p2p_three_cases),  cmocka_unit_test(test_p2p_three_cases_chassis),
+            cmocka_unit_test(test_connect_iommu),    cmocka_unit_test(test_multicast),
+            cmocka_unit_test(test_resolve_negative), cmocka_unit_test(test_resolve_switch_norid),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -181,6 +181,56 @@ static void test_drop_reasons(void **state)
         fab_down(&f);
 }
 
+/* Latency inside hosts: a device in an expansion chassis reaches its chassis peer through the
+ * switch alone, RAM and the NTB through the uplink and the root complex (docs/model.md). */
+static void test_chassis_latency(void **state)
+{
+        (void)state;
+        struct ntbf_topo *t = fab_b2b(false);
+        t->nodes[0].root_ns = 100;
+        t->nodes[1].root_ns = 50;
+        uint32_t c = ntbf_topo_add_chassis(t, 0, "exp0");
+        uint32_t dev = fab_add_dev(t, 0, "dev", 3, 1);
+        uint32_t peer = fab_add_dev(t, 0, "peer", 4, 1);
+        uint32_t slot = fab_add_dev(t, 0, "slot", 5, 1);
+        t->devices[dev].chassis = t->devices[peer].chassis = c;
+        t->devices[slot].hop_ns = 7;
+        struct fab f;
+        fab_up(&f, t);
+        uint8_t buf[64];
+        struct ntbf_sim_trace tr;
+        uint64_t peer_bar = f.t->devices[peer].bars[0].addr;
+        assert_int_equal(ntbf_sim_read(f.b, 0, dev, 0x0300, peer_bar, buf, 64, &tr), 0);
+        assert_int_equal(tr.latency_ns, 2 * 150);
+        assert_int_equal(tr.dst_kind, NTBF_REGION_BAR);
+        assert_int_equal(tr.path.nhops, 3);
+        assert_int_equal(tr.path.hops[1].kind, NTBF_HOP_CHASSIS);
+        assert_int_equal(tr.path.latency_ns, 150);
+        /* RAM of its own host: switch, uplink, root complex. */
+        assert_int_equal(ntbf_sim_read(f.b, 0, dev, 0x0300, 16 * MiB, buf, 64, &tr), 0);
+        assert_int_equal(tr.latency_ns, 2 * (150 + 264 + 100));
+        assert_int_equal(tr.path.latency_ns, 150 + 264 + 100);
+        /* A device in a host slot reaches the chassis through the root complex. */
+        assert_int_equal(ntbf_sim_write(f.b, 0, slot, 0x0500, peer_bar, buf, 64, &tr), 0);
+        assert_int_equal(tr.latency_ns, 7 + 100 + 264 + 150);
+        assert_int_equal(tr.path.latency_ns, tr.latency_ns);
+        /* Across the NTB: both root complexes, the chassis on the way out. */
+        fab_slot(&f, 0, 3, 1, 16 * MiB);
+        struct ntbf_rid r = {0, 0x0300, 0xffff};
+        assert_int_equal(f.ops->rid_add(f.h[0], &r), 0);
+        assert_int_equal(
+            ntbf_sim_write(f.b, 0, dev, 0x0300, fab_win(&f, 0, 3, 0), buf, sizeof(buf), &tr), 0);
+        assert_int_equal(tr.latency_ns, 150 + 264 + 100 + 132 + 132 + 50);
+        assert_int_equal(tr.path.latency_ns, tr.latency_ns);
+        /* The borrower's CPU into the chassis device's BAR, as a driver rings a doorbell. */
+        fab_slot(&f, 1, 2, 0, peer_bar & ~(f.t->adapters[1].lut_entry_size - 1));
+        uint64_t w = fab_win(&f, 1, 2, peer_bar & (f.t->adapters[1].lut_entry_size - 1));
+        assert_int_equal(ntbf_sim_write(f.b, 1, NTBF_NONE, 0, w, buf, 4, &tr), 0);
+        assert_int_equal(tr.latency_ns, 50 + 132 + 132 + 100 + 264 + 150);
+        assert_int_equal(tr.path.latency_ns, tr.latency_ns);
+        fab_down(&f);
+}
+
 static void test_split_at_slots(void **state)
 {
         (void)state;
@@ -512,6 +562,7 @@ int main(void)
             cmocka_unit_test(test_switch_two_hops),
             cmocka_unit_test(test_drop_reasons),
             cmocka_unit_test(test_split_at_slots),
+            cmocka_unit_test(test_chassis_latency),
             cmocka_unit_test(test_iommu),
             cmocka_unit_test(test_msi_to_vector),
             cmocka_unit_test(test_multicast),
