@@ -388,7 +388,8 @@ int ntbf_nvme_qp_expire(struct ntbf_nvme_qp *q, uint64_t now_ns, uint64_t timeou
         unsigned n = 0;
         for (uint16_t i = 0; i < q->ncids && n < max; i++) {
                 struct ntbf_nvme_slot *s = &q->slots[i];
-                if (!s->busy || s->timed_out || now_ns - s->t_submit <= timeout_ns)
+                if (!s->busy || s->timed_out || now_ns < s->t_submit ||
+                    now_ns - s->t_submit <= timeout_ns)
                         continue;
                 s->timed_out = 1;
                 q->expired++;
