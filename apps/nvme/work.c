@@ -78,6 +78,18 @@ void ntbf_nvme_hist_merge(struct ntbf_nvme_hist *into, const struct ntbf_nvme_hi
                 into->bins[b] += h->bins[b];
 }
 
+void ntbf_nvme_hist_pow2(const struct ntbf_nvme_hist *h, uint64_t out[64])
+{
+        memset(out, 0, 64 * sizeof(out[0]));
+        for (unsigned b = 0; b < NTBF_NVME_HIST_BINS; b++) {
+                if (!h->bins[b])
+                        continue;
+                unsigned e = b < NTBF_NVME_HIST_SUB ? 63u - (unsigned)__builtin_clzll(b | 1)
+                                                    : b / NTBF_NVME_HIST_SUB + 5;
+                out[e < 64 ? e : 63] += h->bins[b];
+        }
+}
+
 /* ---- patterns ------------------------------------------------------------------------------- */
 
 static uint64_t mix(uint64_t x)

@@ -29,6 +29,8 @@ void ntbf_nvme_hist_add(struct ntbf_nvme_hist *h, uint64_t ns);
 /* The value at quantile q (0..1): the upper bound of the bucket it falls in (min/max exact). */
 uint64_t ntbf_nvme_hist_quantile(const struct ntbf_nvme_hist *h, double q);
 void ntbf_nvme_hist_merge(struct ntbf_nvme_hist *into, const struct ntbf_nvme_hist *h);
+/* Counts per power of two: out[e] holds the samples in [2^e, 2^(e+1)) (out[0]: 0 and 1). */
+void ntbf_nvme_hist_pow2(const struct ntbf_nvme_hist *h, uint64_t out[64]);
 
 struct ntbf_nvme_path {
         struct ntbf_nvme_qp *qp;
