@@ -4,6 +4,7 @@
 #define NTBF_NVME_SISCI_H
 
 #include "ntbf_nvme_share.h"
+#include "ntbf_nvme_work.h"
 #include "sisci_api.h"
 
 /*
