@@ -121,6 +121,8 @@ const char *ntbf_nvme_strstatus(int st)
                 return "out of memory";
         case -ENOSPC:
                 return "no free I/O queue pair";
+        case -EBADMSG:
+                return "data read back differs from what was written";
         case NTBF_NVME_SC_INVALID_OPCODE:
                 return "NVMe: invalid command opcode";
         case NTBF_NVME_SC_INVALID_FIELD:

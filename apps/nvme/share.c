@@ -626,6 +626,12 @@ void ntbf_nvms_client_beat(struct ntbf_nvms_client *cl)
         st64(cl->mbox, SLOT(cl->slot, beat), beat_tag(cl->nonce) | cl->beat);
 }
 
+void ntbf_nvms_client_counts(const struct ntbf_nvms_client *cl, uint32_t *clients, uint32_t *pairs)
+{
+        *clients = ld32(cl->mbox, HDR(clients));
+        *pairs = ld32(cl->mbox, HDR(pairs));
+}
+
 bool ntbf_nvms_client_manager_ok(const struct ntbf_nvms_client *cl)
 {
         return ld32(cl->mbox, HDR(magic)) == NTBF_NVMS_MAGIC &&

@@ -39,6 +39,8 @@ static const char usage_text[] =
     "  --adapter A[,B]      local adapter(s); a second one keeps a backup queue pair on it\n"
     "  --manager NODEID     where the manager runs (default: the controller's host)\n"
     "  --json               one JSON document on stdout\n"
+    "  --timeout DURATION   a command not complete by then has failed (default 2s)\n"
+    "  --nap DURATION       sleep when a poll finds nothing (default: spin, as the article)\n"
     "\n"
     "placement (clients):\n"
     "  --sq-placement P     hints (default: near the device), host, lender, device-memory\n"
@@ -64,7 +66,7 @@ struct opts {
         uint32_t fdid;
         struct ntbf_nvmx_client_opts c;
         bool json, histogram, have_lba;
-        uint64_t lba, blocks, seed, ios, time_ns, lease_ns, timeout_ns;
+        uint64_t lba, blocks, seed, ios, time_ns, lease_ns, timeout_ns, nap_ns;
         uint32_t gen, bs, qd, mix, max_qp, group, mgr_entries;
         uint64_t size;
         const char *rw, *output, *log;
@@ -507,9 +509,16 @@ static int client_open(struct opts *o, struct ntbf_nvmx_client *c, bool queues, 
         return 0;
 }
 
-static const char *where_desc(const struct ntbf_nvmx_mem *m, char *buf, size_t len)
+/* Where memory ended up, in the reader's terms: "lender RAM (node 4, by hints)". */
+static const char *where_desc(const struct ntbf_nvmx_client *c, const struct ntbf_nvmx_mem *m,
+                              char *buf, size_t len)
 {
-        snprintf(buf, len, "%s (node %u)", ntbf_nvmx_where_name(m->where), m->node_id);
+        const char *what = m->where == NTBF_NVMX_DEVMEM   ? "accelerator memory"
+                           : m->node_id == c->x.node_id   ? "this host's RAM"
+                           : m->node_id == c->x.lender_id ? "lender RAM"
+                                                          : "RAM";
+        snprintf(buf, len, "%s (node %u%s)", what, m->node_id,
+                 m->where == NTBF_NVMX_HINTS ? ", by hints" : "");
         return buf;
 }
 
@@ -576,6 +585,8 @@ static int run_identify(struct opts *o)
                 err("Identify through the manager: %s", why);
                 goto out;
         }
+        uint32_t clients, pairs;
+        ntbf_nvms_client_counts(&c.cl, &clients, &pairs);
         if (o->json) {
                 struct json_object *j = json_object_new_object();
                 jput(j, "fdid", ju(c.x.fdid));
@@ -591,8 +602,8 @@ static int run_identify(struct opts *o)
                 jput(j, "mdts", ju(id.mdts));
                 jput(j, "namespaces", ju(id.nn));
                 jput(j, "io_queues", ju(c.cl.hdr.io_queues));
-                jput(j, "clients", ju(c.cl.hdr.clients));
-                jput(j, "pairs_in_use", ju(c.cl.hdr.pairs));
+                jput(j, "clients", ju(clients));
+                jput(j, "pairs_in_use", ju(pairs));
                 jput(j, "blocks", ju(ns.nsze));
                 jput(j, "block_size", ju(1u << ns.lba_shift));
                 jput(j, "max_transfer", ju(ns.max_xfer));
@@ -710,8 +721,9 @@ static void print_stats(const struct opts *o, const struct ntbf_nvmx_client *c,
                "(%s)\n",
                o->verb, what, j->bs, j->qd, c->npaths, c->npaths == 1 ? "" : "s", c->x.name,
                c->x.node_id, c->x.node_id == c->x.lender_id ? "local" : "remote");
-        printf("  placement   SQ %s, CQ %s, data %s\n", where_desc(&c->q[0].sq, a, sizeof(a)),
-               where_desc(&c->q[0].cq, b, sizeof(b)), where_desc(&c->data, d, sizeof(d)));
+        printf("  placement   SQ in %s, CQ in %s, data in %s\n",
+               where_desc(c, &c->q[0].sq, a, sizeof(a)), where_desc(c, &c->q[0].cq, b, sizeof(b)),
+               where_desc(c, &c->data, d, sizeof(d)));
         printf("  result      %" PRIu64 " commands (%" PRIu64 " reads, %" PRIu64
                " writes) in %.3f s: %.0f IOPS, %.2f MiB/s%s%s\n",
                st->ios, st->reads, st->writes, secs, iops, bw / (1 << 20), r ? "; " : "",
@@ -748,6 +760,7 @@ static struct ntbf_nvme_job base_job(const struct opts *o, const struct ntbf_nvm
         j.seed = o->seed ? o->seed : 1;
         j.gen = o->gen ? o->gen : 1;
         j.timeout_ns = o->timeout_ns ? o->timeout_ns : UINT64_C(2000000000);
+        j.nap_ns = (uint32_t)(o->nap_ns < 1000000000 ? o->nap_ns : 999999999);
         return j;
 }
 

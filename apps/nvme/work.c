@@ -357,6 +357,11 @@ int ntbf_nvme_job_run(struct ntbf_nvme_path *paths, unsigned npaths, const struc
                 }
                 if (job->idle)
                         job->idle(job->idle_arg);
+                if (job->nap_ns) {
+                        /* Many clients sharing few CPUs: give the controller's poller a turn. */
+                        struct timespec ts = {0, (long)job->nap_ns};
+                        nanosleep(&ts, NULL);
+                }
         }
 out:
         st->elapsed_ns = ntbf_nvme_now_ns() - t_start;

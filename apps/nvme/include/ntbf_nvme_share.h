@@ -173,6 +173,8 @@ int ntbf_nvms_client_attach(struct ntbf_nvms_client *cl, volatile void *mbox, si
 void ntbf_nvms_client_rebase(struct ntbf_nvms_client *cl, volatile void *mbox);
 /* Renew the lease: call a few times per lease (hdr.lease_ms). */
 void ntbf_nvms_client_beat(struct ntbf_nvms_client *cl);
+/* Clients and I/O queue pairs the manager counts now (this client included). */
+void ntbf_nvms_client_counts(const struct ntbf_nvms_client *cl, uint32_t *clients, uint32_t *pairs);
 /* The manager still runs the controller this client attached to (same epoch, READY). */
 bool ntbf_nvms_client_manager_ok(const struct ntbf_nvms_client *cl);
 

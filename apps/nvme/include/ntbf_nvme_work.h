@@ -59,6 +59,7 @@ struct ntbf_nvme_job {
         enum ntbf_nvme_pattern pattern;
         uint32_t gen; /* pattern generation of writes; reads expect it */
         /* Sequential writes visit each bs-sized unit of the range once when ios = units. */
+        uint32_t nap_ns;         /* sleep this long when a look finds nothing (0: spin) */
         void (*idle)(void *arg); /* called while waiting (tests poll a model) */
         void *idle_arg;
         /* Called for each command reported complete (status 0) or failed, may be NULL. */
