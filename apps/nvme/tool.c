@@ -213,12 +213,14 @@ static int parse(int argc, char **argv, struct opts *o)
                                            {"histogram", 0, 0, O_HIST},
                                            {"group", 1, 0, O_GROUP},
                                            {"size", 1, 0, O_SIZE},
+                                           {"nap", 1, 0, O_NAP},
                                            {"timeout", 1, 0, O_TIMEOUT},
                                            {"help", 0, 0, O_HELP},
                                            {0, 0, 0, 0}};
         uint64_t v;
         const char *why;
         optind = 2;
+        opterr = 0; /* unknown options are said once, below */
         int c;
         while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
                 switch (c) {
@@ -357,7 +359,7 @@ static int parse(int argc, char **argv, struct opts *o)
                         o->histogram = true;
                         break;
                 default:
-                        return usage("unknown option");
+                        return usage("unknown option '%s' for %s", argv[optind - 1], o->verb);
                 }
         }
         if (optind < argc)
