@@ -182,6 +182,7 @@ static int parse(int argc, char **argv, struct opts *o)
                 O_GROUP,
                 O_SIZE,
                 O_TIMEOUT,
+                O_NAP,
                 O_HELP
         };
         static const struct option lo[] = {{"fdid", 1, 0, O_FDID},
