@@ -284,11 +284,13 @@ static int parse(int argc, char **argv, struct opts *o)
                 case O_LEASE:
                 case O_TIME:
                 case O_TIMEOUT:
+                case O_NAP:
                         if (parse_duration(optarg, &v))
                                 return usage("'%s' is not a duration like 10s or 500ms", optarg);
-                        *(c == O_LEASE  ? &o->lease_ns
-                          : c == O_TIME ? &o->time_ns
-                                        : &o->timeout_ns) = v;
+                        *(c == O_LEASE     ? &o->lease_ns
+                          : c == O_TIME    ? &o->time_ns
+                          : c == O_TIMEOUT ? &o->timeout_ns
+                                           : &o->nap_ns) = v;
                         break;
                 case O_MAXQP:
                         if (num("--max-qp-per-client", optarg, &v) || !v || v > 16)
