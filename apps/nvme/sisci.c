@@ -122,8 +122,17 @@ int ntbf_nvmx_borrow(struct ntbf_nvmx *x, uint32_t fdid, bool exclusive, const u
                 if (e != SCI_ERR_OK)
                         return SCIFAIL(x, "SCIMapRemoteSegment(BAR0)", e);
                 x->path[p].bar0 = bar;
+                x->path[p].phys = SCIGetMapPhysAddr(x->path[p].map);
         }
         return 0;
+}
+
+bool ntbf_nvmx_paths_distinct(const struct ntbf_nvmx *x)
+{
+        for (unsigned p = 1; p < x->npaths; p++)
+                if (x->path[p].phys == x->path[0].phys)
+                        return false;
+        return true;
 }
 
 int ntbf_nvmx_release_exclusive(struct ntbf_nvmx *x)

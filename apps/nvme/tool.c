@@ -41,6 +41,7 @@ static const char usage_text[] =
     "  --json               one JSON document on stdout\n"
     "  --timeout DURATION   a command not complete by then has failed (default 2s)\n"
     "  --nap DURATION       sleep when a poll finds nothing (default: spin, as the article)\n"
+    "  --together N         start I/O once N queue pairs are in use (clients start at once)\n"
     "\n"
     "placement (clients):\n"
     "  --sq-placement P     hints (default: near the device), host, lender, device-memory\n"
@@ -67,7 +68,7 @@ struct opts {
         struct ntbf_nvmx_client_opts c;
         bool json, histogram, have_lba;
         uint64_t lba, blocks, seed, ios, time_ns, lease_ns, timeout_ns, nap_ns;
-        uint32_t gen, bs, qd, mix, max_qp, group, mgr_entries;
+        uint32_t gen, bs, qd, mix, max_qp, group, mgr_entries, together;
         uint64_t size;
         const char *rw, *output, *log;
         bool multicast;
@@ -84,12 +85,13 @@ static void on_signal(int sig)
 static void err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void err(const char *fmt, ...)
 {
+        char line[1024];
         va_list ap;
         va_start(ap, fmt);
-        fprintf(stderr, "ntbfab-nvme: error: ");
-        vfprintf(stderr, fmt, ap);
-        fprintf(stderr, "\n");
+        vsnprintf(line, sizeof(line), fmt, ap);
         va_end(ap);
+        /* One write: processes of a test share one terminal or file. */
+        fprintf(stderr, "ntbfab-nvme: error: %s\n", line);
 }
 
 static int usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -183,6 +185,7 @@ static int parse(int argc, char **argv, struct opts *o)
                 O_SIZE,
                 O_TIMEOUT,
                 O_NAP,
+                O_TOGETHER,
                 O_HELP
         };
         static const struct option lo[] = {{"fdid", 1, 0, O_FDID},
@@ -215,6 +218,7 @@ static int parse(int argc, char **argv, struct opts *o)
                                            {"group", 1, 0, O_GROUP},
                                            {"size", 1, 0, O_SIZE},
                                            {"nap", 1, 0, O_NAP},
+                                           {"together", 1, 0, O_TOGETHER},
                                            {"timeout", 1, 0, O_TIMEOUT},
                                            {"help", 0, 0, O_HELP},
                                            {0, 0, 0, 0}};
@@ -348,6 +352,11 @@ static int parse(int argc, char **argv, struct opts *o)
                         break;
                 case O_RW:
                         o->rw = optarg;
+                        break;
+                case O_TOGETHER:
+                        if (num("--together", optarg, &v) || !v || v > 65535)
+                                return usage("--together takes a number of queue pairs");
+                        o->together = (uint32_t)v;
                         break;
                 case O_MIX:
                         if (num("--mix", optarg, &v) || v > 100)
@@ -510,6 +519,30 @@ static int client_open(struct opts *o, struct ntbf_nvmx_client *c, bool queues, 
                 err("%s", c->x.why);
                 ntbf_nvmx_client_close(c);
                 return -1;
+        }
+        if (c->npaths > 1 && !ntbf_nvmx_paths_distinct(&c->x))
+                fprintf(stderr,
+                        "ntbfab-nvme: warning: libsisci reaches %s through adapter %u the same way "
+                        "as through adapter %u: the backup queue pair shares the primary's route, "
+                        "so a failed link takes both\n",
+                        c->x.name, c->x.path[1].adapter, c->x.path[0].adapter);
+        if (queues && o->together) {
+                /* A barrier for clients on many hosts: the manager counts the pairs. */
+                uint64_t t0 = ntbf_nvme_now_ns();
+                uint32_t clients, pairs;
+                for (;;) {
+                        ntbf_nvms_client_counts(&c->cl, &clients, &pairs);
+                        if (pairs >= o->together)
+                                break;
+                        if (ntbf_nvme_now_ns() - t0 > UINT64_C(120000000000)) {
+                                err("only %u of the %u queue pairs of --together came in 120 s",
+                                    pairs, o->together);
+                                ntbf_nvmx_client_close(c);
+                                return -1;
+                        }
+                        struct timespec ts = {0, 1000000};
+                        nanosleep(&ts, NULL);
+                }
         }
         return 0;
 }
@@ -738,8 +771,8 @@ static void print_stats(const struct opts *o, const struct ntbf_nvmx_client *c,
                        st->errors, st->mismatches);
         if (st->failovers)
                 printf("  failover    %" PRIu64 " path%s given up, %" PRIu64
-                       " commands resubmitted; per path:%s%s\n",
-                       st->failovers, st->failovers == 1 ? "" : "s", st->resubmitted, "", "");
+                       " commands resubmitted on the next\n",
+                       st->failovers, st->failovers == 1 ? "" : "s", st->resubmitted);
         for (unsigned p = 0; c->npaths > 1 && p < c->npaths; p++)
                 printf("  path %u      adapter %u, queue pair %u: %" PRIu64 " commands%s\n", p,
                        c->x.path[p].adapter, c->q[p].qid, c->paths[p].ios,

@@ -39,6 +39,7 @@ struct ntbf_nvmx {
                 sci_map_t map;
                 volatile void *bar0;
                 size_t size;
+                uint64_t phys; /* where this host reaches BAR0 on this path */
         } path[NTBF_NVMX_PATHS];
         char why[320];
 };
@@ -84,6 +85,8 @@ int ntbf_nvmx_borrow(struct ntbf_nvmx *x, uint32_t fdid, bool exclusive, const u
                      unsigned npaths);
 /* Unmap, disconnect, return the device (if borrowed), close the descriptor. */
 void ntbf_nvmx_close(struct ntbf_nvmx *x);
+/* Whether the paths reach BAR0 through different windows (a real second route). */
+bool ntbf_nvmx_paths_distinct(const struct ntbf_nvmx *x);
 /* The manager, once the controller is reset: let other borrowers in (article 6.1). */
 int ntbf_nvmx_release_exclusive(struct ntbf_nvmx *x);
 /* The first NVMe in the pool (SCIGetDeviceList with the NVMe class), or 0 with x->why. */
