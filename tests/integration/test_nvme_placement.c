@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "ntbf_nvme_sisci.h"
+#include "ntbfab/error.h"
 #include "ntbfab/sim.h"
 #include "nvme_itest.h"
 
