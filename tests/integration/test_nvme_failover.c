@@ -27,6 +27,7 @@
 
 static struct dfx f;
 static struct nproc *manager;
+static bool skipped;
 
 static int setup(void **state)
 {
@@ -75,6 +76,10 @@ static void test_failover_mid_write(void **state)
         if (nit_wait_for(w, "the backup queue pair shares the primary's route", 0)) {
                 nit_kill(w, SIGKILL);
                 /* libsisci did not give the second adapter its own route to the device. */
+                fprintf(stderr, "skipped: libsisci maps the device through adapter 0 for "
+                                "adapter 1 too (SCIConnectDeviceSegmentPath, "
+                                "SCIMapLocalSegmentForDevice): there is no second path\n");
+                skipped = true;
                 skip();
         }
         assert_int_equal(dfx_cli(&f, out, sizeof(out), "fault link-down client.ntb0"), 0);
@@ -128,5 +133,6 @@ int main(void)
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_failover_mid_write),
         };
-        return cmocka_run_group_tests(tests, setup, teardown);
+        int r = cmocka_run_group_tests(tests, setup, teardown);
+        return r ? r : skipped ? 77 : 0; /* 77: meson reports the test as skipped */
 }
