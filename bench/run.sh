@@ -19,6 +19,15 @@ run load "$build/bench/bench_load" --json "$out/load.json" \
 run admit "$build/bench/bench_admit" --json "$out/admit.json" \
 	"$root/config/examples/cluster-60.yaml" "$gen"
 run borrow "$build/bench/bench_borrow" --json "$out/borrow.json" --build "$build" --src "$root"
+# The distributed NVMe driver (when libsisci, and so ntbfab-nvme, is built).
+if [ -x "$build/bench/bench_nvme_latency" ]; then
+	run nvme_latency "$build/bench/bench_nvme_latency" --json "$out/nvme_latency.json" \
+		--build "$build" --src "$root"
+	run nvme_scale "$build/bench/bench_nvme_scale" --json "$out/nvme_scale.json" \
+		--build "$build" --src "$root"
+	run nvme_mcast "$build/bench/bench_nvme_mcast" --json "$out/nvme_mcast.json" \
+		--build "$build" --src "$root"
+fi
 for extra in "$build"/bench/bench_memcpy "$build"/bench/bench_nvme "$build"/bench/bench_dmamap; do
 	name=$(basename "$extra" | sed 's/^bench_//')
 	[ -x "$extra" ] && run "$name" "$extra" --json "$out/$name.json"

@@ -585,13 +585,18 @@ static int run_identify(struct opts *o)
                         err("%s", c.x.why);
                         goto out;
                 }
+                uint64_t t0 = ntbf_nvme_now_ns();
                 int r = ntbf_nvms_identify(&c.cl, NTBF_NVME_CNS_CTRL, 0, g.io, why, sizeof(why));
+                uint64_t t1 = ntbf_nvme_now_ns();
                 if (r) {
                         err("Identify to group %u: %s", o->group, why);
                         goto out;
                 }
                 if (o->json) {
                         struct json_object *j = json_object_new_object();
+                        /* CLOCK_MONOTONIC, comparable with the listeners' on one machine. */
+                        jput(j, "submitted_ns", ju(t0));
+                        jput(j, "completed_ns", ju(t1));
                         jput(j, "multicast_group", ju(o->group));
                         jput(j, "bytes", ju(4096));
                         jput(j, "device_address", ju(g.io));
@@ -1003,8 +1008,10 @@ static int run_listen(struct opts *o)
         /* Identify data starts with the PCI vendor ID: non-zero once it arrived. Wait for the
          * rest of the page to settle: one write, but not one store. */
         bool got = false;
+        uint64_t seen = 0;
         while (!stop_flag && ntbf_nvme_now_ns() - t0 < limit) {
                 if (g.va[0] | g.va[1]) {
+                        seen = ntbf_nvme_now_ns();
                         struct timespec ts = {0, 2000000};
                         nanosleep(&ts, NULL);
                         got = true;
@@ -1031,6 +1038,7 @@ static int run_listen(struct opts *o)
                         jput(j, "model", json_object_new_string(id.mn));
                         jput(j, "serial", json_object_new_string(id.sn));
                         jput(j, "fnv1a", ju(h));
+                        jput(j, "received_ns", ju(seen));
                         jprint(j);
                 } else {
                         printf("node %u: received Identify Controller: model %s, serial %s, "
