@@ -70,7 +70,7 @@ int main(int argc, char **argv)
                 unsigned n = counts[k];
                 pid_t p[30];
                 for (unsigned i = 0; i < n; i++) {
-                        char node[16], name[32];
+                        char node[16], name[48];
                         snprintf(node, sizeof(node), "c%02u", i + 1);
                         snprintf(name, sizeof(name), "scale-%u-%s", n, node);
                         p[i] = nb_start(&b, node, name,
@@ -78,9 +78,9 @@ int main(int argc, char **argv)
                                         "%" PRIu64 "s --together %u --timeout 30s --json",
                                         FDID, secs, n);
                 }
-                double sum = 0, lo = 1e18, hi = 0, p50 = 0, p99 = 0;
+                double sum = 0, low = 1e18, hi = 0, p50 = 0, p99 = 0;
                 for (unsigned i = 0; i < n; i++) {
-                        char name[32];
+                        char name[48];
                         snprintf(name, sizeof(name), "scale-%u-c%02u", n, i + 1);
                         if (nb_wait(p[i], (int)(secs * 1000 + 180000))) {
                                 fprintf(stderr, "bench_nvme_scale: %s/%s.out failed\n", b.dir,
@@ -90,7 +90,7 @@ int main(int argc, char **argv)
                         struct json_object *j = nb_json(&b, name);
                         double iops = nb_num(j, "result.iops");
                         sum += iops;
-                        lo = iops < lo ? iops : lo;
+                        low = iops < low ? iops : low;
                         hi = iops > hi ? iops : hi;
                         p50 += nb_num(j, "result.latency_ns.p50") / n;
                         p99 = nb_num(j, "result.latency_ns.p99") > p99
@@ -98,11 +98,11 @@ int main(int argc, char **argv)
                                   : p99;
                         json_object_put(j);
                 }
-                printf("  %7u %14.0f %14.0f %14.0f %12.0f %12.0f\n", n, sum, lo, hi, p50, p99);
+                printf("  %7u %14.0f %14.0f %14.0f %12.0f %12.0f\n", n, sum, low, hi, p50, p99);
                 struct json_object *r = json_object_new_object();
                 json_object_object_add(r, "clients", json_object_new_int((int)n));
                 json_object_object_add(r, "aggregate_iops", json_object_new_double(sum));
-                json_object_object_add(r, "min_client_iops", json_object_new_double(lo));
+                json_object_object_add(r, "min_client_iops", json_object_new_double(low));
                 json_object_object_add(r, "max_client_iops", json_object_new_double(hi));
                 json_object_object_add(r, "mean_client_median_ns", json_object_new_double(p50));
                 json_object_object_add(r, "worst_client_p99_ns", json_object_new_double(p99));
