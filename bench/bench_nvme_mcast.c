@@ -14,7 +14,7 @@
 
 /*
  * config/examples/cluster-60.yaml as the article built it (seven MXS824s in cascade), its
- * management addresses moved to loopback (10.1.0.N:7700 -> 127.0.1.N:17900). A manager runs
+ * management addresses moved to loopback (10.1.X.Y:7700 -> 127.1.X.Y:17900). A manager runs
  * on the lender; the 59 other nodes each run a listener that joins multicast group GROUP
  * with a 4 KiB buffer of its own memory; then node01 asks the manager for one Identify whose
  * data buffer is the group. Reported: how many members received the same 4 KiB, how many
@@ -54,8 +54,8 @@ int main(int argc, char **argv)
         }
         char path[1024];
         snprintf(path, sizeof(path), "%s/config/examples/cluster-60.yaml", src);
-        static const char *const from[] = {"10.1.0.", ":7700"};
-        static const char *const to[] = {"127.0.1.", ":17900"};
+        static const char *const from[] = {"10.1.", ":7700"};
+        static const char *const to[] = {"127.1.", ":17900"};
         char *text = nb_rewrite(path, from, to, 2);
         static struct nb b;
         if (!text || nb_up(&b, build, text))

@@ -92,6 +92,7 @@ int nb_up(struct nb *b, const char *build, const char *text)
                 snprintf(cmd, sizeof(cmd), "cat %s/up.log >&2", b->dir);
                 sh(cmd);
                 fprintf(stderr, "the cluster did not come up in %s\n", b->dir);
+                nb_down(b); /* what did start, and the directory */
                 return -1;
         }
         return 0;
