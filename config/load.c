@@ -645,6 +645,7 @@ enum {
         D_HOP_NS,
         D_SIM,
         D_ISOLATE,
+        D_VFIO,
         D_N
 };
 static const struct key device_keys[] = {
@@ -662,6 +663,7 @@ static const struct key device_keys[] = {
     {"hop_ns", NULL},
     {"sim", NULL},
     {"isolate", NULL},
+    {"vfio", NULL},
 };
 static const struct schema device_schema = {"in device", device_keys, D_N, NULL, NULL, NULL};
 
@@ -1339,6 +1341,11 @@ static void load_device(struct ld *ld, uint32_t v, uint32_t node)
                     show(s, b, sizeof(b)));
         get_bool(ld, vals[D_LEND], "'lend'", &d.lend);
         get_bool(ld, vals[D_ISOLATE], "'isolate'", &d.isolate);
+        get_bool(ld, vals[D_VFIO], "'vfio'", &d.vfio);
+        if (d.vfio && vals[D_SIM] != NONE)
+                err(ld, at(ld, vals[D_VFIO]),
+                    "'vfio: true' cannot be combined with 'sim': a simulated device is not a real "
+                    "PCIe device that vfio-pci could drive; remove 'vfio' or 'sim'");
         if (vals[D_SIM] != NONE) {
                 /* The model defines identity and BARs; a second source would disagree. */
                 static const int clash[] = {D_CLASS, D_VENDOR, D_DEVICE, D_BARS};
