@@ -38,6 +38,12 @@ NTBF_EXPORT const char *ntbf_ctx_error(const struct ntbf_ctx *ctx);
  */
 NTBF_EXPORT int ntbf_dma_alloc(struct ntbf_ctx *ctx, size_t size, size_t align, void **ptr);
 NTBF_EXPORT void ntbf_dma_free(struct ntbf_ctx *ctx, void *ptr);
+/*
+ * The file descriptor and offset behind DMA memory, so that another process can map it
+ * (mmap fd at offset; pass fd over a Unix socket). The fd stays the context's: do not close
+ * it. NTBF_EUNSUPPORTED when the memory has none; -EFAULT for memory not from ntbf_dma_alloc.
+ */
+NTBF_EXPORT int ntbf_dma_fd(struct ntbf_ctx *ctx, const void *ptr, int *fd, uint64_t *offset);
 
 /* ---- devices ------------------------------------------------------------------------------ */
 
@@ -99,6 +105,19 @@ NTBF_EXPORT int ntbf_dev_dma_unmap(struct ntbf_dev *dev, uint64_t ioaddr, size_t
 NTBF_EXPORT int ntbf_dev_map_peer(struct ntbf_dev *dev, struct ntbf_dev *target, unsigned bar,
                                   uint64_t *ioaddr);
 NTBF_EXPORT int ntbf_dev_unmap_peer(struct ntbf_dev *dev, uint64_t ioaddr);
+
+/*
+ * Make [offset, offset + size) of the window of this host's adapter `adapter` (its index in
+ * the cluster file) reachable by dev's DMA: the device then reaches whatever the window's
+ * translation slots lead to (a remote segment: peer-to-peer into another host's memory, as
+ * SISCI's SCIMapRemoteSegmentForDevice does). *ioaddr is the address dev uses. For a device
+ * behind VFIO the window's CPU mapping is mapped in the device's IOMMU domain; for a local
+ * device without one it is the window's host-physical address. Borrowed devices:
+ * NTBF_EUNSUPPORTED (their peer mappings go through the daemon: ntbf_dev_map_peer).
+ */
+NTBF_EXPORT int ntbf_dev_map_window(struct ntbf_dev *dev, uint32_t adapter, uint64_t offset,
+                                    uint64_t size, uint64_t *ioaddr);
+NTBF_EXPORT int ntbf_dev_unmap_window(struct ntbf_dev *dev, uint64_t ioaddr);
 
 /*
  * Enable MSI-X vector n and return an eventfd that counts its interrupts. The device's
