@@ -8,6 +8,7 @@
 
 #include "cfgspace.h"
 #include "daemon.h"
+#include "vfio.h"
 #include "log.h"
 #include "ntbfab/error.h"
 #include "ntbfab/sim.h"
@@ -320,6 +321,8 @@ int ntbf__node_cfg(struct ntbf__d *d, uint32_t device, uint32_t function, bool w
 {
         if (!ntbf__icpt_valid(off, size))
                 return -EINVAL;
+        if (ntbf__vfiod_is(d, device))
+                return ntbf__vfiod_cfg(d, device, function, write, off, size, val);
         uint8_t *region = ntbf_sim_is(d->b) ? ntbf_sim_cfg(d->b, device, function) : NULL;
         if (!region)
                 return NTBF_EUNSUPPORTED;
@@ -343,9 +346,18 @@ static void do_cfg(struct ntbf__d *d, uint32_t from, struct json_object *p, ntbf
         if (from != d->self && (!l || !(l->borrowers >> from & 1)))
                 return cb(arg, -EPERM, "the device is not borrowed by the asking node", NULL);
         uint8_t *region = ntbf_sim_is(d->b) ? ntbf_sim_cfg(d->b, dev, fn) : NULL;
-        if (!region)
+        bool real = ntbf__vfiod_is(d, dev);
+        if (!region && !real)
                 return cb(arg, NTBF_EUNSUPPORTED, "this backend has no config-space access", NULL);
         struct json_object *o = json_object_new_object();
+        if (real && !strcmp(op, "info")) {
+                uint32_t cap = 0;
+                bool msi64 = false;
+                ntbf__vfiod_msi_cap(d, dev, fn, &cap, &msi64);
+                ntbf__jput_u(o, "msi", cap);
+                ntbf__jput_b(o, "msi64", msi64);
+                return cb(arg, 0, NULL, o);
+        }
         if (!strcmp(op, "info")) {
                 uint32_t cap = ntbf_sim_cfg_find_cap(region, 0x05); /* MSI */
                 ntbf__jput_u(o, "msi", cap);

@@ -328,15 +328,17 @@ static int setup_dma(struct parse *p, struct json_object *res)
  * passed the container and device fds with the answer, and named this handle's IOVA share.
  * Config space, BARs, DMA mapping and MSI-X go through the fds from now on.
  */
-static int setup_vfio(struct parse *p, struct json_object *vf, const int *fds, unsigned nfds)
+static int setup_vfio(struct parse *p, struct json_object *res, struct json_object *vf,
+                      const int *fds, unsigned nfds)
 {
         struct ntbf_dev *d = p->d;
         struct ntbf_ctx *ctx = d->ctx;
         struct json_object *names, *share = get_obj(vf, "iova");
         int container = -1, device = -1;
-        if (!json_object_object_get_ex(vf, "fds", &names) ||
+        /* result.fds names the descriptors that came with the answer, in order. */
+        if (!json_object_object_get_ex(res, "fds", &names) ||
             !json_object_is_type(names, json_type_array))
-                return bad(p, "for a VFIO device has no '%s' list", "vfio.fds");
+                return bad(p, "for a VFIO device has no '%s' list", "fds");
         for (size_t k = 0; k < json_object_array_length(names) && k < nfds; k++) {
                 const char *n = json_object_get_string(json_object_array_get_idx(names, k));
                 if (n && !strcmp(n, "container"))
@@ -345,8 +347,7 @@ static int setup_vfio(struct parse *p, struct json_object *vf, const int *fds, u
                         device = fds[k];
         }
         if (container < 0 || device < 0)
-                return bad(p, "for a VFIO device lacks the container or device fd in '%s'",
-                           "vfio.fds");
+                return bad(p, "for a VFIO device lacks the container or device fd in '%s'", "fds");
         if (!share)
                 return bad(p, "for a VFIO device has no '%s' share", "vfio.iova");
         if (get_u64(p, share, "base", true, &d->share_iova) < 0 ||
@@ -404,7 +405,7 @@ static int parse_open(struct ntbf_dev *d, struct json_object *res, const int *fd
         if (vf) {
                 if (!d->info.local)
                         return bad(&p, "has a '%s' object for a borrowed device", "vfio");
-                return setup_vfio(&p, vf, fds, nfds);
+                return setup_vfio(&p, res, vf, fds, nfds);
         }
         return setup_dma(&p, res);
 }

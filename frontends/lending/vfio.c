@@ -303,3 +303,8 @@ int ntbf__vfio_irq_off(struct ntbf__vfio *v)
         v->msix_on = false;
         return set_irqs(v, VFIO_IRQ_SET_DATA_NONE, 0, 0, NULL);
 }
+
+int ntbf__vfio_reset(const struct ntbf__vfio *v)
+{
+        return ioctl(v->device, VFIO_DEVICE_RESET) ? -errno : 0;
+}

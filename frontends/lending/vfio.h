@@ -129,6 +129,8 @@ int ntbf__vfio_dma_unmap(const struct ntbf__vfio *v, uint64_t iova, uint64_t len
  */
 int ntbf__vfio_irq_enable(struct ntbf__vfio *v);
 int ntbf__vfio_irq_set(struct ntbf__vfio *v, unsigned vector, int fd);
+/* Reset the device (function level reset, or what VFIO can do for it). */
+int ntbf__vfio_reset(const struct ntbf__vfio *v);
 /* Disable MSI-X altogether (every vector's eventfd is dropped). */
 int ntbf__vfio_irq_off(struct ntbf__vfio *v);
 
