@@ -609,8 +609,8 @@ enum {
 };
 static const struct key adapter_keys[] = {
     {"name", "'name: NAME'"},
-    {"model", "'model: MODEL' (pxh830, mxh930, intel-gen3, intel-gen4, amd-ntb or "
-              "switchtec-pfx)"},
+    {"model", "'model: MODEL' (pxh830, mxh930, intel-gen3, intel-gen4, amd-ntb, "
+              "switchtec-pfx or ivshmem)"},
     {"ports", NULL},
     {"window", NULL},
     {"window_base", NULL},
@@ -719,7 +719,7 @@ static const struct key link_keys[] = {
 };
 static const struct schema link_schema = {"in link", link_keys, L_N, NULL, NULL, NULL};
 
-static const char *const backends[] = {"sim", "linux-ntb", "switchtec", "dolphin"};
+static const char *const backends[] = {"sim", "linux-ntb", "switchtec", "dolphin", "ivshmem"};
 static const char *const xlats[] = {"outbound", "inbound", "both"};
 static const uint32_t xlat_bits[] = {NTBF_XLAT_OUTBOUND, NTBF_XLAT_INBOUND,
                                      NTBF_XLAT_OUTBOUND | NTBF_XLAT_INBOUND};
