@@ -374,9 +374,9 @@ void ntbf__vfiod_close(struct ntbf__d *d, struct ntbf__handle *h)
         if (r)
                 LOG_E("cannot clear IOVA share %d of %s: %s", h->share, v->bdf, ntbf_strerror(r));
         else if (gone)
-                LOG_I("cleared %" PRIu64 " KiB of DMA mappings the handle %" PRIu64
-                      " of %s left in its IOVA share",
-                      gone >> 10, h->id, v->bdf);
+                LOG_I("cleared %" PRIu64 " KiB of DMA mappings handle %" PRIu64 " of %s (pid %d) "
+                      "left in its IOVA share",
+                      gone >> 10, h->id, v->bdf, h->conn ? (int)h->conn->pid : -1);
         v->shares &= ~(1u << h->share);
         h->share = -1;
         if (--v->handles == 0) {
