@@ -2,7 +2,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/vfio.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,19 +10,11 @@
 #include <unistd.h>
 
 #include "ntbfab/error.h"
+#include "say.h"
 #include "vfio.h"
 
-static int say(char *why, size_t whylen, int code, const char *fmt, ...) NTBF_PRINTF(4, 5);
-static int say(char *why, size_t whylen, int code, const char *fmt, ...)
-{
-        if (why && whylen) {
-                va_list ap;
-                va_start(ap, fmt);
-                vsnprintf(why, whylen, fmt, ap);
-                va_end(ap);
-        }
-        return code;
-}
+/* The sentence into why (ntbf__say), and the code to return. */
+#define say(why, whylen, code, ...) (ntbf__say(why, whylen, __VA_ARGS__), (code))
 
 static void init(struct ntbf__vfio *v)
 {

@@ -12,21 +12,13 @@
 #include <unistd.h>
 
 #include "ntbfab/error.h"
+#include "say.h"
 #include "vfio.h"
 
 #define SYSPCI "/sys/bus/pci"
 
-static int say(char *why, size_t whylen, int code, const char *fmt, ...) NTBF_PRINTF(4, 5);
-static int say(char *why, size_t whylen, int code, const char *fmt, ...)
-{
-        if (why && whylen) {
-                va_list ap;
-                va_start(ap, fmt);
-                vsnprintf(why, whylen, fmt, ap);
-                va_end(ap);
-        }
-        return code;
-}
+/* The sentence into why (ntbf__say), and the code to return. */
+#define say(why, whylen, code, ...) (ntbf__say(why, whylen, __VA_ARGS__), (code))
 
 static void path(const struct ntbf__vfio_sys *s, char *buf, size_t len, const char *fmt, ...)
     NTBF_PRINTF(4, 5);
@@ -338,8 +330,8 @@ int ntbf__vfio_sys_bind(const struct ntbf__vfio_sys *s, const char *bdf, bool fo
         if (!r)
                 r = check_bound(s, bdf, why, whylen);
         else
-                say(why, whylen, r, "cannot bind %s to vfio-pci (%s): %s", bdf, p,
-                    ntbf_strerror(r));
+                ntbf__say(why, whylen, "cannot bind %s to vfio-pci (%s): %s", bdf, p,
+                          ntbf_strerror(r));
         if (r) {
                 char ignore[64];
                 ntbf__vfio_sys_release(s, bdf, prev, ignore, sizeof(ignore));
