@@ -57,7 +57,8 @@ static int link_name(const char *p, char *out, size_t len)
 /* Write value to a sysfs file, as `echo value > file` does; then let a fake kernel react. */
 static int sys_write(const struct ntbf__vfio_sys *s, const char *p, const char *value)
 {
-        int fd = open(p, O_WRONLY | O_CLOEXEC);
+        /* O_TRUNC as a shell's redirection: sysfs ignores it, a plain file (tests) needs it. */
+        int fd = open(p, O_WRONLY | O_TRUNC | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
         size_t n = strlen(value);
