@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -30,9 +31,17 @@
  * table in the owner's control block (software: ivshmem has no translation hardware); a
  * CPU mapping of the window (map_window) is built from them with mmap, page by page of the
  * shared region, so loads and stores then go straight to the shared memory, and a device
- * behind an IOMMU reaches it through the IOMMU's mapping of that CPU mapping. Doorbells,
+ * behind an IOMMU reaches it through the IOMMU's mapping of that CPU mapping. A mapping
+ * follows the slots and the link: changes made in this process rebuild it at once, changes
+ * made elsewhere (the other kernel) at this process's next process_events. Doorbells,
  * scratchpads and link state live in the control blocks; ivshmem-plain has no interrupts,
  * so the event fd is a timer and events are found by polling (every POLL_MS).
+ *
+ * Addresses: exported memory and far-side slot addresses are given in the model's terms,
+ * as the core expects of exported memory: the region stands at the top of the node's RAM in
+ * the cluster file. Nothing on the data path uses these numbers (the CPU reaches the region
+ * through mmap, a device through an IOMMU mapping of a CPU mapping), so the BAR's real
+ * guest-physical address does not matter.
  *
  * The region: the adapter's `bdf` in the cluster file (or the only 1af4:1110 device) gives
  * /sys/bus/pci/devices/BDF/resource2; NTBFAB_IVSHMEM_FILE names a plain file instead (tests
@@ -67,14 +76,25 @@ struct ivs_ctrl {
         _Atomic uint64_t db, db_mask;
         _Atomic uint32_t spad[IVS_SPADS];
         _Atomic uint64_t resets;
+        _Atomic uint64_t gen; /* bumped by every change of slots: mappings are rebuilt */
         struct ivs_alloc allocs[IVS_ALLOCS];
         _Atomic uint64_t slots[IVS_MAX_SLOTS]; /* SLOT_VALID | offset in the region */
 };
 _Static_assert(sizeof(struct ivs_ctrl) <= IVS_CTRL, "the control block outgrew its space");
 
+/* A CPU mapping of a window, rebuilt when what it leads to changes. */
+struct ivs_map {
+        struct ivs_map *next;
+        struct ntbf_adapter_h *h;
+        uint8_t *va;
+        uint64_t offset, size;
+};
+
 struct ntbf_backend {
         const struct ntbf_topo *t;
         uint32_t node;
+        pthread_mutex_t lock; /* maps */
+        struct ivs_map *maps;
 };
 
 struct ntbf_adapter_h {
@@ -92,7 +112,7 @@ struct ntbf_adapter_h {
         const struct ntbf_event_ops *ops;
         void *ctx;
         bool seen_up;
-        uint64_t seen_db, seen_resets;
+        uint64_t seen_db, seen_resets, seen_gen[2];
 };
 
 static struct ivs_ctrl *ctrl(const struct ntbf_adapter_h *h, unsigned side)
@@ -127,12 +147,20 @@ static int ivs_open(const struct ntbf_backend_env *env, struct ntbf_backend **ou
                 return -ENOMEM;
         b->t = env->topo;
         b->node = env->node;
+        pthread_mutex_init(&b->lock, NULL);
         *out = b;
         return 0;
 }
 
 static void ivs_close(struct ntbf_backend *b)
 {
+        while (b->maps) {
+                struct ivs_map *m = b->maps;
+                b->maps = m->next;
+                munmap(m->va, m->size);
+                free(m);
+        }
+        pthread_mutex_destroy(&b->lock);
         free(b);
 }
 
@@ -174,8 +202,25 @@ static int find_device(const struct ntbf_adapter *a, char *bdf, int len)
         return n == 1 ? 0 : n ? -EEXIST : -ENOENT;
 }
 
-/* Open the region: fd, size, and this side's physical address of it. */
-static int open_region(struct ntbf_adapter_h *h, uint64_t *phys)
+/* Where the region stands in the model: the top of the node's RAM (see the top of the file). */
+static int model_base(struct ntbf_adapter_h *h, uint64_t *base)
+{
+        const struct ntbf_topo *t = h->b->t;
+        const struct ntbf_addrmap *m = &t->maps[t->adapters[h->adapter].node];
+        for (uint32_t i = m->n; i-- > 0;) {
+                const struct ntbf_region *r = &m->v[i];
+                if (r->kind != NTBF_REGION_RAM)
+                        continue;
+                if (r->size < h->size)
+                        return NTBF_ECONFIG;
+                *base = r->base + r->size - h->size;
+                return 0;
+        }
+        return NTBF_ECONFIG;
+}
+
+/* Open the region: fd and size. */
+static int open_region(struct ntbf_adapter_h *h)
 {
         const struct ntbf_adapter *a = &h->b->t->adapters[h->adapter];
         const char *file = getenv("NTBFAB_IVSHMEM_FILE");
@@ -186,11 +231,9 @@ static int open_region(struct ntbf_adapter_h *h, uint64_t *phys)
                 if (h->fd < 0 || fstat(h->fd, &st))
                         return -errno;
                 h->size = (uint64_t)st.st_size;
-                /* No physical address on one host: the model's window address stands in. */
-                *phys = a->window_base;
                 return 0;
         }
-        char bdf[64], p[PATH_MAX], line[256];
+        char bdf[64], p[PATH_MAX];
         int r = find_device(a, bdf, (int)sizeof(bdf));
         if (r)
                 return r;
@@ -201,23 +244,11 @@ static int open_region(struct ntbf_adapter_h *h, uint64_t *phys)
                 (void)w;
                 close(fd);
         }
-        snprintf(p, sizeof(p), "/sys/bus/pci/devices/%s/resource", bdf);
-        FILE *f = fopen(p, "re");
-        if (!f)
-                return -errno;
-        uint64_t start = 0, end = 0, flags = 0;
-        for (int i = 0; i < 3 && fgets(line, sizeof(line), f); i++)
-                if (sscanf(line, "%" SCNx64 " %" SCNx64 " %" SCNx64, &start, &end, &flags) != 3)
-                        start = end = 0;
-        fclose(f);
         snprintf(h->where, sizeof(h->where), "/sys/bus/pci/devices/%s/resource2", bdf);
         h->fd = open(h->where, O_RDWR | O_CLOEXEC);
         if (h->fd < 0 || fstat(h->fd, &st))
                 return -errno;
         h->size = (uint64_t)st.st_size;
-        if (end <= start || end - start + 1 != h->size)
-                return NTBF_EPROTO;
-        *phys = start;
         return 0;
 }
 
@@ -247,7 +278,9 @@ static int ivs_probe(struct ntbf_backend *b, uint32_t adapter, struct ntbf_adapt
         h->nslots = t->adapters[adapter].p.lut_entries;
         h->slot_size = h->nslots ? h->window / h->nslots : 0;
         uint64_t phys = 0;
-        int r = open_region(h, &phys);
+        int r = open_region(h);
+        if (!r)
+                r = model_base(h, &phys);
         if (r)
                 goto fail;
         h->half = h->size / 2;
@@ -280,6 +313,8 @@ static int ivs_probe(struct ntbf_backend *b, uint32_t adapter, struct ntbf_adapt
         h->seen_up =
             atomic_load(&c->link_on) && ready(theirs(h)) && atomic_load(&theirs(h)->link_on);
         h->seen_resets = atomic_load(&c->resets);
+        h->seen_gen[0] = atomic_load(&ctrl(h, 0)->gen);
+        h->seen_gen[1] = atomic_load(&ctrl(h, 1)->gen);
         *out = h;
         return 0;
 fail:
@@ -295,6 +330,19 @@ static void ivs_release(struct ntbf_adapter_h *h)
 {
         if (!h)
                 return;
+        /* Mappings outlive nothing they lead to: the region is unmapped below. */
+        pthread_mutex_lock(&h->b->lock);
+        for (struct ivs_map **pp = &h->b->maps; *pp;) {
+                struct ivs_map *m = *pp;
+                if (m->h == h) {
+                        *pp = m->next;
+                        munmap(m->va, m->size);
+                        free(m);
+                } else {
+                        pp = &m->next;
+                }
+        }
+        pthread_mutex_unlock(&h->b->lock);
         if (h->tfd >= 0)
                 close(h->tfd);
         munmap(h->base, h->size);
@@ -343,11 +391,14 @@ static int ivs_link_state(struct ntbf_adapter_h *h, uint32_t port, bool *up)
         return 0;
 }
 
+static void remap(struct ntbf_backend *b);
+
 static int ivs_link_enable(struct ntbf_adapter_h *h, uint32_t port)
 {
         if (port != 0)
                 return -EINVAL;
         atomic_store(&mine(h)->link_on, 1);
+        remap(h->b);
         return 0;
 }
 
@@ -356,6 +407,7 @@ static int ivs_link_disable(struct ntbf_adapter_h *h, uint32_t port)
         if (port != 0)
                 return -EINVAL;
         atomic_store(&mine(h)->link_on, 0);
+        remap(h->b);
         return 0;
 }
 
@@ -395,6 +447,13 @@ static int ivs_process_events(struct ntbf_adapter_h *h)
                 n++;
         }
         bool up = link_up(h);
+        uint64_t g0 = atomic_load(&ctrl(h, 0)->gen), g1 = atomic_load(&ctrl(h, 1)->gen);
+        if (up != h->seen_up || g0 != h->seen_gen[0] || g1 != h->seen_gen[1]) {
+                /* The other kernel changed what windows lead to: follow it. */
+                h->seen_gen[0] = g0;
+                h->seen_gen[1] = g1;
+                remap(h->b);
+        }
         if (up != h->seen_up) {
                 h->seen_up = up;
                 if (ops && ops->link_event)
@@ -439,6 +498,18 @@ static int set_slot(struct ntbf_adapter_h *h, unsigned side, uint32_t slot, uint
         if (r)
                 return r;
         atomic_store(&ctrl(h, side)->slots[slot], SLOT_VALID | off);
+        atomic_fetch_add(&ctrl(h, side)->gen, 1);
+        remap(h->b);
+        return 0;
+}
+
+static int clear_slot(struct ntbf_adapter_h *h, unsigned side, uint32_t slot)
+{
+        if (slot >= h->nslots)
+                return -EINVAL;
+        atomic_store(&ctrl(h, side)->slots[slot], 0);
+        atomic_fetch_add(&ctrl(h, side)->gen, 1);
+        remap(h->b);
         return 0;
 }
 
@@ -451,10 +522,7 @@ static int ivs_xlat_set(struct ntbf_adapter_h *h, uint32_t slot, const struct nt
 
 static int ivs_xlat_clear(struct ntbf_adapter_h *h, uint32_t slot)
 {
-        if (slot >= h->nslots)
-                return -EINVAL;
-        atomic_store(&mine(h)->slots[slot], 0);
-        return 0;
+        return clear_slot(h, h->side, slot);
 }
 
 static int ivs_peer_xlat_set(struct ntbf_adapter_h *h, uint32_t peer, uint32_t slot,
@@ -469,10 +537,9 @@ static int ivs_peer_xlat_set(struct ntbf_adapter_h *h, uint32_t peer, uint32_t s
 
 static int ivs_peer_xlat_clear(struct ntbf_adapter_h *h, uint32_t peer, uint32_t slot)
 {
-        if (peer != h->peer || slot >= h->nslots)
+        if (peer != h->peer)
                 return -EINVAL;
-        atomic_store(&theirs(h)->slots[slot], 0);
-        return 0;
+        return clear_slot(h, h->side ^ 1, slot);
 }
 
 static int ivs_xlat_get(struct ntbf_adapter_h *h, uint32_t slot, struct ntbf_xlat *x, bool *valid)
@@ -491,17 +558,14 @@ static int ivs_xlat_get(struct ntbf_adapter_h *h, uint32_t slot, struct ntbf_xla
 /* ---- CPU maps ---------------------------------------------------------------------------------
  */
 
-static int ivs_map_window(struct ntbf_adapter_h *h, uint64_t offset, uint64_t size, unsigned flags,
-                          void **addr)
+/*
+ * Lay [offset, offset + size) of h's window over va: each slot's part maps the shared memory
+ * its translation leads to, or, when the slot is unprogrammed or the link is down, a private
+ * page of all ones (reads return all ones, writes are lost: what a dropped access does).
+ */
+static int place(struct ntbf_adapter_h *h, uint8_t *va, uint64_t offset, uint64_t size)
 {
-        (void)flags; /* shared memory: cached either way */
-        if (!addr || !size || offset % PAGE || size % PAGE || offset > h->window ||
-            size > h->window - offset)
-                return -EINVAL;
-        /* A range of address space, then each slot's part placed over it. */
-        uint8_t *va = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (va == MAP_FAILED)
-                return -errno;
+        bool up = link_up(h);
         for (uint64_t pos = offset; pos < offset + size;) {
                 uint32_t slot = (uint32_t)(pos / h->slot_size);
                 uint64_t in = pos % h->slot_size, n = h->slot_size - in;
@@ -509,23 +573,59 @@ static int ivs_map_window(struct ntbf_adapter_h *h, uint64_t offset, uint64_t si
                         n = offset + size - pos;
                 uint64_t e = atomic_load(&mine(h)->slots[slot]);
                 void *p;
-                if (e & SLOT_VALID) {
+                if ((e & SLOT_VALID) && up) {
                         p = mmap(va + (pos - offset), n, PROT_READ | PROT_WRITE,
                                  MAP_SHARED | MAP_FIXED, h->fd, (off_t)((e & ~SLOT_VALID) + in));
                 } else {
-                        /* An unprogrammed slot leads nowhere: reads all ones, writes lost
-                         * (to a private page nobody else sees). */
                         p = mmap(va + (pos - offset), n, PROT_READ | PROT_WRITE,
                                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
                         if (p != MAP_FAILED)
                                 memset(p, 0xff, n);
                 }
-                if (p == MAP_FAILED) {
-                        int e2 = -errno;
-                        munmap(va, size);
-                        return e2;
-                }
+                if (p == MAP_FAILED)
+                        return -errno;
                 pos += n;
+        }
+        return 0;
+}
+
+/* Rebuild every mapping of this process (after a change of slots or link). */
+static void remap(struct ntbf_backend *b)
+{
+        pthread_mutex_lock(&b->lock);
+        for (struct ivs_map *m = b->maps; m; m = m->next)
+                place(m->h, m->va, m->offset, m->size);
+        pthread_mutex_unlock(&b->lock);
+}
+
+static int ivs_map_window(struct ntbf_adapter_h *h, uint64_t offset, uint64_t size, unsigned flags,
+                          void **addr)
+{
+        (void)flags; /* shared memory: cached either way */
+        if (!addr || !size || offset % PAGE || size % PAGE || offset > h->window ||
+            size > h->window - offset)
+                return -EINVAL;
+        struct ivs_map *m = calloc(1, sizeof(*m));
+        if (!m)
+                return -ENOMEM;
+        /* A range of address space, then each slot's part placed over it. */
+        uint8_t *va = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (va == MAP_FAILED) {
+                free(m);
+                return -errno;
+        }
+        *m = (struct ivs_map){NULL, h, va, offset, size};
+        pthread_mutex_lock(&h->b->lock);
+        int r = place(h, va, offset, size);
+        if (!r) {
+                m->next = h->b->maps;
+                h->b->maps = m;
+        }
+        pthread_mutex_unlock(&h->b->lock);
+        if (r) {
+                munmap(va, size);
+                free(m);
+                return r;
         }
         *addr = va;
         return 0;
@@ -533,7 +633,18 @@ static int ivs_map_window(struct ntbf_adapter_h *h, uint64_t offset, uint64_t si
 
 static int ivs_unmap_window(struct ntbf_adapter_h *h, void *addr, uint64_t size)
 {
-        (void)h;
+        struct ivs_map *found = NULL;
+        pthread_mutex_lock(&h->b->lock);
+        for (struct ivs_map **pp = &h->b->maps; *pp; pp = &(*pp)->next)
+                if ((*pp)->va == addr && (*pp)->size == size) {
+                        found = *pp;
+                        *pp = found->next;
+                        break;
+                }
+        pthread_mutex_unlock(&h->b->lock);
+        if (!found)
+                return -EINVAL;
+        free(found);
         return munmap(addr, size) ? -errno : 0;
 }
 
@@ -688,7 +799,7 @@ static int ivs_peer_spad_write(struct ntbf_adapter_h *h, uint32_t peer, uint32_t
 {
         if (peer != h->peer || idx >= IVS_SPADS)
                 return -EINVAL;
-        if (!ready(theirs(h)))
+        if (!link_up(h))
                 return -ENOTCONN;
         atomic_store(&theirs(h)->spad[idx], val);
         return 0;
@@ -706,6 +817,8 @@ static int ivs_reset(struct ntbf_adapter_h *h)
         for (int i = 0; i < IVS_SPADS; i++)
                 atomic_store(&c->spad[i], 0);
         atomic_fetch_add(&c->resets, 1);
+        atomic_fetch_add(&c->gen, 1);
+        remap(h->b);
         return 0;
 }
 
