@@ -867,11 +867,14 @@ static int run_window_peer(void)
                : ok ? "are"
                     : "differ",
                seed);
+        uint64_t seen = ok ? SEG_SIZE : 0;
         f.ops->spad_write(f.h, SPAD_ACK, ok ? 1 : 2);
         f.ops->peer_db_set(f.h, f.peer, DB_COPY);
         /* 2. A's NVMe writes by DMA through A's IOMMU into the window. */
         got = wait_db(&f, DB_P2P, WAIT_PEER_MS);
         ok = got && check(seg.addr, P2P_LEN, P2P_SEED);
+        seen += ok ? P2P_LEN : 0;
+        figure("peer_bytes_verified", (double)seen, "bytes");
         result("p2p-nvme-into-peer", ok,
                "1 MiB guest A's NVMe read from its disk by DMA into its window %s here",
                !got ? "never arrived"
@@ -938,7 +941,9 @@ static int run_window(const char *bdf)
         double rsec = (double)(now_ns() - t0) / 1e9;
         figure("ivshmem_window_write_MBps", COPY_ROUNDS * (double)SEG_SIZE / wsec / 1e6, "MB/s");
         figure("ivshmem_window_read_MBps", COPY_ROUNDS * (double)SEG_SIZE / rsec / 1e6, "MB/s");
-        result("shm-window-readback", !memcmp(dst, src, SEG_SIZE),
+        bool back = !memcmp(dst, src, SEG_SIZE);
+        figure("window_bytes_verified", back ? (double)SEG_SIZE : 0, "bytes");
+        result("shm-window-readback", back,
                "4 MiB copied %d times into guest B's segment through the window and read back",
                COPY_ROUNDS);
         uint32_t seed = 4242;

@@ -371,6 +371,12 @@ def main():
     for name, (ok, detail) in sim_results.items():
         rows.append(("host", name, ok, detail))
     figures.update(sim_figs)
+    # Every byte some check compared with what it should be, in either guest.
+    parts = ["bytes_verified", "share_bytes_verified", "window_bytes_verified",
+             "peer_bytes_verified"]
+    if any(p in figures for p in parts):
+        figures["total_bytes_verified"] = (sum(figures[p][0] for p in parts if p in figures),
+                                           "bytes")
 
     print()
     print("VM tier results (guest a: NVMe + vIOMMU + ivshmem; guest b: ivshmem)")
@@ -381,6 +387,17 @@ def main():
     for name in sorted(figures):
         v, unit = figures[name]
         print(f"  {name:34} {v:12.3f} {unit}")
+    def fig(name):
+        return f"{figures[name][0]:9.1f}" if name in figures else "      n/a"
+    print()
+    print("The same driver (tests/integration/nvme_drv.c through the device API), median / p99 us")
+    print(f"  {'':28} {'QEMU NVMe, VFIO, TCG guest':>30} {'simulated NVMe, host':>26}")
+    for what, g, h in [("admin identify", "identify", "sim_identify"),
+                       ("4 KiB read, QD1", "vfio_read4k_qd1", "sim_read4k_qd1")]:
+        gk = "identify" if g == "identify" else g
+        print(f"  {what:28} {fig(gk + '_median_us')} / {fig(gk + '_p99_us')}        "
+              f"{fig(h + '_median_us')} / {fig(h + '_p99_us')}")
+    print()
     for role in ["a", "b"]:
         print(f"  guest {role} wall time (QEMU start to power-off) {wall[role]:8.2f} s")
     print(f"  preparation (kernel, modules) {t_prep - t_start:.2f} s, guests "
