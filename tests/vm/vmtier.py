@@ -103,7 +103,8 @@ def is_static(path):
 # ---- the guest kernel -----------------------------------------------------------------------
 
 def kernel(cache):
-    """Debian's guest kernel package, fetched once with apt-get download and kept in cache."""
+    """Debian's guest kernel package, fetched once with apt-get download and kept in cache,
+    with what the guests need taken out of it once: the PVH vmlinux and the modules."""
     os.makedirs(cache, exist_ok=True)
     debs = [f for f in os.listdir(cache) if f.startswith("linux-image-") and f.endswith(".deb")]
     if not debs:
@@ -126,17 +127,31 @@ def kernel(cache):
             fail(f"apt-get download {pkg} failed: {r.stderr.strip()}")
     deb = os.path.join(cache, sorted(debs)[-1])
     kver = os.path.basename(deb).split("_")[0][len("linux-image-"):]
-    root = os.path.join(cache, "kroot-" + kver)
-    if not os.path.exists(os.path.join(root, ".done")):
-        say(f"extracting {os.path.basename(deb)}")
-        shutil.rmtree(root, ignore_errors=True)
-        run(["dpkg-deb", "-x", deb, root])
-        open(os.path.join(root, ".done"), "w").close()
-    vmlinuz = os.path.join(root, "boot", "vmlinuz-" + kver)
+    # The modules, resolved for this MODULES list; a new list extracts the package again.
+    mods_dir = os.path.join(cache, f"modules-{kver}-" + "-".join(m.replace("_", "-")
+                                                                for m in MODULES))
     vmlinux = os.path.join(cache, "vmlinux-" + kver)
+    bzimage = os.path.join(cache, "vmlinuz-" + kver)
+    if not os.path.exists(os.path.join(mods_dir, "order")) or not os.path.exists(bzimage):
+        say(f"extracting {os.path.basename(deb)}")
+        root = tempfile.mkdtemp(prefix="kroot-", dir=cache)
+        try:
+            run(["dpkg-deb", "-x", deb, root])
+            shutil.copy(os.path.join(root, "boot", "vmlinuz-" + kver), bzimage)
+            order = modules(root, kver)
+            shutil.rmtree(mods_dir, ignore_errors=True)
+            os.makedirs(mods_dir)
+            for m in order:
+                shutil.copy(m, mods_dir)
+            with open(os.path.join(mods_dir, "order"), "w") as f:
+                f.write("\n".join(os.path.basename(m) for m in order) + "\n")
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+    mods = [os.path.join(mods_dir, line) for line in open(os.path.join(mods_dir, "order"))
+            .read().split()]
     if not os.path.exists(vmlinux):
         # The uncompressed PVH ELF boots about 3 s faster under TCG than the bzImage.
-        data = open(vmlinuz, "rb").read()
+        data = open(bzimage, "rb").read()
         off = data.find(b"\xfd7zXZ\x00")
         try:
             elf = lzma.LZMADecompressor(format=lzma.FORMAT_XZ).decompress(data[off:])
@@ -147,8 +162,8 @@ def kernel(cache):
             os.rename(vmlinux + ".tmp", vmlinux)
         except (lzma.LZMAError, ValueError) as e:
             say(f"cannot extract the PVH vmlinux ({e}); booting the bzImage (slower)")
-            return kver, root, vmlinuz
-    return kver, root, vmlinux
+            return kver, bzimage, mods
+    return kver, vmlinux, mods
 
 
 def modules(root, kver):
@@ -338,8 +353,7 @@ def main():
     out = args.out
     os.makedirs(out, exist_ok=True)
     cache = args.cache or os.path.join(args.build, "vm-cache")
-    kver, root, kern = kernel(cache)
-    mods = modules(root, kver)
+    kver, kern, mods = kernel(cache)
     t_prep = time.monotonic()
     progs = {"ntbfabd": args.daemon, "ntbfab": args.cli, "ntbfab-vmtest": args.test}
     initrd = initramfs(out, args.src, busybox, progs, mods)
