@@ -205,10 +205,10 @@ static int take(struct ntbf__d *d, struct vdev *v, bool force, char *why, size_t
                 LOG_W("cannot enable MSI-X of %s through VFIO: interrupts will not reach clients",
                       v->bdf);
         plan_shares(d, v);
-        LOG_I("took %s for VFIO: IOMMU group %d, %u IOVA shares of %" PRIu64 " MiB%s%s%s", v->bdf,
-              v->group, v->nshares, NTBF_VFIO_SHARE >> 20,
-              v->prev.driver[0] ? " (unbound from '" : "", v->prev.driver,
-              v->prev.driver[0] ? "')" : "");
+        LOG_I("took %s for VFIO: IOMMU group %d, %u IOVA shares of %" PRIu64
+              " MiB; it goes back to %s%s%s when released",
+              v->bdf, v->group, v->nshares, NTBF_VFIO_SHARE >> 20, v->prev.driver[0] ? "'" : "",
+              v->prev.driver[0] ? v->prev.driver : "no driver", v->prev.driver[0] ? "'" : "");
         return 0;
 }
 

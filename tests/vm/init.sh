@@ -80,6 +80,19 @@ if [ "$ROLE" = a ]; then
                 fi
         fi
         step window && ntbfab-vmtest window $NV
+        # A restart keeps the lend: the device stays on vfio-pci, the new daemon takes it
+        # again, and the driver to give it back to comes from the node's database.
+        kill -TERM $DPID
+        wait $DPID
+        kept=$(driver $NV)
+        ntbfabd --config $NTBFAB_DIR/cluster.yaml --node guesta --dir $NTBFAB_DIR --quiet &
+        DPID=$!
+        for i in $(seq 1 200); do [ -S $NTBFAB_DIR/run/guesta.sock ] && break; sleep 0.1; done
+        if [ "$kept" = vfio-pci ]; then
+                ntbfab-vmtest identify $NV restart-keeps-lend
+        else
+                result restart-keeps-lend FAIL "after the daemon stopped the driver is '$kept'"
+        fi
         out=$(ntbfab unlend guesta $NV 2>&1)
         rc=$?
         sleep 0.2

@@ -39,6 +39,7 @@
  *   window BDF         guest A: shared-memory copies into guest B through the ivshmem
  *                      backend, and the NVMe writing into guest B's memory by DMA (p2p)
  *   window-peer        guest B: the other end of `window`
+ *   identify BDF NAME  bring-up and identify only, reported as result NAME
  *   sim BDF            on the host: identify and QD1 latency on the simulated NVMe
  */
 
@@ -458,6 +459,19 @@ static int run_nvme(const char *bdf)
         mode_iommu(&n);
         figure("bytes_verified", (double)verified, "bytes");
         nvme_delete_qpair(&n.c, 1);
+        nvme_ctrl_disable(&n.c);
+        nv_close(&n);
+        return failures ? 1 : 0;
+}
+
+/* Bring-up and identify only: is the device usable through the daemon right now? */
+static int run_identify(const char *bdf, const char *name)
+{
+        struct nv n;
+        char mn[41];
+        if (nv_open(&n, bdf, 1 << 20, name) || nv_start(&n, mn, name))
+                return 1;
+        result(name, !strcmp(mn, "QEMU NVMe Ctrl"), "opened through the daemon: model '%s'", mn);
         nvme_ctrl_disable(&n.c);
         nv_close(&n);
         return failures ? 1 : 0;
@@ -1005,6 +1019,8 @@ int main(int argc, char **argv)
                 return run_nvme(arg);
         if (!strcmp(mode, "sim") && arg)
                 return run_sim(arg);
+        if (!strcmp(mode, "identify") && arg && argc > 3)
+                return run_identify(arg, argv[3]);
         if (!strcmp(mode, "share") && arg)
                 return run_share(arg);
         if (!strcmp(mode, "share-client") && arg)

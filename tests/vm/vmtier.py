@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -28,7 +29,8 @@ EXPECTED = {
         "lend-refused-in-use", "lend-force", "identify", "msix-eventfd", "blocks-4k", "prp-1m",
         "iommu-blocks-unmapped", "iommu-fault-logged", "share-queue-pairs",
         "share-client-death", "daemon-cleared-dead-client", "shm-window-readback",
-        "shm-copy-acked", "p2p-nvme-window", "p2p-acked", "unlend-restores-driver",
+        "shm-copy-acked", "p2p-nvme-window", "p2p-acked", "restart-keeps-lend",
+        "unlend-restores-driver",
     ],
     "b": ["shm-copy-into-peer", "p2p-nvme-into-peer"],
 }
@@ -309,9 +311,43 @@ def parse(log):
 
 # ---- the same driver on the simulated NVMe (host) ------------------------------------------
 
+def free_port(host):
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def stop_leftovers(d):
+    """Daemons and the device host `ntbfab up` started in d that are still there (an up that
+    failed half way): they are this harness's, by the pids in d."""
+    pids = []
+    for sub in ["run"]:
+        for f in os.listdir(os.path.join(d, sub)) if os.path.isdir(os.path.join(d, sub)) else []:
+            if f.endswith(".pid"):
+                try:
+                    pids.append(int(open(os.path.join(d, sub, f)).read().split()[0]))
+                except (ValueError, IndexError, OSError):
+                    pass
+    for sig in [signal.SIGTERM, signal.SIGKILL]:
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 6
+        while time.monotonic() < deadline and any(os.path.exists(f"/proc/{p}") for p in pids):
+            time.sleep(0.1)
+
+
 def host_sim(args, out):
     d = tempfile.mkdtemp(prefix="ntbfab-vmtier-sim-", dir="/dev/shm")
-    cfg = os.path.join(args.src, "tests", "vm", "sim-nvme.yaml")
+    # Free ports of the moment: engineers' test clusters share this machine's loopback.
+    text = open(os.path.join(args.src, "tests", "vm", "sim-nvme.yaml")).read()
+    text = text.replace("127.0.0.1:17761", f"127.0.0.1:{free_port('127.0.0.1')}")
+    text = text.replace("127.0.0.2:17762", f"127.0.0.2:{free_port('127.0.0.2')}")
+    cfg = os.path.join(out, "sim-nvme.yaml")
+    with open(cfg, "w") as f:
+        f.write(text)
     try:
         r = subprocess.run([args.ntbfab, "up", cfg, "--dir", d], capture_output=True, text=True)
         if r.returncode != 0:
@@ -325,6 +361,7 @@ def host_sim(args, out):
         return figures, results
     finally:
         subprocess.run([args.ntbfab, "down", "--dir", d], capture_output=True)
+        stop_leftovers(d)
         shutil.rmtree(d, ignore_errors=True)
 
 
