@@ -232,8 +232,9 @@ def initramfs(out, src, busybox, progs, mods):
 
 # ---- KVM or TCG -----------------------------------------------------------------------------
 
-def accelerator():
-    """KVM when it really works here, TCG otherwise (docs/vm.md, shared/spec/vm-tier.md)."""
+def accelerator(out, kern, initrd):
+    """KVM when it really works here, TCG otherwise (docs/vm.md, shared/spec/vm-tier.md):
+    /dev/kvm usable, the CPU advertising vmx or svm, and a probe guest reaching /init."""
     if os.environ.get("VMTIER_ACCEL") in ("tcg", "kvm"):
         return os.environ["VMTIER_ACCEL"], "VMTIER_ACCEL"
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
@@ -243,7 +244,22 @@ def accelerator():
         what = "kvm_pvm" if os.path.exists("/sys/module/kvm_pvm") else "a software backend"
         return "tcg", (f"/dev/kvm is {what} and the CPU has no vmx/svm: a stock kernel cannot "
                        f"run on it (shared/spec/vm-tier.md)")
-    return "kvm", "the CPU has hardware virtualization"
+    # Hardware virtualization is advertised: boot a guest that only reaches /init.
+    log = os.path.join(out, "probe-kvm.log")
+    if os.path.exists(log):
+        os.unlink(log)
+    cmd = qemu_cmd("probe", "kvm", kern, initrd, None, None, log, None)
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        _, err = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.send_signal(signal.SIGKILL)  # the one we started, by its pid
+        p.communicate()
+        return "tcg", "a KVM guest did not reach /init within 60 s"
+    text = open(log, errors="replace").read() if os.path.exists(log) else ""
+    if "VMTIER PROBE OK" in text:
+        return "kvm", "a probe guest booted under KVM"
+    return "tcg", f"a KVM guest failed: {err.decode(errors='replace').strip()[-200:]}"
 
 
 # ---- the guests -----------------------------------------------------------------------------
@@ -253,10 +269,12 @@ def qemu_cmd(role, accel, kern, initrd, shm, disk, log, only):
            "-cpu", "host" if accel == "kvm" else "max", "-m", "512M",
            "-smp", "2" if role == "a" else "1", "-nodefaults", "-no-reboot",
            "-display", "none", "-monitor", "none", "-serial", f"file:{log}",
-           "-device", "intel-iommu,intremap=on,caching-mode=on",
-           "-object", f"memory-backend-file,id=hmem,share=on,mem-path={shm},size={IVSHMEM_SIZE}",
-           "-device", "ivshmem-plain,memdev=hmem",
-           "-kernel", kern, "-initrd", initrd,
+           "-device", "intel-iommu,intremap=on,caching-mode=on"]
+    if shm:
+        cmd += ["-object",
+                f"memory-backend-file,id=hmem,share=on,mem-path={shm},size={IVSHMEM_SIZE}",
+                "-device", "ivshmem-plain,memdev=hmem"]
+    cmd += ["-kernel", kern, "-initrd", initrd,
            # loglevel=3: kernel errors (the expected DMAR faults) stay out of the result lines;
            # init prints them from dmesg.
            "-append", f"console=ttyS0 intel_iommu=on panic=-1 quiet loglevel=3 vmtier.role={role}"
@@ -394,7 +412,7 @@ def main():
     t_prep = time.monotonic()
     progs = {"ntbfabd": args.daemon, "ntbfab": args.cli, "ntbfab-vmtest": args.test}
     initrd = initramfs(out, args.src, busybox, progs, mods)
-    accel, why = accelerator()
+    accel, why = accelerator(out, kern, initrd)
     say(f"kernel {kver}, {len(mods)} modules, accelerator {accel} ({why})")
     logs, wall, errs = boot(out, accel, kern, initrd, args.only)
     t_guests = time.monotonic()
