@@ -652,12 +652,12 @@ static void m_open(void *ctx, struct ntbf__rpc_call *call, struct json_object *p
                 }
         }
         if (h->local && ntbf__vfiod_is(d, dev)) {
-                char why[1024];
+                char why[1024], name[32];
                 int r = ntbf__vfiod_open(d, h, why, sizeof(why));
                 if (r) {
                         free(h);
                         return ntbf__rpc_fail(call, NTBF_RPC_FAILED, r, "cannot open %s: %s",
-                                              ntbf__func_bdf(t, dev, fn, why + 512, 32), why);
+                                              ntbf__func_bdf(t, dev, fn, name, sizeof(name)), why);
                 }
         }
         h->next = d->handles;
