@@ -58,7 +58,7 @@ static const struct ntbf__rpc_method methods[] = {
 struct client {
         char path[108];
         volatile int done;
-        size_t total;  /* bytes received */
+        size_t total;   /* bytes received */
         size_t fds_end; /* end of the bytes read with the descriptors */
         int fds[2], nfds;
         size_t second_line; /* offset where the second answer starts */
