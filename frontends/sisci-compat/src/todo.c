@@ -1,0 +1,53 @@
+/* frontends/sisci-compat/src/todo.c: entry points not written yet (temporary). */
+#include <stdlib.h>
+
+#include "sx.h"
+
+#define NI(err) do { if (err) *(err) = SCI_ERR_NOT_IMPLEMENTED; } while (0)
+
+void sx_dmaq_free(struct sx_dmaq *q) { free(q); }
+void sx_dmaq_drop(struct sx_dmaq *q) { (void)q; }
+void sx_lint_free(struct sx_lint *i) { free(i); }
+void sx_lint_drop(struct sx_lint *i) { (void)i; }
+void sx_rint_free(struct sx_rint *i) { free(i); }
+void sx_rint_drop(struct sx_rint *i) { (void)i; }
+void sx_dev_free(struct sx_dev *d) { free(d); }
+void sx_dev_drop(struct sx_dev *d) { (void)d; }
+void sx_dma_stop(void) {}
+void sx_on_device_lost(uint32_t fdid) { (void)fdid; }
+sci_error_t sx_query_device(sci_smartio_query_device_t *q);
+sci_error_t sx_query_device(sci_smartio_query_device_t *q) { (void)q; return SCI_ERR_NOT_IMPLEMENTED; }
+
+void SCICreateDMAQueue(sci_desc_t sd, sci_dma_queue_t *dq, unsigned int a, unsigned int m, unsigned int f, sci_error_t *e) { (void)sd; (void)dq; (void)a; (void)m; (void)f; NI(e); }
+void SCIRemoveDMAQueue(sci_dma_queue_t dq, unsigned int f, sci_error_t *e) { (void)dq; (void)f; NI(e); }
+void SCIAbortDMAQueue(sci_dma_queue_t dq, unsigned int f, sci_error_t *e) { (void)dq; (void)f; NI(e); }
+void SCIStartDmaTransfer(sci_dma_queue_t dq, sci_local_segment_t l, sci_remote_segment_t r, size_t lo, size_t s, size_t ro, sci_cb_dma_t cb, void *a, unsigned int f, sci_error_t *e) { (void)dq; (void)l; (void)r; (void)lo; (void)s; (void)ro; (void)cb; (void)a; (void)f; NI(e); }
+void SCIStartDmaTransferVec(sci_dma_queue_t dq, sci_local_segment_t l, sci_remote_segment_t r, size_t n, dis_dma_vec_t *v, sci_cb_dma_t cb, void *a, unsigned int f, sci_error_t *e) { (void)dq; (void)l; (void)r; (void)n; (void)v; (void)cb; (void)a; (void)f; NI(e); }
+sci_dma_queue_state_t SCIWaitForDMAQueue(sci_dma_queue_t dq, unsigned int t, unsigned int f, sci_error_t *e) { (void)dq; (void)t; (void)f; NI(e); return SCI_DMAQUEUE_ERROR; }
+sci_dma_queue_state_t SCIDMAQueueState(sci_dma_queue_t dq) { (void)dq; return SCI_DMAQUEUE_ERROR; }
+void SCICreateInterrupt(sci_desc_t sd, sci_local_interrupt_t *i, unsigned int a, unsigned int *n, sci_cb_interrupt_t cb, void *arg, unsigned int f, sci_error_t *e) { (void)sd; (void)i; (void)a; (void)n; (void)cb; (void)arg; (void)f; NI(e); }
+void SCIRemoveInterrupt(sci_local_interrupt_t i, unsigned int f, sci_error_t *e) { (void)i; (void)f; NI(e); }
+void SCIWaitForInterrupt(sci_local_interrupt_t i, unsigned int t, unsigned int f, sci_error_t *e) { (void)i; (void)t; (void)f; NI(e); }
+void SCIConnectInterrupt(sci_desc_t sd, sci_remote_interrupt_t *i, unsigned int n, unsigned int a, unsigned int no, unsigned int t, unsigned int f, sci_error_t *e) { (void)sd; (void)i; (void)n; (void)a; (void)no; (void)t; (void)f; NI(e); }
+void SCIDisconnectInterrupt(sci_remote_interrupt_t i, unsigned int f, sci_error_t *e) { (void)i; (void)f; NI(e); }
+void SCITriggerInterrupt(sci_remote_interrupt_t i, unsigned int f, sci_error_t *e) { (void)i; (void)f; NI(e); }
+void SCICreateDataInterrupt(sci_desc_t sd, sci_local_data_interrupt_t *i, unsigned int a, unsigned int *n, sci_cb_data_interrupt_t cb, void *arg, unsigned int f, sci_error_t *e) { (void)sd; (void)i; (void)a; (void)n; (void)cb; (void)arg; (void)f; NI(e); }
+void SCIRemoveDataInterrupt(sci_local_data_interrupt_t i, unsigned int f, sci_error_t *e) { (void)i; (void)f; NI(e); }
+void SCIWaitForDataInterrupt(sci_local_data_interrupt_t i, void *d, unsigned int *l, unsigned int t, unsigned int f, sci_error_t *e) { (void)i; (void)d; (void)l; (void)t; (void)f; NI(e); }
+void SCIConnectDataInterrupt(sci_desc_t sd, sci_remote_data_interrupt_t *i, unsigned int n, unsigned int a, unsigned int no, unsigned int t, unsigned int f, sci_error_t *e) { (void)sd; (void)i; (void)n; (void)a; (void)no; (void)t; (void)f; NI(e); }
+void SCIDisconnectDataInterrupt(sci_remote_data_interrupt_t i, unsigned int f, sci_error_t *e) { (void)i; (void)f; NI(e); }
+void SCITriggerDataInterrupt(sci_remote_data_interrupt_t i, void *d, unsigned int l, unsigned int f, sci_error_t *e) { (void)i; (void)d; (void)l; (void)f; NI(e); }
+size_t SCIGetDeviceList(sci_desc_t sd, uint32_t *fd, size_t l, const sci_smartio_device_info_t *fi, unsigned int f, sci_error_t *e) { (void)sd; (void)fd; (void)l; (void)fi; (void)f; NI(e); return 0; }
+void SCIBorrowDevice(sci_desc_t sd, sci_smartio_device_t *d, uint32_t fdid, unsigned int f, sci_error_t *e) { (void)sd; (void)d; (void)fdid; (void)f; NI(e); }
+void SCIReturnDevice(sci_smartio_device_t d, unsigned int f, sci_error_t *e) { (void)d; (void)f; NI(e); }
+void SCIReleaseExclusiveBorrow(sci_smartio_device_t d, unsigned int f, sci_error_t *e) { (void)d; (void)f; NI(e); }
+uint32_t SCIGetFabricDeviceId(sci_smartio_device_t d) { (void)d; return 0; }
+void SCIConnectDeviceSegment(sci_smartio_device_t d, sci_remote_segment_t *s, unsigned int id, unsigned int m, sci_cb_device_segment_t cb, void *a, unsigned int f, sci_error_t *e) { (void)d; (void)s; (void)id; (void)m; (void)cb; (void)a; (void)f; NI(e); }
+void SCIConnectDeviceSegmentPath(sci_smartio_device_t d, sci_remote_segment_t *s, unsigned int id, unsigned int m, unsigned int ad, sci_cb_device_segment_t cb, void *a, unsigned int f, sci_error_t *e) { (void)d; (void)s; (void)id; (void)m; (void)ad; (void)cb; (void)a; (void)f; NI(e); }
+void SCICreateDeviceSegment(sci_smartio_device_t d, unsigned int id, size_t s, unsigned int m, unsigned int h, unsigned int f, sci_error_t *e) { (void)d; (void)id; (void)s; (void)m; (void)h; (void)f; NI(e); }
+void SCIMapLocalSegmentForDevice(sci_local_segment_t s, unsigned int a, sci_smartio_device_t d, sci_ioaddr_t *io, size_t o, size_t z, unsigned int f, sci_error_t *e) { (void)s; (void)a; (void)d; (void)io; (void)o; (void)z; (void)f; NI(e); }
+void SCIUnmapLocalSegmentForDevice(sci_local_segment_t s, unsigned int a, sci_smartio_device_t d, unsigned int f, sci_error_t *e) { (void)s; (void)a; (void)d; (void)f; NI(e); }
+void SCIMapRemoteSegmentForDevice(sci_remote_segment_t s, sci_smartio_device_t d, sci_ioaddr_t *io, size_t o, size_t z, unsigned int f, sci_error_t *e) { (void)s; (void)d; (void)io; (void)o; (void)z; (void)f; NI(e); }
+void SCIUnmapRemoteSegmentForDevice(sci_remote_segment_t s, sci_smartio_device_t d, unsigned int f, sci_error_t *e) { (void)s; (void)d; (void)f; NI(e); }
+void SCIRegisterPCIeRequester(sci_desc_t sd, unsigned int a, unsigned int b, unsigned int df, unsigned int f, sci_error_t *e) { (void)sd; (void)a; (void)b; (void)df; (void)f; NI(e); }
+void SCIUnregisterPCIeRequester(sci_desc_t sd, unsigned int a, unsigned int b, unsigned int df, unsigned int f, sci_error_t *e) { (void)sd; (void)a; (void)b; (void)df; (void)f; NI(e); }
