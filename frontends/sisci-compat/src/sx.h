@@ -208,7 +208,8 @@ struct sx_rint {
         bool lost;
         /* data interrupts: this connection's lane of the target's mailbox */
         uint64_t mbox_dh;
-        uint32_t lane;
+        uint32_t lane, lane_adapter;
+        uint32_t consumed;          /* the reader's count, as last read back */
         volatile uint8_t *lane_ptr; /* mapping of the lane */
         void *lane_base;
         uint64_t lane_base_size;

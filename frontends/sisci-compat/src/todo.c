@@ -7,10 +7,6 @@
 
 void sx_dmaq_free(struct sx_dmaq *q) { free(q); }
 void sx_dmaq_drop(struct sx_dmaq *q) { (void)q; }
-void sx_lint_free(struct sx_lint *i) { free(i); }
-void sx_lint_drop(struct sx_lint *i) { (void)i; }
-void sx_rint_free(struct sx_rint *i) { free(i); }
-void sx_rint_drop(struct sx_rint *i) { (void)i; }
 void sx_dev_free(struct sx_dev *d) { free(d); }
 void sx_dev_drop(struct sx_dev *d) { (void)d; }
 void sx_dma_stop(void) {}
@@ -25,18 +21,6 @@ void SCIStartDmaTransfer(sci_dma_queue_t dq, sci_local_segment_t l, sci_remote_s
 void SCIStartDmaTransferVec(sci_dma_queue_t dq, sci_local_segment_t l, sci_remote_segment_t r, size_t n, dis_dma_vec_t *v, sci_cb_dma_t cb, void *a, unsigned int f, sci_error_t *e) { (void)dq; (void)l; (void)r; (void)n; (void)v; (void)cb; (void)a; (void)f; NI(e); }
 sci_dma_queue_state_t SCIWaitForDMAQueue(sci_dma_queue_t dq, unsigned int t, unsigned int f, sci_error_t *e) { (void)dq; (void)t; (void)f; NI(e); return SCI_DMAQUEUE_ERROR; }
 sci_dma_queue_state_t SCIDMAQueueState(sci_dma_queue_t dq) { (void)dq; return SCI_DMAQUEUE_ERROR; }
-void SCICreateInterrupt(sci_desc_t sd, sci_local_interrupt_t *i, unsigned int a, unsigned int *n, sci_cb_interrupt_t cb, void *arg, unsigned int f, sci_error_t *e) { (void)sd; (void)i; (void)a; (void)n; (void)cb; (void)arg; (void)f; NI(e); }
-void SCIRemoveInterrupt(sci_local_interrupt_t i, unsigned int f, sci_error_t *e) { (void)i; (void)f; NI(e); }
-void SCIWaitForInterrupt(sci_local_interrupt_t i, unsigned int t, unsigned int f, sci_error_t *e) { (void)i; (void)t; (void)f; NI(e); }
-void SCIConnectInterrupt(sci_desc_t sd, sci_remote_interrupt_t *i, unsigned int n, unsigned int a, unsigned int no, unsigned int t, unsigned int f, sci_error_t *e) { (void)sd; (void)i; (void)n; (void)a; (void)no; (void)t; (void)f; NI(e); }
-void SCIDisconnectInterrupt(sci_remote_interrupt_t i, unsigned int f, sci_error_t *e) { (void)i; (void)f; NI(e); }
-void SCITriggerInterrupt(sci_remote_interrupt_t i, unsigned int f, sci_error_t *e) { (void)i; (void)f; NI(e); }
-void SCICreateDataInterrupt(sci_desc_t sd, sci_local_data_interrupt_t *i, unsigned int a, unsigned int *n, sci_cb_data_interrupt_t cb, void *arg, unsigned int f, sci_error_t *e) { (void)sd; (void)i; (void)a; (void)n; (void)cb; (void)arg; (void)f; NI(e); }
-void SCIRemoveDataInterrupt(sci_local_data_interrupt_t i, unsigned int f, sci_error_t *e) { (void)i; (void)f; NI(e); }
-void SCIWaitForDataInterrupt(sci_local_data_interrupt_t i, void *d, unsigned int *l, unsigned int t, unsigned int f, sci_error_t *e) { (void)i; (void)d; (void)l; (void)t; (void)f; NI(e); }
-void SCIConnectDataInterrupt(sci_desc_t sd, sci_remote_data_interrupt_t *i, unsigned int n, unsigned int a, unsigned int no, unsigned int t, unsigned int f, sci_error_t *e) { (void)sd; (void)i; (void)n; (void)a; (void)no; (void)t; (void)f; NI(e); }
-void SCIDisconnectDataInterrupt(sci_remote_data_interrupt_t i, unsigned int f, sci_error_t *e) { (void)i; (void)f; NI(e); }
-void SCITriggerDataInterrupt(sci_remote_data_interrupt_t i, void *d, unsigned int l, unsigned int f, sci_error_t *e) { (void)i; (void)d; (void)l; (void)f; NI(e); }
 size_t SCIGetDeviceList(sci_desc_t sd, uint32_t *fd, size_t l, const sci_smartio_device_info_t *fi, unsigned int f, sci_error_t *e) { (void)sd; (void)fd; (void)l; (void)fi; (void)f; NI(e); return 0; }
 void SCIBorrowDevice(sci_desc_t sd, sci_smartio_device_t *d, uint32_t fdid, unsigned int f, sci_error_t *e) { (void)sd; (void)d; (void)fdid; (void)f; NI(e); }
 void SCIReturnDevice(sci_smartio_device_t d, unsigned int f, sci_error_t *e) { (void)d; (void)f; NI(e); }
