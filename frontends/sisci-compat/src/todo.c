@@ -5,22 +5,12 @@
 
 #define NI(err) do { if (err) *(err) = SCI_ERR_NOT_IMPLEMENTED; } while (0)
 
-void sx_dmaq_free(struct sx_dmaq *q) { free(q); }
-void sx_dmaq_drop(struct sx_dmaq *q) { (void)q; }
 void sx_dev_free(struct sx_dev *d) { free(d); }
 void sx_dev_drop(struct sx_dev *d) { (void)d; }
-void sx_dma_stop(void) {}
 void sx_on_device_lost(uint32_t fdid) { (void)fdid; }
 sci_error_t sx_query_device(sci_smartio_query_device_t *q);
 sci_error_t sx_query_device(sci_smartio_query_device_t *q) { (void)q; return SCI_ERR_NOT_IMPLEMENTED; }
 
-void SCICreateDMAQueue(sci_desc_t sd, sci_dma_queue_t *dq, unsigned int a, unsigned int m, unsigned int f, sci_error_t *e) { (void)sd; (void)dq; (void)a; (void)m; (void)f; NI(e); }
-void SCIRemoveDMAQueue(sci_dma_queue_t dq, unsigned int f, sci_error_t *e) { (void)dq; (void)f; NI(e); }
-void SCIAbortDMAQueue(sci_dma_queue_t dq, unsigned int f, sci_error_t *e) { (void)dq; (void)f; NI(e); }
-void SCIStartDmaTransfer(sci_dma_queue_t dq, sci_local_segment_t l, sci_remote_segment_t r, size_t lo, size_t s, size_t ro, sci_cb_dma_t cb, void *a, unsigned int f, sci_error_t *e) { (void)dq; (void)l; (void)r; (void)lo; (void)s; (void)ro; (void)cb; (void)a; (void)f; NI(e); }
-void SCIStartDmaTransferVec(sci_dma_queue_t dq, sci_local_segment_t l, sci_remote_segment_t r, size_t n, dis_dma_vec_t *v, sci_cb_dma_t cb, void *a, unsigned int f, sci_error_t *e) { (void)dq; (void)l; (void)r; (void)n; (void)v; (void)cb; (void)a; (void)f; NI(e); }
-sci_dma_queue_state_t SCIWaitForDMAQueue(sci_dma_queue_t dq, unsigned int t, unsigned int f, sci_error_t *e) { (void)dq; (void)t; (void)f; NI(e); return SCI_DMAQUEUE_ERROR; }
-sci_dma_queue_state_t SCIDMAQueueState(sci_dma_queue_t dq) { (void)dq; return SCI_DMAQUEUE_ERROR; }
 size_t SCIGetDeviceList(sci_desc_t sd, uint32_t *fd, size_t l, const sci_smartio_device_info_t *fi, unsigned int f, sci_error_t *e) { (void)sd; (void)fd; (void)l; (void)fi; (void)f; NI(e); return 0; }
 void SCIBorrowDevice(sci_desc_t sd, sci_smartio_device_t *d, uint32_t fdid, unsigned int f, sci_error_t *e) { (void)sd; (void)d; (void)fdid; (void)f; NI(e); }
 void SCIReturnDevice(sci_smartio_device_t d, unsigned int f, sci_error_t *e) { (void)d; (void)f; NI(e); }
