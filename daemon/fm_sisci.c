@@ -844,8 +844,14 @@ static void op_devseg(struct ntbf__fm *fm, struct fm_op *op)
         if (find_devseg(fm, fdid, id, memtype, op->from, session))
                 return op_fail(fm, NTBF_EEXISTS, "device 0x%04x already has %s segment %u", fdid,
                                memtype == SX_MEMTYPE_SHARED ? "shared" : "private", id);
+        const char *place = "hints";
+        ntbf__jget_s(op->p, "place", &place);
         bool near_device = ((hints & SX_DEVICE_READ) && !(hints & SX_HOST_READ)) ||
                            (hints & SX_P2P) || (hints & SX_MULTIHOST);
+        if (!strcmp(place, "device"))
+                near_device = true;
+        else if (!strcmp(place, "host"))
+                near_device = false;
         struct sx_export *e = calloc(1, sizeof(*e));
         struct memop *m = calloc(1, sizeof(*m));
         if (!e || !m) {

@@ -89,6 +89,8 @@ struct ntbf__sx {
         uint64_t next_id;
 };
 
+const char *const ntbf__sx_places[] = {"hints", "device", "host", NULL};
+
 /* Automatic segment and interrupt numbers (SCI_FLAG_AUTO_ID, no SCI_FLAG_FIXED_INTNO). */
 #define SX_AUTO_SEG_ID 0x80000000u
 #define SX_AUTO_INTNO  0x1000u
@@ -1198,6 +1200,9 @@ void ntbf__sx_m_devseg_create(void *ctx, struct ntbf__rpc_call *call, struct jso
         ntbf__jput_u(q, "size", u(p, "size", 0));
         ntbf__jput_u(q, "memtype", u(p, "memtype", 0));
         ntbf__jput_u(q, "hints", u(p, "hints", 0));
+        const char *place = "hints";
+        ntbf__jget_s(p, "place", &place);
+        ntbf__jput_s(q, "place", place);
         to_fm(d, "sx_devseg", q, devseg_made, op);
 }
 

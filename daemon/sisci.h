@@ -32,6 +32,8 @@ NTBF__SX_METHOD_DECL(ntbf__sx_m_devseg_create);
 NTBF__SX_METHOD_DECL(ntbf__sx_m_devseg_connect);
 NTBF__SX_METHOD_DECL(ntbf__sx_m_map_device);
 
+extern const char *const ntbf__sx_places[]; /* "hints", "device", "host" */
+
 #define NTBF__SX_U(name, req, lo, hi)                                                              \
         {                                                                                          \
                 name, NTBF_P_UINT, req, lo, hi, NULL                                               \
@@ -89,7 +91,8 @@ NTBF__SX_METHOD_DECL(ntbf__sx_m_map_device);
             {"sisci.devseg_create",                                                                \
              ntbf__sx_m_devseg_create,                                                             \
              {NTBF__SX_HOLD, NTBF__SX_ID, NTBF__SX_U("size", true, 1, UINT64_C(1) << 40),          \
-              NTBF__SX_U("memtype", true, 2, 4), NTBF__SX_U("hints", false, 0, 0xff)}},            \
+              NTBF__SX_U("memtype", true, 2, 4), NTBF__SX_U("hints", false, 0, 0xff),               \
+              {"place", NTBF_P_ENUM, false, 0, 0, ntbf__sx_places}}},                              \
             {"sisci.devseg_connect",                                                               \
              ntbf__sx_m_devseg_connect,                                                            \
              {NTBF__SX_HOLD, NTBF__SX_ID, NTBF__SX_U("memtype", true, 2, 4), NTBF__SX_ADAP}},      \
