@@ -261,6 +261,9 @@ struct json_object *ntbf__fm_sx_result(struct ntbf__fm *fm, struct fm_alloc *a)
                 return o;
         bool local = p->req.target.kind == NTBF_TARGET_MEM && p->req.target.node == a->node;
         uint32_t ad = p->path.first_adapter;
+        for (uint32_t i = 0; i < p->nres && ad == NTBF_NONE; i++)
+                if (p->res[i].kind == NTBF_RES_LUT)
+                        ad = p->res[i].obj; /* a multicast send has no path, only its slots */
         ntbf__jput_b(o, "local", local);
         ntbf__jput_u(o, "addr", p->dma_addr);
         ntbf__jput_u(o, "size", p->req.target.size);
