@@ -333,6 +333,8 @@ static int add_isolation(const struct ntbf_topo *t, const struct ntbf_plan *p,
                          struct ntbf__entset *out)
 {
         uint32_t dev = p->req.kind == NTBF_REQ_BORROW ? p->req.device : p->req.requester.device;
+        if (p->req.kind == NTBF_REQ_REQUESTER)
+                return 0; /* a local device's own traffic: not a lent device's domain */
         if (dev == NTBF_NONE || dev >= t->ndevices || !t->devices[dev].isolate)
                 return 0;
         struct ntbf__ent iso = {.kind = NTBF_ENT_DEVISO,

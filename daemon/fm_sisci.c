@@ -945,6 +945,58 @@ static void op_mode(struct ntbf__fm *fm, struct fm_op *op)
         ntbf__fm_finish(fm, 0, NULL, json_object_new_object());
 }
 
+/* ---- requester registrations ------------------------------------------------------------------ */
+
+/* sx_requester {session, adapter, bus, devfn}: a device of the node reaches its adapter's mappings. */
+static void op_requester(struct ntbf__fm *fm, struct fm_op *op)
+{
+        const struct ntbf_topo *t = fm->t;
+        uint32_t ad = (uint32_t)u(op->p, "adapter", NTBF_NONE);
+        uint64_t bus = u(op->p, "bus", 256), devfn = u(op->p, "devfn", 256);
+        if (ad >= t->nadapters || t->adapters[ad].node != op->from || bus > 255 || devfn > 255)
+                return op_fail(fm, -EINVAL, "sx_requester needs an adapter of '%s', a bus and a devfn",
+                               nname(fm, op->from));
+        uint32_t rid = (uint32_t)(bus << 8 | devfn), dev = NTBF_NONE, fn = 0;
+        const struct ntbf_node *me = &t->nodes[op->from];
+        for (uint32_t i = 0; i < me->ndevices && dev == NTBF_NONE; i++)
+                for (uint32_t f = 0; f < ntbf_device_nfuncs(&t->devices[me->devices[i]]); f++)
+                        if (ntbf_device_rid(&t->devices[me->devices[i]], f) == rid) {
+                                dev = me->devices[i];
+                                fn = f;
+                                break;
+                        }
+        if (dev == NTBF_NONE)
+                return op_fail(fm, NTBF_ENOTFOUND,
+                               "'%s' has no device at %02x:%02x.%u in the cluster file (only "
+                               "devices the file describes are modeled)",
+                               nname(fm, op->from), (unsigned)bus, (unsigned)devfn >> 3,
+                               (unsigned)devfn & 7);
+        struct ntbf_request req;
+        ntbf_request_init(&req, NTBF_REQ_REQUESTER);
+        req.requester = (struct ntbf_requester){op->from, dev, fn};
+        req.via_adapter = ad;
+        struct ntbf_plan plan;
+        int r = ntbf_admit(fm->s, &req, &plan);
+        if (r) {
+                char why[600];
+                snprintf(why, sizeof(why), "%s", plan.why[0] ? plan.why : ntbf_strerror(r));
+                ntbf_plan_free(&plan);
+                return op_fail(fm, r, "%s", why);
+        }
+        struct fm_alloc *a = calloc(1, sizeof(*a));
+        if (!a) {
+                ntbf_plan_free(&plan);
+                return op_fail(fm, -ENOMEM, "out of memory");
+        }
+        *a = (struct fm_alloc){.kind = A_SX_REQ,
+                               .fdid = NTBF_NONE,
+                               .node = op->from,
+                               .session = u(op->p, "session", 0),
+                               .lane = NTBF_NONE};
+        ntbf__fm_commit(fm, a, &plan);
+        ntbf_plan_free(&plan);
+}
+
 /* ---- dispatch ---------------------------------------------------------------------------------- */
 
 static const struct {
@@ -954,6 +1006,7 @@ static const struct {
     {"sx_export", op_export},   {"sx_unexport", op_unexport}, {"sx_connect", op_connect},
     {"sx_release", op_release}, {"sx_end", op_end},           {"sx_dmap", op_dmap},
     {"sx_devseg", op_devseg},   {"sx_hold", op_hold},         {"sx_mode", op_mode},
+    {"sx_requester", op_requester},
 };
 
 bool ntbf__fm_sx_request(struct ntbf__fm *fm, uint32_t from, const char *m, struct json_object *p,

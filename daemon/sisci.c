@@ -1267,13 +1267,35 @@ void ntbf__sx_m_map_device(void *ctx, struct ntbf__rpc_call *call, struct json_o
         to_fm(d, "sx_dmap", q, pass, call);
 }
 
+/* sisci.requester {adapter, bus, devfn}: a local device reaches this node's NTB mappings. */
+void ntbf__sx_m_requester(void *ctx, struct ntbf__rpc_call *call, struct json_object *p)
+{
+        struct ntbf__d *d = ctx;
+        struct sx_sess *x = session_of(d, call);
+        if (!x)
+                return;
+        uint32_t ad = adapter_of(d, u(p, "adapter", 0));
+        if (ad == NTBF_NONE)
+                return failf(call, -ENODEV, "'%s' has no adapter number %" PRIu64,
+                             d->t->nodes[d->self].name, u(p, "adapter", 0));
+        if (!fm_ok(d, call))
+                return;
+        struct json_object *q = json_object_new_object();
+        ntbf__jput_u(q, "session", x->id);
+        ntbf__jput_u(q, "adapter", ad);
+        ntbf__jput_u(q, "bus", u(p, "bus", 0));
+        ntbf__jput_u(q, "devfn", u(p, "devfn", 0));
+        to_fm(d, "sx_requester", q, pass, call);
+}
+
 /* ---- the manager's notes and requests ------------------------------------------------------- */
 
 bool ntbf__sx_fm_method(const char *m)
 {
-        static const char *const v[] = {"sx_export", "sx_unexport", "sx_connect", "sx_release",
-                                        "sx_end",    "sx_dmap",     "sx_devseg",  "sx_hold",
-                                        "sx_mode"};
+        static const char *const v[] = {"sx_export", "sx_unexport", "sx_connect",
+                                        "sx_release", "sx_end",     "sx_dmap",
+                                        "sx_devseg", "sx_hold",     "sx_mode",
+                                        "sx_requester"};
         for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
                 if (!strcmp(m, v[i]))
                         return true;

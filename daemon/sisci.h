@@ -31,6 +31,7 @@ NTBF__SX_METHOD_DECL(ntbf__sx_m_release_exclusive);
 NTBF__SX_METHOD_DECL(ntbf__sx_m_devseg_create);
 NTBF__SX_METHOD_DECL(ntbf__sx_m_devseg_connect);
 NTBF__SX_METHOD_DECL(ntbf__sx_m_map_device);
+NTBF__SX_METHOD_DECL(ntbf__sx_m_requester);
 
 extern const char *const ntbf__sx_places[]; /* "hints", "device", "host" */
 
@@ -105,6 +106,13 @@ extern const char *const ntbf__sx_places[]; /* "hints", "device", "host" */
                             NTBF__SX_U("addr", false, 0, UINT64_MAX),                              \
                             NTBF__SX_U("size", true, 1, UINT64_C(1) << 48),                        \
                             NTBF__SX_U("export", false, 0, UINT64_MAX)                             \
+                }                                                                                  \
+        },                                                                                         \
+        {                                                                                          \
+                "sisci.requester", ntbf__sx_m_requester,                                           \
+                {                                                                                  \
+                        NTBF__SX_ADAP, NTBF__SX_U("bus", true, 0, 255),                            \
+                            NTBF__SX_U("devfn", true, 0, 255)                                      \
                 }                                                                                  \
         }
 

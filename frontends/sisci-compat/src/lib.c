@@ -501,8 +501,11 @@ static int find_node(const char *dir, char *out, size_t len)
         return -ENOENT;
 }
 
+void sx_requesters_drop(void);
+
 static void teardown(void)
 {
+        sx_requesters_drop(); /* the daemon releases them with the session */
         /* Objects first (their mappings and memory go through the context), then the rest. */
         while (sx.all) {
                 struct sx_obj *o = sx.all;
