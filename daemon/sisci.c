@@ -91,8 +91,10 @@ struct ntbf__sx {
 
 const char *const ntbf__sx_places[] = {"hints", "device", "host", NULL};
 
-/* Automatic segment and interrupt numbers (SCI_FLAG_AUTO_ID, no SCI_FLAG_FIXED_INTNO). */
+/* Automatic segment and interrupt numbers (SCI_FLAG_AUTO_ID, no SCI_FLAG_FIXED_INTNO); private
+ * segments are numbered by the daemon (their SISCI id is the process's own business). */
 #define SX_AUTO_SEG_ID 0x80000000u
+#define SX_PRIV_SEG_ID 0xc0000000u
 #define SX_AUTO_INTNO  0x1000u
 
 int ntbf__sx_new(struct ntbf__d *d)
@@ -429,21 +431,22 @@ struct json_object *ntbf__sx_register_params(struct ntbf__d *d)
 
 static struct sx_seg *seg_find(struct ntbf__sx *s, uint32_t id, uint64_t session)
 {
-        /* Private segments are the session's own; others share the node's number space. */
+        /* Numbers are unique on the node; a session reaches its own segments only. */
         for (struct sx_seg *g = s->segs; g; g = g->next)
-                if (g->id == id && (!g->priv || g->session == session))
-                        if (g->session == session)
-                                return g;
+                if (g->id == id && g->session == session)
+                        return g;
         return NULL;
 }
 
 static bool seg_id_used(struct ntbf__sx *s, uint32_t id)
 {
         for (struct sx_seg *g = s->segs; g; g = g->next)
-                if (!g->priv && g->id == id)
+                if (g->id == id)
                         return true;
         return false;
 }
+
+static struct json_object *seg_export(const struct sx_seg *g);
 
 void ntbf__sx_m_seg_create(void *ctx, struct ntbf__rpc_call *call, struct json_object *p)
 {
@@ -453,14 +456,13 @@ void ntbf__sx_m_seg_create(void *ctx, struct ntbf__rpc_call *call, struct json_o
                 return;
         bool priv = b(p, "private"), have_id = ntbf__jget_u(p, "id", &(uint64_t){0});
         uint32_t id = (uint32_t)u(p, "id", 0);
-        if (!have_id) {
-                for (id = SX_AUTO_SEG_ID; seg_id_used(d->sx, id) && id < UINT32_MAX; id++)
+        if (priv || !have_id) {
+                for (id = priv ? SX_PRIV_SEG_ID : SX_AUTO_SEG_ID;
+                     seg_id_used(d->sx, id) && id < UINT32_MAX; id++)
                         ;
-        } else if (!priv && seg_id_used(d->sx, id)) {
+        } else if (seg_id_used(d->sx, id)) {
                 return failf(call, NTBF_EEXISTS, "segment id %u is in use on '%s'", id,
                              d->t->nodes[d->self].name);
-        } else if (priv && seg_find(d->sx, id, x->id)) {
-                return failf(call, NTBF_EEXISTS, "this session has private segment %u", id);
         }
         struct sx_seg *g = calloc(1, sizeof(*g));
         if (!g)
@@ -473,6 +475,10 @@ void ntbf__sx_m_seg_create(void *ctx, struct ntbf__rpc_call *call, struct json_o
         g->broadcast = b(p, "broadcast");
         g->next = d->sx->segs;
         d->sx->segs = g;
+        /* Known to the manager from now on (unavailable): a connect is refused, not "no such
+         * segment". The answer does not wait for it: a creation is the node's own business. */
+        if (!priv && g->has_mem && d->fm_ready)
+                to_fm(d, "sx_export", seg_export(g), ignore, NULL);
         struct json_object *o = json_object_new_object();
         ntbf__jput_u(o, "id", id);
         ntbf__rpc_result(call, o);
@@ -493,6 +499,8 @@ void ntbf__sx_m_seg_attach(void *ctx, struct ntbf__rpc_call *call, struct json_o
         g->addr = u(p, "addr", 0);
         g->size = u(p, "size", g->size);
         g->has_mem = true;
+        if (!g->priv && d->fm_ready)
+                to_fm(d, "sx_export", seg_export(g), ignore, NULL);
         ntbf__rpc_result(call, NULL);
 }
 

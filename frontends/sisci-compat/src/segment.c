@@ -1,5 +1,7 @@
 /* frontends/sisci-compat/src/segment.c: local and remote segments, their events and waits. */
 #include <errno.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -122,7 +124,7 @@ void sx_on_seg_event(struct json_object *ev)
         size_t n = gather(SX_LSEG, &v);
         for (size_t i = 0; i < n; i++) {
                 struct sx_lseg *s = (struct sx_lseg *)v[i];
-                if (!s->o.dead && s->id == id && !(s->flags & SCI_FLAG_PRIVATE)) {
+                if (!s->o.dead && s->did == id && !(s->flags & SCI_FLAG_PRIVATE)) {
                         sx_lseg_event(s, reason, (uint32_t)node_id, (uint32_t)adapter);
                         break;
                 }
@@ -248,7 +250,7 @@ void SCICreateSegment(sci_desc_t sd, sci_local_segment_t *segment, unsigned int 
                 }
         }
         struct json_object *p = sx_obj_new(), *res = NULL;
-        if (!(flags & SCI_FLAG_AUTO_ID))
+        if (!(flags & (SCI_FLAG_AUTO_ID | SCI_FLAG_PRIVATE)))
                 sx_put_u(p, "id", segmentId);
         sx_put_u(p, "size", size);
         if (mem)
@@ -264,7 +266,7 @@ void SCICreateSegment(sci_desc_t sd, sci_local_segment_t *segment, unsigned int 
         if (!s) {
                 if (!r) { /* the daemon has it: give it back */
                         struct json_object *q = sx_obj_new();
-                        sx_put_u(q, "id", id);
+                        sx_put_u(q, "id", id); /* the daemon's number */
                         sx_call("sisci.seg_remove", q, NULL);
                 }
                 if (mem)
@@ -272,7 +274,8 @@ void SCICreateSegment(sci_desc_t sd, sci_local_segment_t *segment, unsigned int 
                 *err = r ? create_err(r) : SCI_ERR_NOSPC;
                 goto out;
         }
-        s->id = (uint32_t)id;
+        s->did = (uint32_t)id;
+        s->id = (flags & SCI_FLAG_PRIVATE) && !(flags & SCI_FLAG_AUTO_ID) ? segmentId : s->did;
         s->size = size;
         s->flags = flags;
         s->mem = mem;
@@ -306,7 +309,7 @@ void SCIRemoveSegment(sci_local_segment_t segment, unsigned int flags, sci_error
                 goto out;
         }
         struct json_object *p = sx_obj_new();
-        sx_put_u(p, "id", s->id);
+        sx_put_u(p, "id", s->did);
         sx_put_b(p, "force", flags & SCI_FLAG_FORCE_REMOVE);
         int r = sx_call("sisci.seg_remove", p, NULL);
         if (r && r != NTBF_ENOTFOUND) {
@@ -371,7 +374,7 @@ static void set_available(sci_local_segment_t segment, unsigned adapter, unsigne
                 goto out;
         }
         struct json_object *p = sx_obj_new();
-        sx_put_u(p, "id", s->id);
+        sx_put_u(p, "id", s->did);
         sx_put_u(p, "adapter", adapter);
         sx_put_b(p, "available", on);
         int r = sx_call("sisci.seg_available", p, NULL);
@@ -411,7 +414,7 @@ static void attach(struct sx_lseg *s, void *addr, uint64_t bus, size_t size, sci
                 return;
         }
         struct json_object *p = sx_obj_new();
-        sx_put_u(p, "id", s->id);
+        sx_put_u(p, "id", s->did);
         sx_put_u(p, "addr", bus);
         sx_put_u(p, "size", size);
         int r = sx_call("sisci.seg_attach", p, NULL);
@@ -470,6 +473,42 @@ out:
         sx_unlock();
 }
 
+/*
+ * The bus address of process memory that is this node's RAM: memory of the library's own
+ * DMA allocations, or, on the simulated fabric, any mapping of the node's RAM file in this
+ * process (another segment's memory, the device API's ntbf_dma_alloc memory): /proc/self/maps
+ * names the file and the offset, and the offset in the RAM file is the physical address.
+ */
+static int ram_bus(const void *addr, size_t size, uint64_t *bus)
+{
+        if (!ntbf_dma_bus(sx.ctx, addr, size, bus))
+                return 0;
+        if (!sx.sim)
+                return -EFAULT;
+        char want[PATH_MAX + 64], real[PATH_MAX];
+        snprintf(want, sizeof(want), "%s/ram-%s", sx.dir, sx.node);
+        if (!realpath(want, real))
+                return -EFAULT;
+        FILE *f = fopen("/proc/self/maps", "r");
+        if (!f)
+                return -EFAULT;
+        char line[PATH_MAX + 256];
+        int r = -EFAULT;
+        uintptr_t a = (uintptr_t)addr;
+        while (r && fgets(line, sizeof(line), f)) {
+                unsigned long lo, hi, off;
+                char path[PATH_MAX + 1] = "";
+                if (sscanf(line, "%lx-%lx %*s %lx %*s %*s %4096s", &lo, &hi, &off, path) < 3)
+                        continue;
+                if (strcmp(path, real) || a < lo || a >= hi || size > hi - a)
+                        continue;
+                *bus = off + (a - lo);
+                r = 0;
+        }
+        fclose(f);
+        return r;
+}
+
 void SCIRegisterSegmentMemory(void *address, size_t size, sci_local_segment_t segment,
                               unsigned int flags, sci_error_t *error)
 {
@@ -490,12 +529,12 @@ void SCIRegisterSegmentMemory(void *address, size_t size, sci_local_segment_t se
                 goto out;
         }
         /*
-         * Only memory devices can reach becomes a segment: on the simulated fabric that is the
-         * node's RAM, i.e. memory of ntbf_dma_alloc (docs/sisci.md); ordinary process memory
-         * (malloc, the stack) is not in the simulated host's physical space.
+         * Only memory that devices and the fabric can reach becomes a segment: on the simulated
+         * fabric that is the node's RAM (docs/sisci.md); ordinary process memory (malloc, the
+         * stack) is not in the simulated host's physical address space.
          */
         uint64_t bus;
-        if (ntbf_dma_bus(sx.ctx, address, size, &bus) || bus % 4096) {
+        if (ram_bus(address, size, &bus) || bus % 4096) {
                 *err = SCI_ERR_ILLEGAL_ADDRESS;
                 goto out;
         }

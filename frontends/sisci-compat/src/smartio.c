@@ -573,7 +573,7 @@ void SCIMapLocalSegmentForDevice(sci_local_segment_t segment, unsigned int local
                 goto out;
         }
         struct json_object *p = sx_obj_new();
-        sx_put_u(p, "seg", s->id);
+        sx_put_u(p, "seg", s->did);
         sx_put_u(p, "addr", offset);
         sx_put_u(p, "size", size);
         int r = map_device(x, p, &m->dh, &m->ioaddr);

@@ -80,7 +80,8 @@ struct sx_evq {
 
 struct sx_lseg {
         struct sx_obj o;
-        uint32_t id;
+        uint32_t id;      /* the SISCI segment id */
+        uint32_t did;     /* its number at the daemon (private segments: the daemon's own) */
         size_t size;
         unsigned flags;   /* creation flags */
         void *mem;        /* the memory in this process, NULL while EMPTY */

@@ -1,0 +1,785 @@
+/* tests/integration/test_sisci.c: libsisci on a real simulated cluster: every call, success and errors. */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "sisci_fx.h"
+
+/*
+ * The test process is node a of tests/integration/sisci-cluster.yaml; peers (sisci_peer) act
+ * as nodes b and c. Each test cleans up what it created; peers are killed after each test.
+ */
+
+static sci_error_t err;
+
+#define EXPECT(code, call)                                                                         \
+        do {                                                                                       \
+                err = (sci_error_t)0x12345;                                                        \
+                call;                                                                              \
+                if (err != (code))                                                                 \
+                        fail_msg("%s: expected %s (0x%x), got %s (0x%x)", #call,                  \
+                                 SCIGetErrorString(code), (unsigned)(code),                        \
+                                 SCIGetErrorString(err), (unsigned)err);                           \
+        } while (0)
+#define OK(call) EXPECT(SCI_ERR_OK, call)
+
+static uint64_t now_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Wait (5 s at most) until *p reads v. */
+static bool eventually32(volatile uint32_t *p, uint32_t v)
+{
+        for (uint64_t end = now_ms() + 5000; now_ms() < end; sfx_nap(2))
+                if (*p == v)
+                        return true;
+        return *p == v;
+}
+
+/* A local segment made available on adapter 0, mapped. */
+static volatile uint8_t *make_segment(sci_desc_t sd, unsigned id, size_t size,
+                                      sci_local_segment_t *seg, sci_map_t *map)
+{
+        OK(SCICreateSegment(sd, seg, id, size, NULL, NULL, 0, &err));
+        OK(SCIPrepareSegment(*seg, 0, 0, &err));
+        volatile uint8_t *p;
+        OK(p = SCIMapLocalSegment(*seg, map, 0, size, NULL, 0, &err));
+        OK(SCISetSegmentAvailable(*seg, 0, 0, &err));
+        return p;
+}
+
+static void drop_segment(sci_local_segment_t seg, sci_map_t map)
+{
+        OK(SCIUnmapSegment(map, 0, &err));
+        OK(SCIRemoveSegment(seg, SCI_FLAG_FORCE_REMOVE, &err));
+}
+
+/* ---- the library, descriptors, identity -------------------------------------------------------- */
+
+static void test_init_open_close(void **state)
+{
+        (void)state;
+        /* Nested initialization is counted. */
+        OK(SCIInitialize(0, &err));
+        SCITerminate();
+        EXPECT(SCI_ERR_ILLEGAL_FLAG, SCIInitialize(0x80000000u, &err));
+        sci_desc_t sd, sd2;
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIOpen(NULL, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_FLAG, SCIOpen(&sd, 1, &err));
+        OK(SCIOpen(&sd, 0, &err));
+        OK(SCIOpen(&sd2, 0, &err));
+        assert_ptr_not_equal(sd, sd2);
+        /* A descriptor with a segment is busy. */
+        sci_local_segment_t seg;
+        OK(SCICreateSegment(sd, &seg, 0x1001, 4096, NULL, NULL, 0, &err));
+        EXPECT(SCI_ERR_BUSY, SCIClose(sd, 0, &err));
+        OK(SCIRemoveSegment(seg, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_FLAG, SCIClose(sd, 1, &err));
+        OK(SCIClose(sd, 0, &err));
+        /* A closed descriptor is gone for good, as is anything forged. */
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIClose(sd, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
+               SCICreateSegment(sd, &seg, 0x1002, 4096, NULL, NULL, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIClose((sci_desc_t)(uintptr_t)0xdeadbeef, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIClose(NULL, 0, &err));
+        OK(SCIClose(sd2, 0, &err));
+        /* A NULL error pointer is allowed: nothing crashes. */
+        SCIClose(NULL, 0, NULL);
+        SCIOpen(NULL, 0, NULL);
+}
+
+static void test_identity_and_queries(void **state)
+{
+        (void)state;
+        unsigned id = 0;
+        OK(SCIGetLocalNodeId(0, &id, 0, &err));
+        assert_int_equal(id, NODE_A);
+        EXPECT(SCI_ERR_NO_SUCH_ADAPTERNO, SCIGetLocalNodeId(1, &id, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIGetLocalNodeId(0, NULL, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_FLAG, SCIGetLocalNodeId(0, &id, 4, &err));
+
+        unsigned v = 0;
+        OK(SCIQuery(SCI_Q_VENDORID, &v, 0, &err));
+        assert_int_equal(v, 0xfab0);
+        OK(SCIQuery(SCI_Q_API, &v, 0, &err));
+        assert_int_equal(v, (5u << 16) | (11u << 8));
+        sci_query_adapter_t qa = {0, 0, SCI_Q_ADAPTER_NODEID, &v};
+        OK(SCIQuery(SCI_Q_ADAPTER, &qa, 0, &err));
+        assert_int_equal(v, NODE_A);
+        qa.subcommand = SCI_Q_ADAPTER_NUMBER_OF_PORTS;
+        OK(SCIQuery(SCI_Q_ADAPTER, &qa, 0, &err));
+        assert_int_equal(v, 4); /* an MXH930 */
+        qa.subcommand = SCI_Q_ADAPTER_LINK_OPERATIONAL;
+        OK(SCIQuery(SCI_Q_ADAPTER, &qa, 0, &err));
+        assert_int_equal(v, 1); /* port 0 is cabled to the switch */
+        qa.portNo = 1;
+        OK(SCIQuery(SCI_Q_ADAPTER, &qa, 0, &err));
+        assert_int_equal(v, 0);
+        qa.portNo = 9;
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIQuery(SCI_Q_ADAPTER, &qa, 0, &err));
+        qa.portNo = 0;
+        qa.subcommand = SCI_Q_ADAPTER_DMA_MTU;
+        OK(SCIQuery(SCI_Q_ADAPTER, &qa, 0, &err));
+        assert_true(v > 0);
+        qa.subcommand = SCI_Q_ADAPTER_CONFIGURED;
+        OK(SCIQuery(SCI_Q_ADAPTER, &qa, 0, &err));
+        assert_int_equal(v, 1);
+        char serial[64];
+        qa.subcommand = SCI_Q_ADAPTER_SERIAL_NUMBER;
+        qa.data = serial;
+        OK(SCIQuery(SCI_Q_ADAPTER, &qa, 0, &err));
+        assert_string_equal(serial, "ntbfab:a.ntb0");
+        qa.data = &v;
+        qa.subcommand = SCI_Q_ADAPTER_BDF;
+        OK(SCIQuery(SCI_Q_ADAPTER, &qa, 0, &err));
+        qa.subcommand = 99;
+        EXPECT(SCI_ERR_ILLEGAL_QUERY, SCIQuery(SCI_Q_ADAPTER, &qa, 0, &err));
+        qa.subcommand = SCI_Q_ADAPTER_NODEID;
+        qa.localAdapterNo = 3;
+        EXPECT(SCI_ERR_NO_SUCH_ADAPTERNO, SCIQuery(SCI_Q_ADAPTER, &qa, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIQuery(SCI_Q_ADAPTER, NULL, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_QUERY, SCIQuery(12345, &v, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_QUERY, SCIQuery(SCI_Q_MAP, &v, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_FLAG, SCIQuery(SCI_Q_API, &v, 1, &err));
+
+        sci_desc_t sd;
+        OK(SCIOpen(&sd, 0, &err));
+        int r;
+        OK(r = SCIProbeNode(sd, 0, NODE_A, 0, &err));
+        assert_int_equal(r, 1);
+        OK(r = SCIProbeNode(sd, 0, NODE_C, 0, &err));
+        assert_int_equal(r, 1);
+        EXPECT(SCI_ERR_NO_SUCH_NODEID, r = SCIProbeNode(sd, 0, 99, 0, &err));
+        assert_int_equal(r, 0);
+        EXPECT(SCI_ERR_NO_SUCH_ADAPTERNO, SCIProbeNode(sd, 7, NODE_B, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIProbeNode(NULL, 0, NODE_B, 0, &err));
+
+        dis_nodeId_list_t list;
+        dis_virt_adapter_t at;
+        OK(SCIGetNodeIdByAdapterName("c", &list, &at, 0, &err));
+        assert_int_equal(list.count, 1);
+        assert_int_equal(list.nodeid[0], NODE_C);
+        EXPECT(SCI_ERR_NO_SUCH_NODEID, SCIGetNodeIdByAdapterName("nobody", &list, &at, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIGetNodeIdByAdapterName(NULL, &list, &at, 0, &err));
+        OK(SCIClose(sd, 0, &err));
+}
+
+static void test_error_strings(void **state)
+{
+        (void)state;
+        static const sci_error_t codes[] = {
+            SCI_ERR_OK, SCI_ERR_BUSY, SCI_ERR_FLAG_NOT_IMPLEMENTED, SCI_ERR_ILLEGAL_FLAG,
+            SCI_ERR_NOSPC, SCI_ERR_API_NOSPC, SCI_ERR_HW_NOSPC, SCI_ERR_NOT_IMPLEMENTED,
+            SCI_ERR_ILLEGAL_ADAPTERNO, SCI_ERR_NO_SUCH_ADAPTERNO, SCI_ERR_TIMEOUT,
+            SCI_ERR_OUT_OF_RANGE, SCI_ERR_NO_SUCH_SEGMENT, SCI_ERR_ILLEGAL_NODEID,
+            SCI_ERR_CONNECTION_REFUSED, SCI_ERR_SEGMENT_NOT_CONNECTED, SCI_ERR_SIZE_ALIGNMENT,
+            SCI_ERR_OFFSET_ALIGNMENT, SCI_ERR_ILLEGAL_PARAMETER, SCI_ERR_MAX_ENTRIES,
+            SCI_ERR_SEGMENT_NOT_PREPARED, SCI_ERR_ILLEGAL_ADDRESS, SCI_ERR_ILLEGAL_OPERATION,
+            SCI_ERR_ILLEGAL_QUERY, SCI_ERR_SEGMENTID_USED, SCI_ERR_SYSTEM, SCI_ERR_CANCELLED,
+            SCI_ERR_NOT_CONNECTED, SCI_ERR_NOT_AVAILABLE, SCI_ERR_INCONSISTENT_VERSIONS,
+            SCI_ERR_COND_INT_RACE_PROBLEM, SCI_ERR_OVERFLOW, SCI_ERR_NOT_INITIALIZED,
+            SCI_ERR_ACCESS, SCI_ERR_NO_SUCH_NODEID, SCI_ERR_NODE_NOT_RESPONDING,
+            SCI_ERR_NO_REMOTE_LINK_ACCESS, SCI_ERR_NO_LINK_ACCESS, SCI_ERR_TRANSFER_FAILED,
+            SCI_ERR_REMOTE_BUSY, SCI_ERR_NOT_SUPPORTED, SCI_ERR_DEPRECATED,
+            SCI_ERR_DMA_NOT_AVAILABLE, SCI_ERR_DMA_DISABLED, SCI_ERR_EWOULD_BLOCK,
+            SCI_ERR_SEMAPHORE_COUNT_EXCEEDED, SCI_ERR_IRQL_ILLEGAL, SCI_ERR_LOCAL_BUSY,
+            SCI_ERR_ALL_BUSY, SCI_ERR_NO_SUCH_FDID, SCI_ERR_INTNO_USED};
+        const char *unknown = SCIGetErrorString((sci_error_t)0x7777);
+        for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
+                const char *s = SCIGetErrorString(codes[i]);
+                assert_non_null(s);
+                assert_true(strlen(s) > 3);
+                if (!strcmp(s, unknown))
+                        fail_msg("0x%x has no sentence", (unsigned)codes[i]);
+                for (size_t k = 0; k < i; k++)
+                        if (codes[k] != codes[i] && !strcmp(s, SCIGetErrorString(codes[k])))
+                                fail_msg("0x%x and 0x%x share a sentence", (unsigned)codes[i],
+                                         (unsigned)codes[k]);
+        }
+        assert_int_equal(SCI_ERR_NO_SUCH_INTNO, SCI_ERR_NO_SUCH_SEGMENT);
+}
+
+/* ---- local segments ---------------------------------------------------------------------------- */
+
+static void test_local_segments(void **state)
+{
+        (void)state;
+        sci_desc_t sd;
+        OK(SCIOpen(&sd, 0, &err));
+        sci_local_segment_t s1, s2, s3;
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCICreateSegment(sd, &s1, 0x2000, 0, NULL, NULL, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCICreateSegment(sd, NULL, 0x2000, 4096, NULL, NULL, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_FLAG,
+               SCICreateSegment(sd, &s1, 0x2000, 4096, NULL, NULL, 0x100000u, &err));
+        EXPECT(SCI_ERR_NOSPC, SCICreateSegment(sd, &s1, 0x2000, (size_t)1 << 50, NULL, NULL, 0, &err));
+        EXPECT(SCI_ERR_NOSPC, SCICreateSegment(sd, &s1, 0x2000, (size_t)2 << 30, NULL, NULL, 0, &err));
+        OK(SCICreateSegment(sd, &s1, 0x2000, 10000, NULL, NULL, 0, &err));
+        assert_int_equal(SCIGetLocalSegmentSize(s1), 10000);
+        assert_int_equal(SCIGetLocalSegmentId(s1), 0x2000);
+        EXPECT(SCI_ERR_SEGMENTID_USED, SCICreateSegment(sd, &s2, 0x2000, 4096, NULL, NULL, 0, &err));
+        /* A private segment's id is its own. */
+        OK(SCICreateSegment(sd, &s2, 0x2000, 4096, NULL, NULL, SCI_FLAG_PRIVATE, &err));
+        OK(SCIRemoveSegment(s2, 0, &err));
+        /* Automatic ids never collide. */
+        OK(SCICreateSegment(sd, &s2, 0, 4096, NULL, NULL, SCI_FLAG_AUTO_ID, &err));
+        OK(SCICreateSegment(sd, &s3, 0, 4096, NULL, NULL, SCI_FLAG_AUTO_ID, &err));
+        assert_true(SCIGetLocalSegmentId(s2) >= 0x80000000u);
+        assert_int_not_equal(SCIGetLocalSegmentId(s2), SCIGetLocalSegmentId(s3));
+        OK(SCIRemoveSegment(s3, 0, &err));
+        OK(SCIRemoveSegment(s2, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
+               SCICreateSegment(sd, &s2, 0x80000001u, 4096, NULL, NULL, 0, &err));
+
+        /* Prepare and availability. */
+        EXPECT(SCI_ERR_NO_SUCH_ADAPTERNO, SCIPrepareSegment(s1, 2, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_FLAG, SCIPrepareSegment(s1, 0, 0x40000000u, &err));
+        EXPECT(SCI_ERR_SEGMENT_NOT_PREPARED, SCISetSegmentAvailable(s1, 0, 0, &err));
+        OK(SCIPrepareSegment(s1, 0, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_FLAG, SCISetSegmentAvailable(s1, 0, 1, &err));
+        OK(SCISetSegmentAvailable(s1, 0, 0, &err));
+        OK(SCISetSegmentUnavailable(s1, 0, 0, &err));
+
+        /* Maps: any offset and size inside; nothing outside. */
+        sci_map_t m, m2;
+        volatile uint8_t *p;
+        OK(p = SCIMapLocalSegment(s1, &m, 0, 10000, NULL, 0, &err));
+        assert_non_null(p);
+        EXPECT(SCI_ERR_OUT_OF_RANGE, SCIMapLocalSegment(s1, &m2, 9000, 1001, NULL, 0, &err));
+        EXPECT(SCI_ERR_OUT_OF_RANGE, SCIMapLocalSegment(s1, &m2, SIZE_MAX, 2, NULL, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIMapLocalSegment(s1, &m2, 0, 0, NULL, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_FLAG, SCIMapLocalSegment(s1, &m2, 0, 16, NULL, 0x40000000u, &err));
+        EXPECT(SCI_ERR_FLAG_NOT_IMPLEMENTED,
+               SCIMapLocalSegment(s1, &m2, 0, 16, NULL, SCI_FLAG_FIXED_MAP_ADDR, &err));
+        volatile uint8_t *q;
+        OK(q = SCIMapLocalSegment(s1, &m2, 8192, 100, NULL, 0, &err));
+        assert_ptr_equal(q, p + 8192);
+        assert_ptr_equal(SCIGetMapPointer(m2), q);
+        assert_int_equal(SCIGetMapPhysAddr(m2), SCIGetMapPhysAddr(m) + 8192);
+        for (int i = 0; i < 100; i++)
+                q[i] = (uint8_t)i;
+        assert_int_equal(p[8192 + 99], 99);
+        sci_query_local_segment_t ql = {s1, SCI_Q_LOCAL_SEGMENT_IOADDR, {0}};
+        OK(SCIQuery(SCI_Q_LOCAL_SEGMENT, &ql, 0, &err));
+        assert_int_equal(ql.data.ioaddr, SCIGetMapPhysAddr(m));
+        ql.subcommand = SCI_Q_LOCAL_SEGMENT_PHYS_ADDR;
+        OK(SCIQuery(SCI_Q_LOCAL_SEGMENT, &ql, 0, &err));
+        assert_int_equal(ql.data.ioaddr, SCIGetMapPhysAddr(m));
+        ql.subcommand = 7;
+        EXPECT(SCI_ERR_ILLEGAL_QUERY, SCIQuery(SCI_Q_LOCAL_SEGMENT, &ql, 0, &err));
+        /* Mapped: not removable. */
+        EXPECT(SCI_ERR_BUSY, SCIRemoveSegment(s1, 0, &err));
+        OK(SCIUnmapSegment(m2, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIUnmapSegment(m2, 0, &err));
+        assert_null(SCIGetMapPointer(m2));
+        assert_int_equal(SCIGetMapPhysAddr(m2), 0);
+
+        /* Empty segments: memory attached later; only this node's RAM can be. */
+        OK(SCICreateSegment(sd, &s2, 0x2001, 4096, NULL, NULL, SCI_FLAG_EMPTY, &err));
+        EXPECT(SCI_ERR_ILLEGAL_OPERATION, SCIPrepareSegment(s2, 0, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_OPERATION, SCIMapLocalSegment(s2, &m2, 0, 16, NULL, 0, &err));
+        char stack[8192];
+        EXPECT(SCI_ERR_ILLEGAL_ADDRESS, SCIRegisterSegmentMemory(stack, 4096, s2, 0, &err));
+        void *heap = malloc(8192);
+        EXPECT(SCI_ERR_ILLEGAL_ADDRESS, SCIRegisterSegmentMemory(heap, 4096, s2, 0, &err));
+        free(heap);
+        EXPECT(SCI_ERR_ILLEGAL_OPERATION,
+               SCIRegisterSegmentMemory((void *)(uintptr_t)p, 4096, s1, 0, &err));
+        OK(SCIRegisterSegmentMemory((void *)(uintptr_t)(p + 4096), 4096, s2, SCI_FLAG_LOCK_USER_MEM,
+                                    &err));
+        EXPECT(SCI_ERR_ILLEGAL_OPERATION,
+               SCIRegisterSegmentMemory((void *)(uintptr_t)(p + 4096), 4096, s2, 0, &err));
+        OK(q = SCIMapLocalSegment(s2, &m2, 0, 4096, NULL, 0, &err));
+        assert_ptr_equal(q, p + 4096); /* the same memory */
+        ql.segment = s2;
+        ql.subcommand = SCI_Q_LOCAL_SEGMENT_IOADDR;
+        OK(SCIQuery(SCI_Q_LOCAL_SEGMENT, &ql, 0, &err));
+        assert_int_equal(ql.data.ioaddr, SCIGetMapPhysAddr(m) + 4096);
+        OK(SCIUnmapSegment(m2, 0, &err));
+        OK(SCIRemoveSegment(s2, 0, &err));
+        /* Attach by physical address: the RAM behind it, reached directly. */
+        OK(SCICreateSegment(sd, &s3, 0x2002, 4096, NULL, NULL, SCI_FLAG_EMPTY, &err));
+        EXPECT(SCI_ERR_ILLEGAL_ADDRESS, SCIAttachPhysicalMemory(0xfee00000u, NULL, 0, 4096, s3, 0, &err));
+        EXPECT(SCI_ERR_NOT_SUPPORTED,
+               SCIAttachPhysicalMemory(0, (void *)1, 0, 4096, s3, SCI_FLAG_CUDA_BUFFER, &err));
+        EXPECT(SCI_ERR_ILLEGAL_OPERATION,
+               SCIAttachPhysicalMemory(SCIGetMapPhysAddr(m), NULL, 0, 4096, s1, 0, &err));
+        OK(SCIAttachPhysicalMemory(SCIGetMapPhysAddr(m) + 8192, NULL, 0, 4096, s3, 0, &err));
+        OK(q = SCIMapLocalSegment(s3, &m2, 0, 4096, NULL, 0, &err));
+        assert_int_equal(q[99], 99); /* what was written at 8192 + 99 above */
+        OK(SCIUnmapSegment(m2, 0, &err));
+        OK(SCIRemoveSegment(s3, 0, &err));
+
+        OK(SCIUnmapSegment(m, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_FLAG, SCIRemoveSegment(s1, 1, &err));
+        OK(SCIRemoveSegment(s1, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIRemoveSegment(s1, 0, &err));
+        assert_int_equal(SCIGetLocalSegmentSize(s1), 0);
+        OK(SCIClose(sd, 0, &err));
+}
+
+/* ---- connections ------------------------------------------------------------------------------- */
+
+static void test_connect_errors(void **state)
+{
+        (void)state;
+        sci_desc_t sd;
+        OK(SCIOpen(&sd, 0, &err));
+        sci_remote_segment_t r;
+        EXPECT(SCI_ERR_NO_SUCH_NODEID, SCIConnectSegment(sd, &r, 99, 1, 0, NULL, NULL, 0, 0, &err));
+        EXPECT(SCI_ERR_NO_SUCH_ADAPTERNO,
+               SCIConnectSegment(sd, &r, NODE_B, 1, 5, NULL, NULL, 0, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_NODEID,
+               SCIConnectSegment(sd, &r, NODE_B, 1, 0, NULL, NULL, 0, SCI_FLAG_BROADCAST, &err));
+        EXPECT(SCI_ERR_ILLEGAL_NODEID,
+               SCIConnectSegment(sd, &r, DIS_BROADCAST_NODEID_GROUP_ALL, 1, 0, NULL, NULL, 0, 0,
+                                 &err));
+        EXPECT(SCI_ERR_ILLEGAL_FLAG, SCIConnectSegment(sd, &r, NODE_B, 1, 0, NULL, NULL, 0, 0x8, &err));
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
+               SCIConnectSegment(sd, NULL, NODE_B, 1, 0, NULL, NULL, 0, 0, &err));
+        /* Nothing there: at once without a timeout, after it with one. */
+        EXPECT(SCI_ERR_NO_SUCH_SEGMENT,
+               SCIConnectSegment(sd, &r, NODE_B, 0x3000, 0, NULL, NULL, 0, 0, &err));
+        uint64_t t0 = now_ms();
+        EXPECT(SCI_ERR_TIMEOUT,
+               SCIConnectSegment(sd, &r, NODE_B, 0x3000, 0, NULL, NULL, 300, 0, &err));
+        assert_true(now_ms() - t0 >= 290);
+        /* There but not available: refused (timeout 0). */
+        struct peer *b = sfx_peer("b");
+        sfx_ok(b, "seg_create 0x3000 4096 0");
+        EXPECT(SCI_ERR_CONNECTION_REFUSED,
+               SCIConnectSegment(sd, &r, NODE_B, 0x3000, 0, NULL, NULL, 0, 0, &err));
+        /* Made available: the connect goes through. */
+        sfx_ok(b, "seg_fill 0x3000 100");
+        sfx_ok(b, "seg_available 0x3000");
+        OK(SCIConnectSegment(sd, &r, NODE_B, 0x3000, 0, NULL, NULL, 5000, 0, &err));
+        assert_int_equal(SCIGetRemoteSegmentSize(r), 4096);
+        assert_int_equal(SCIGetRemoteSegmentId(r), 0x3000);
+        assert_int_equal(SCIGetRemoteSegmentNodeId(r), NODE_B);
+        OK(SCIDisconnectSegment(r, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIDisconnectSegment(r, 0, &err));
+        assert_int_equal(SCIGetRemoteSegmentSize(r), 0);
+        sfx_quit(b);
+        OK(SCIClose(sd, 0, &err));
+}
+
+static void *creator(void *x)
+{
+        struct peer *b = *(struct peer **)x;
+        sfx_nap(300);
+        sfx_ok(b, "seg_create 0x3100 8192 0");
+        sfx_nap(200);
+        sfx_ok(b, "seg_available 0x3100");
+        return NULL;
+}
+
+static void test_connect_retry_until_created(void **state)
+{
+        (void)state;
+        sci_desc_t sd;
+        OK(SCIOpen(&sd, 0, &err));
+        struct peer *b = sfx_peer("b");
+        /* b creates the segment a little later (told by another thread while this one
+         * connects), then makes it available: the connect waits for both. */
+        sci_remote_segment_t r;
+        pthread_t th;
+        static struct peer *bb;
+        bb = b;
+        assert_int_equal(pthread_create(&th, NULL, creator, &bb), 0);
+        OK(SCIConnectSegment(sd, &r, NODE_B, 0x3100, 0, NULL, NULL, 10000, 0, &err));
+        pthread_join(th, NULL);
+        assert_int_equal(SCIGetRemoteSegmentSize(r), 8192);
+        OK(SCIDisconnectSegment(r, 0, &err));
+        sfx_quit(b);
+        OK(SCIClose(sd, 0, &err));
+}
+
+static void test_remote_access(void **state)
+{
+        (void)state;
+        sci_desc_t sd;
+        OK(SCIOpen(&sd, 0, &err));
+        struct peer *b = sfx_peer("b");
+        sfx_ok(b, "seg_create 0x3200 16384 0");
+        sfx_ok(b, "seg_fill 0x3200 7000");
+        sfx_ok(b, "seg_available 0x3200");
+        sci_remote_segment_t r;
+        OK(SCIConnectSegment(sd, &r, NODE_B, 0x3200, 0, NULL, NULL, 1000, 0, &err));
+        /* The owner hears of the connection: event reason, our node id, its adapter. */
+        char ans[128];
+        assert_int_equal(sfx_cmd(b, ans, sizeof(ans), "seg_wait 0x3200 5000"), 0);
+        unsigned reason, node, ad;
+        assert_int_equal(sscanf(ans, "%u %u %u", &reason, &node, &ad), 3);
+        assert_int_equal(reason, SCI_CB_CONNECT);
+        assert_int_equal(node, NODE_A);
+        assert_int_equal(ad, 0);
+
+        sci_map_t m, ro;
+        volatile uint32_t *p;
+        OK(p = (volatile uint32_t *)SCIMapRemoteSegment(r, &m, 0, 16384, NULL, 0, &err));
+        assert_int_equal(p[10], 7000 + 40); /* b's pattern, read through the window */
+        p[11] = 0xabcdef01u;
+        assert_int_equal(sfx_cmd(b, ans, sizeof(ans), "seg_read 0x3200 44"), 0);
+        assert_int_equal(strtoul(ans, NULL, 0), 0xabcdef01u);
+        sci_query_remote_segment_t qr = {r, SCI_Q_REMOTE_SEGMENT_IOADDR, {0}};
+        OK(SCIQuery(SCI_Q_REMOTE_SEGMENT, &qr, 0, &err));
+        assert_int_equal(qr.data.ioaddr, SCIGetMapPhysAddr(m)); /* a window address of a */
+        EXPECT(SCI_ERR_OUT_OF_RANGE, SCIMapRemoteSegment(r, &ro, 16000, 1000, NULL, 0, &err));
+        /* Copies both ways, with and without a sequence, with the error check. */
+        uint32_t buf[64];
+        for (int i = 0; i < 64; i++)
+                buf[i] = 0x5000 + i;
+        sci_sequence_t seq;
+        OK(SCICreateMapSequence(m, &seq, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_FLAG, SCICreateMapSequence(m, &seq, 3, &err));
+        sci_sequence_status_t st;
+        OK(st = SCIStartSequence(seq, 0, &err));
+        assert_int_equal(st, SCI_SEQ_OK);
+        OK(SCIMemCpy(seq, buf, m, 1024, sizeof(buf), SCI_FLAG_ERROR_CHECK, &err));
+        OK(st = SCICheckSequence(seq, 0, &err));
+        assert_int_equal(st, SCI_SEQ_OK);
+        assert_int_equal(sfx_cmd(b, ans, sizeof(ans), "seg_read 0x3200 1276"), 0);
+        assert_int_equal(strtoul(ans, NULL, 0), 0x5000 + 63);
+        uint32_t back[64];
+        OK(SCIMemCpy(NULL, back, m, 1024, sizeof(back), SCI_FLAG_BLOCK_READ | SCI_FLAG_ERROR_CHECK,
+                     &err));
+        assert_memory_equal(back, buf, sizeof(buf));
+        EXPECT(SCI_ERR_OUT_OF_RANGE, SCIMemCpy(NULL, buf, m, 16384 - 8, 16, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIMemCpy(NULL, NULL, m, 0, 16, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_FLAG, SCIMemCpy(NULL, buf, m, 0, 16, 0x4, &err));
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIMemCpy(seq, buf, (sci_map_t)(uintptr_t)0x77, 0, 16, 0,
+                                                    &err));
+        OK(SCIMemWrite(buf, (volatile void *)(p + 100), 8, 0, &err));
+        assert_int_equal(p[101], 0x5001);
+        EXPECT(SCI_ERR_ILLEGAL_ADDRESS, SCIMemWrite(buf, (volatile void *)buf, 8, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_ADDRESS, SCIMemWrite(buf, (volatile void *)(p + 4095), 8, 0, &err));
+        SCIFlush(seq, 0);
+        SCIFlush(NULL, 0);
+        SCIStoreBarrier(seq, 0);
+        OK(SCICacheSync(m, (void *)(uintptr_t)p, 64, SCI_FLAG_CACHE_FLUSH, &err));
+        OK(SCICacheSync(NULL, buf, 64, SCI_FLAG_CACHE_INVALIDATE, &err));
+        EXPECT(SCI_ERR_ILLEGAL_FLAG, SCICacheSync(NULL, buf, 64, 1, &err));
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCICacheSync(NULL, NULL, 64, 0, &err));
+        /* A read-only map refuses stores through the library (they would fault). */
+        volatile uint32_t *rp;
+        OK(rp = (volatile uint32_t *)SCIMapRemoteSegment(r, &ro, 4096, 4096, NULL,
+                                                        SCI_FLAG_READONLY_MAP, &err));
+        assert_int_equal(rp[0], p[1024]);
+        EXPECT(SCI_ERR_ILLEGAL_OPERATION, SCIMemCpy(NULL, buf, ro, 0, 4, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_ADDRESS, SCIMemWrite(buf, (volatile void *)rp, 4, 0, &err));
+        OK(SCIMemCpy(NULL, back, ro, 0, 4, SCI_FLAG_BLOCK_READ, &err));
+        /* Still mapped, sequences open: busy. */
+        EXPECT(SCI_ERR_BUSY, SCIDisconnectSegment(r, 0, &err));
+        EXPECT(SCI_ERR_BUSY, SCIUnmapSegment(m, 0, &err));
+        OK(SCIRemoveSequence(seq, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIRemoveSequence(seq, 0, &err));
+        OK(SCIUnmapSegment(m, 0, &err));
+        OK(SCIUnmapSegment(ro, 0, &err));
+        OK(SCIDisconnectSegment(r, 0, &err));
+        assert_int_equal(sfx_cmd(b, ans, sizeof(ans), "seg_wait 0x3200 5000"), 0);
+        assert_int_equal(sscanf(ans, "%u %u", &reason, &node), 2);
+        assert_int_equal(reason, SCI_CB_DISCONNECT);
+        assert_int_equal(node, NODE_A);
+        /* Owner-side timeout: nothing more happens. */
+        assert_int_equal(sfx_cmd(b, NULL, 0, "seg_wait 0x3200 100"), SCI_ERR_TIMEOUT);
+        sfx_quit(b);
+        OK(SCIClose(sd, 0, &err));
+}
+
+static void test_connect_same_node(void **state)
+{
+        (void)state;
+        sci_desc_t sd;
+        OK(SCIOpen(&sd, 0, &err));
+        sci_local_segment_t s;
+        sci_map_t lm, rm;
+        volatile uint8_t *lp = make_segment(sd, 0x3300, 8192, &s, &lm);
+        sci_remote_segment_t r;
+        OK(SCIConnectSegment(sd, &r, NODE_A, 0x3300, 0, NULL, NULL, 0, 0, &err));
+        volatile uint8_t *rp;
+        OK(rp = SCIMapRemoteSegment(r, &rm, 0, 8192, NULL, 0, &err));
+        rp[5] = 0x42;
+        assert_int_equal(lp[5], 0x42);
+        unsigned node, ad;
+        sci_segment_cb_reason_t why;
+        OK(why = SCIWaitForLocalSegmentEvent(s, &node, &ad, 5000, 0, &err));
+        assert_int_equal(why, SCI_CB_CONNECT);
+        assert_int_equal(node, NODE_A);
+        EXPECT(SCI_ERR_TIMEOUT, SCIWaitForLocalSegmentEvent(s, &node, &ad, 50, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_FLAG, SCIWaitForLocalSegmentEvent(s, &node, &ad, 50, 1, &err));
+        OK(SCIUnmapSegment(rm, 0, &err));
+        OK(SCIDisconnectSegment(r, 0, &err));
+        drop_segment(s, lm);
+        OK(SCIClose(sd, 0, &err));
+}
+
+/* ---- failure: an owner dies, a connector dies, a segment is removed by force ------------------ */
+
+static sci_callback_action_t lost_cb(void *arg, sci_remote_segment_t seg,
+                                     sci_segment_cb_reason_t reason, sci_error_t e)
+{
+        (void)seg;
+        (void)e;
+        if (reason == SCI_CB_LOST)
+                __atomic_store_n((int *)arg, 1, __ATOMIC_SEQ_CST);
+        return SCI_CALLBACK_CONTINUE;
+}
+
+static void test_owner_dies(void **state)
+{
+        (void)state;
+        sci_desc_t sd;
+        OK(SCIOpen(&sd, 0, &err));
+        struct peer *b = sfx_peer("b");
+        sfx_ok(b, "seg_create 0x3400 8192 0");
+        sfx_ok(b, "seg_fill 0x3400 1");
+        sfx_ok(b, "seg_available 0x3400");
+        sci_remote_segment_t r, r2;
+        sci_map_t m;
+        OK(SCIConnectSegment(sd, &r, NODE_B, 0x3400, 0, NULL, NULL, 1000, 0, &err));
+        static int lost;
+        lost = 0;
+        OK(SCIConnectSegment(sd, &r2, NODE_B, 0x3400, 0, lost_cb, &lost, 1000,
+                             SCI_FLAG_USE_CALLBACK, &err));
+        volatile uint32_t *p;
+        OK(p = (volatile uint32_t *)SCIMapRemoteSegment(r, &m, 0, 8192, NULL, 0, &err));
+        assert_int_equal(p[3], 1 + 12);
+        sci_sequence_t seq;
+        OK(SCICreateMapSequence(m, &seq, 0, &err));
+        sfx_kill(b); /* the owner process dies */
+        /* The connector hears it (its event, and the other connection's callback)... */
+        sci_error_t status = SCI_ERR_OK;
+        sci_segment_cb_reason_t why;
+        OK(why = SCIWaitForRemoteSegmentEvent(r, &status, 10000, 0, &err));
+        assert_int_equal(why, SCI_CB_LOST);
+        for (int i = 0; i < 500 && !__atomic_load_n(&lost, __ATOMIC_SEQ_CST); i++)
+                sfx_nap(10);
+        assert_int_equal(lost, 1);
+        EXPECT(SCI_ERR_ILLEGAL_OPERATION, SCIWaitForRemoteSegmentEvent(r2, &status, 10, 0, &err));
+        /* ...and its mapping reads all ones, as hardware's would: no fault. */
+        assert_true(eventually32(p + 3, 0xffffffffu));
+        p[4] = 7; /* a lost write, not a crash */
+        uint32_t v = 0;
+        EXPECT(SCI_ERR_TRANSFER_FAILED,
+               SCIMemCpy(seq, &v, m, 0, 4, SCI_FLAG_BLOCK_READ | SCI_FLAG_ERROR_CHECK, &err));
+        assert_int_equal(SCICheckSequence(seq, 0, &err), SCI_SEQ_NOT_RETRIABLE);
+        sci_map_t m2;
+        EXPECT(SCI_ERR_NOT_CONNECTED, SCIMapRemoteSegment(r, &m2, 0, 8, NULL, 0, &err));
+        OK(SCIRemoveSequence(seq, 0, &err));
+        OK(SCIUnmapSegment(m, 0, &err));
+        OK(SCIDisconnectSegment(r, 0, &err));
+        OK(SCIDisconnectSegment(r2, 0, &err));
+        OK(SCIClose(sd, 0, &err));
+}
+
+static int conn_events[8];
+static sci_callback_action_t seg_cb(void *arg, sci_local_segment_t seg,
+                                    sci_segment_cb_reason_t reason, unsigned node,
+                                    unsigned adapter, sci_error_t e)
+{
+        (void)arg;
+        (void)seg;
+        (void)node;
+        (void)adapter;
+        (void)e;
+        if (reason < 8)
+                __atomic_add_fetch(&conn_events[reason], 1, __ATOMIC_SEQ_CST);
+        return SCI_CALLBACK_CONTINUE;
+}
+
+static void test_connector_dies(void **state)
+{
+        (void)state;
+        sci_desc_t sd;
+        OK(SCIOpen(&sd, 0, &err));
+        memset(conn_events, 0, sizeof(conn_events));
+        sci_local_segment_t s;
+        sci_map_t lm;
+        OK(SCICreateSegment(sd, &s, 0x3500, 4096, seg_cb, NULL, SCI_FLAG_USE_CALLBACK, &err));
+        OK(SCIPrepareSegment(s, 0, 0, &err));
+        volatile uint32_t *lp;
+        OK(lp = SCIMapLocalSegment(s, &lm, 0, 4096, NULL, 0, &err));
+        OK(SCISetSegmentAvailable(s, 0, 0, &err));
+        unsigned node, ad;
+        EXPECT(SCI_ERR_ILLEGAL_OPERATION, SCIWaitForLocalSegmentEvent(s, &node, &ad, 0, 0, &err));
+        struct peer *b = sfx_peer("b");
+        struct peer *c = sfx_peer("c");
+        sfx_ok(b, "connect %u 0x3500 2000 0", NODE_A);
+        sfx_ok(c, "connect %u 0x3500 2000 0", NODE_A);
+        sfx_ok(b, "rwrite 8 77");
+        assert_true(eventually32(lp + 2, 77));
+        for (int i = 0; i < 500 && conn_events[SCI_CB_CONNECT] < 2; i++)
+                sfx_nap(10);
+        assert_int_equal(conn_events[SCI_CB_CONNECT], 2);
+        /* Owned by a live connection: removing needs force. */
+        OK(SCIUnmapSegment(lm, 0, &err));
+        EXPECT(SCI_ERR_BUSY, SCIRemoveSegment(s, 0, &err));
+        sfx_kill(b); /* a connector dies: the owner sees it disconnect */
+        for (int i = 0; i < 1000 && conn_events[SCI_CB_DISCONNECT] < 1; i++)
+                sfx_nap(10);
+        assert_int_equal(conn_events[SCI_CB_DISCONNECT], 1);
+        /* Removed by force: the remaining connector loses it (and keeps running). */
+        OK(SCIRemoveSegment(s, SCI_FLAG_FORCE_REMOVE, &err));
+        char ans[64];
+        for (int i = 0; i < 500; i++, sfx_nap(10)) {
+                assert_int_equal(sfx_cmd(c, ans, sizeof(ans), "rread 0"), 0);
+                if (strtoul(ans, NULL, 0) == 0xffffffffu)
+                        break;
+        }
+        assert_int_equal(strtoul(ans, NULL, 0), 0xffffffffu);
+        sfx_ok(c, "disconnect");
+        sfx_quit(c);
+        OK(SCIClose(sd, 0, &err));
+}
+
+/* ---- everything with bad handles --------------------------------------------------------------- */
+
+static void test_bad_handles(void **state)
+{
+        (void)state;
+        /* NULL, forged, and freed handles of every kind; a handle of the wrong kind. */
+        sci_desc_t sd;
+        OK(SCIOpen(&sd, 0, &err));
+        sci_local_segment_t freed_seg;
+        OK(SCICreateSegment(sd, &freed_seg, 0x3600, 4096, NULL, NULL, 0, &err));
+        OK(SCIRemoveSegment(freed_seg, 0, &err));
+        void *bad[] = {NULL, (void *)(uintptr_t)0xdeadbeef, (void *)(uintptr_t)1,
+                       (void *)freed_seg, (void *)sd};
+        for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+                void *h = bad[k];
+                unsigned u = 0;
+                sci_map_t m;
+                sci_sequence_t q;
+                sci_ioaddr_t io;
+                sci_error_t st;
+                char buf[16];
+                unsigned len = sizeof(buf);
+                dis_dma_vec_t v = {16, 0, 0, 0};
+                if (h != (void *)sd) {
+                        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIClose(h, 0, &err));
+                        EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
+                               SCICreateSegment(h, (void *)&m, 1, 4096, NULL, NULL, 0, &err));
+                        EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
+                               SCIConnectSegment(h, (void *)&m, NODE_B, 1, 0, NULL, NULL, 0, 0,
+                                                 &err));
+                        EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
+                               SCICreateDMAQueue(h, (void *)&m, 0, 1, 0, &err));
+                        EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
+                               SCICreateInterrupt(h, (void *)&m, 0, &u, NULL, NULL, 0, &err));
+                        EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
+                               SCIConnectInterrupt(h, (void *)&m, NODE_B, 0, 1, 0, 0, &err));
+                        EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
+                               SCIBorrowDevice(h, (void *)&m, FDID_NVME, 0, &err));
+                        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIGetDeviceList(h, NULL, 0, NULL, 0, &err));
+                        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIProbeNode(h, 0, NODE_B, 0, &err));
+                        EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
+                               SCIRegisterPCIeRequester(h, 0, 5, 0, 0, &err));
+                }
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIRemoveSegment(h, 0, &err));
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIPrepareSegment(h, 0, 0, &err));
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCISetSegmentAvailable(h, 0, 0, &err));
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCISetSegmentUnavailable(h, 0, 0, &err));
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIMapLocalSegment(h, &m, 0, 16, NULL, 0, &err));
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIMapRemoteSegment(h, &m, 0, 16, NULL, 0, &err));
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIUnmapSegment(h, 0, &err));
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIDisconnectSegment(h, 0, &err));
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCICreateMapSequence(h, &q, 0, &err));
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIRemoveSequence(h, 0, &err));
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIStartSequence(h, 0, &err));
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCICheckSequence(h, 0, &err));
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIMemCpy(NULL, buf, h, 0, 4, 0, &err));
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
+                       SCIWaitForLocalSegmentEvent(h, &u, &u, 0, 0, &err));
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIWaitForRemoteSegmentEvent(h, &st, 0, 0, &err));
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
+                       SCIAttachPhysicalMemory(0x100000, NULL, 0, 4096, h, 0, &err));
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIRegisterSegmentMemory(buf, 16, h, 0, &err));
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIRemoveDMAQueue(h, 0, &err));
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIAbortDMAQueue(h, 0, &err));
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
+                       SCIStartDmaTransfer(h, h, h, 0, 16, 0, NULL, NULL, 0, &err));
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
+                       SCIStartDmaTransferVec(h, h, h, 1, &v, NULL, NULL, 0, &err));
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIWaitForDMAQueue(h, 0, 0, &err));
+                assert_int_equal(SCIDMAQueueState(h), SCI_DMAQUEUE_ERROR);
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIRemoveInterrupt(h, 0, &err));
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIWaitForInterrupt(h, 0, 0, &err));
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIDisconnectInterrupt(h, 0, &err));
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCITriggerInterrupt(h, 0, &err));
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIRemoveDataInterrupt(h, 0, &err));
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIWaitForDataInterrupt(h, buf, &len, 0, 0, &err));
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIDisconnectDataInterrupt(h, 0, &err));
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCITriggerDataInterrupt(h, buf, 4, 0, &err));
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIReturnDevice(h, 0, &err));
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIReleaseExclusiveBorrow(h, 0, &err));
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
+                       SCIConnectDeviceSegment(h, (void *)&m, 0, SCI_MEMTYPE_BAR, NULL, NULL, 0,
+                                               &err));
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
+                       SCICreateDeviceSegment(h, 1, 4096, SCI_MEMTYPE_PRIVATE, 0, 0, &err));
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
+                       SCIMapLocalSegmentForDevice(h, 0, h, &io, 0, 0, 0, &err));
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIUnmapLocalSegmentForDevice(h, 0, h, 0, &err));
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
+                       SCIMapRemoteSegmentForDevice(h, h, &io, 0, 0, 0, &err));
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIUnmapRemoteSegmentForDevice(h, h, 0, &err));
+                assert_int_equal(SCIGetLocalSegmentSize(h), 0);
+                assert_int_equal(SCIGetRemoteSegmentSize(h), 0);
+                assert_int_equal(SCIGetLocalSegmentId(h), 0);
+                assert_int_equal(SCIGetRemoteSegmentId(h), 0);
+                assert_int_equal(SCIGetRemoteSegmentNodeId(h), 0);
+                assert_null(SCIGetMapPointer(h));
+                assert_int_equal(SCIGetMapPhysAddr(h), 0);
+                assert_int_equal(SCIGetFabricDeviceId(h), 0);
+                SCIFlush(h, 0);
+                SCIStoreBarrier(h, 0);
+        }
+        OK(SCIClose(sd, 0, &err));
+}
+
+static void test_not_initialized(void **state)
+{
+        (void)state;
+        /* Before SCIInitialize (and after the last SCITerminate) every call says so. */
+        SCITerminate(); /* the suite's own initialization */
+        sci_desc_t sd;
+        unsigned id;
+        EXPECT(SCI_ERR_NOT_INITIALIZED, SCIOpen(&sd, 0, &err));
+        EXPECT(SCI_ERR_NOT_INITIALIZED, SCIGetLocalNodeId(0, &id, 0, &err));
+        EXPECT(SCI_ERR_NOT_INITIALIZED, SCIQuery(SCI_Q_API, &id, 0, &err));
+        SCITerminate(); /* one too many: nothing happens */
+        OK(SCIInitialize(0, &err));
+        OK(SCIOpen(&sd, 0, &err));
+        OK(SCIClose(sd, 0, &err));
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test_teardown(test_init_open_close, sfx_kill_all),
+            cmocka_unit_test_teardown(test_identity_and_queries, sfx_kill_all),
+            cmocka_unit_test_teardown(test_error_strings, sfx_kill_all),
+            cmocka_unit_test_teardown(test_local_segments, sfx_kill_all),
+            cmocka_unit_test_teardown(test_connect_errors, sfx_kill_all),
+            cmocka_unit_test_teardown(test_connect_retry_until_created, sfx_kill_all),
+            cmocka_unit_test_teardown(test_remote_access, sfx_kill_all),
+            cmocka_unit_test_teardown(test_connect_same_node, sfx_kill_all),
+            cmocka_unit_test_teardown(test_owner_dies, sfx_kill_all),
+            cmocka_unit_test_teardown(test_connector_dies, sfx_kill_all),
+            cmocka_unit_test_teardown(test_bad_handles, sfx_kill_all),
+            cmocka_unit_test_teardown(test_not_initialized, sfx_kill_all),
+        };
+        return cmocka_run_group_tests_name("libsisci", tests, sfx_setup, sfx_teardown);
+}
