@@ -137,7 +137,7 @@ static void read_line(struct peer *p, char *buf, size_t len)
 
 unsigned sfx_cmd(struct peer *p, char *out, size_t len, const char *fmt, ...)
 {
-        char line[1024];
+        char line[8192];
         va_list ap;
         va_start(ap, fmt);
         vsnprintf(line, sizeof(line), fmt, ap);
@@ -165,7 +165,7 @@ unsigned sfx_cmd(struct peer *p, char *out, size_t len, const char *fmt, ...)
 
 void sfx_ok(struct peer *p, const char *fmt, ...)
 {
-        char line[1024];
+        char line[8192];
         va_list ap;
         va_start(ap, fmt);
         vsnprintf(line, sizeof(line), fmt, ap);

@@ -72,7 +72,7 @@ int main(void)
         if (e == SCI_ERR_OK)
                 SCIOpen(&sd, 0, &e);
         answer(e, "up");
-        char line[1024];
+        static char line[16384];
         while (fgets(line, sizeof(line), stdin)) {
                 char *argv[8] = {0};
                 int argc = 0;

@@ -644,6 +644,454 @@ static void test_connector_dies(void **state)
         OK(SCIClose(sd, 0, &err));
 }
 
+
+/* ---- interrupts -------------------------------------------------------------------------------- */
+
+static int int_calls;
+static sci_callback_action_t int_cb(void *arg, sci_local_interrupt_t i, sci_error_t e)
+{
+        (void)arg;
+        (void)i;
+        (void)e;
+        return __atomic_add_fetch(&int_calls, 1, __ATOMIC_SEQ_CST) >= 3 ? SCI_CALLBACK_CANCEL
+                                                                      : SCI_CALLBACK_CONTINUE;
+}
+
+static void test_interrupts(void **state)
+{
+        (void)state;
+        sci_desc_t sd;
+        OK(SCIOpen(&sd, 0, &err));
+        sci_local_interrupt_t li, li2;
+        unsigned no = 0x40;
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCICreateInterrupt(sd, &li, 0, NULL, NULL, NULL, 0, &err));
+        EXPECT(SCI_ERR_NO_SUCH_ADAPTERNO, SCICreateInterrupt(sd, &li, 3, &no, NULL, NULL, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_FLAG, SCICreateInterrupt(sd, &li, 0, &no, NULL, NULL, 0x100, &err));
+        OK(SCICreateInterrupt(sd, &li, 0, &no, NULL, NULL, SCI_FLAG_FIXED_INTNO, &err));
+        assert_int_equal(no, 0x40);
+        EXPECT(SCI_ERR_INTNO_USED,
+               SCICreateInterrupt(sd, &li2, 0, &no, NULL, NULL, SCI_FLAG_FIXED_INTNO, &err));
+        unsigned auto_no = 0;
+        OK(SCICreateInterrupt(sd, &li2, 0, &auto_no, NULL, NULL, 0, &err));
+        assert_int_not_equal(auto_no, 0x40);
+        OK(SCIRemoveInterrupt(li2, 0, &err));
+        EXPECT(SCI_ERR_TIMEOUT, SCIWaitForInterrupt(li, 0, 0, &err));
+        EXPECT(SCI_ERR_TIMEOUT, SCIWaitForInterrupt(li, 100, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_FLAG, SCIWaitForInterrupt(li, 100, 1, &err));
+        /* b triggers ours, twice: two waits succeed, a third times out. */
+        struct peer *b = sfx_peer("b");
+        sfx_ok(b, "int_connect %u 0x40", NODE_A);
+        sfx_ok(b, "int_trigger");
+        OK(SCIWaitForInterrupt(li, 5000, 0, &err));
+        sfx_ok(b, "int_trigger");
+        OK(SCIWaitForInterrupt(li, 5000, 0, &err));
+        EXPECT(SCI_ERR_TIMEOUT, SCIWaitForInterrupt(li, 50, 0, &err));
+        /* We trigger b's. */
+        sfx_ok(b, "int_create 0x41");
+        sci_remote_interrupt_t ri;
+        EXPECT(SCI_ERR_NO_SUCH_INTNO, SCIConnectInterrupt(sd, &ri, NODE_B, 0, 0x999, 0, 0, &err));
+        EXPECT(SCI_ERR_TIMEOUT, SCIConnectInterrupt(sd, &ri, NODE_B, 0, 0x999, 200, 0, &err));
+        EXPECT(SCI_ERR_NO_SUCH_NODEID, SCIConnectInterrupt(sd, &ri, 99, 0, 0x41, 0, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_FLAG, SCIConnectInterrupt(sd, &ri, NODE_B, 0, 0x41, 0, 2, &err));
+        OK(SCIConnectInterrupt(sd, &ri, NODE_B, 0, 0x41, 1000, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_FLAG, SCITriggerInterrupt(ri, 1, &err));
+        OK(SCITriggerInterrupt(ri, 0, &err));
+        sfx_ok(b, "int_wait 5000");
+        /* b removes its interrupt: our trigger says we are not connected any more. */
+        sfx_ok(b, "int_remove");
+        for (int i = 0; i < 500; i++, sfx_nap(10)) {
+                err = SCI_ERR_OK;
+                SCITriggerInterrupt(ri, 0, &err);
+                if (err == SCI_ERR_NOT_CONNECTED)
+                        break;
+        }
+        assert_int_equal(err, SCI_ERR_NOT_CONNECTED);
+        OK(SCIDisconnectInterrupt(ri, 0, &err));
+        /* A callback takes the interrupts (waits are refused) until it cancels. */
+        OK(SCIRemoveInterrupt(li, 0, &err));
+        int_calls = 0;
+        no = 0x42;
+        OK(SCICreateInterrupt(sd, &li, 0, &no, int_cb, NULL,
+                              SCI_FLAG_FIXED_INTNO | SCI_FLAG_USE_CALLBACK, &err));
+        EXPECT(SCI_ERR_ILLEGAL_OPERATION, SCIWaitForInterrupt(li, 10, 0, &err));
+        sfx_ok(b, "int_connect %u 0x42", NODE_A);
+        for (int k = 0; k < 3; k++) {
+                sfx_ok(b, "int_trigger");
+                for (int i = 0; i < 500 && __atomic_load_n(&int_calls, __ATOMIC_SEQ_CST) <= k; i++)
+                        sfx_nap(10);
+        }
+        assert_int_equal(int_calls, 3);
+        sfx_ok(b, "int_trigger");
+        sfx_nap(100);
+        assert_int_equal(int_calls, 3); /* cancelled */
+        OK(SCIRemoveInterrupt(li, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIRemoveInterrupt(li, 0, &err));
+        sfx_quit(b);
+        OK(SCIClose(sd, 0, &err));
+}
+
+/* Another thread waits on an interrupt that is removed under it: the wait ends, cancelled. */
+static void *waiter(void *arg)
+{
+        sci_error_t e = SCI_ERR_OK;
+        SCIWaitForInterrupt(*(sci_local_interrupt_t *)arg, SCI_INFINITE_TIMEOUT, 0, &e);
+        return (void *)(uintptr_t)e;
+}
+
+static void test_interrupt_removed_while_waiting(void **state)
+{
+        (void)state;
+        sci_desc_t sd;
+        OK(SCIOpen(&sd, 0, &err));
+        static sci_local_interrupt_t li;
+        unsigned no = 0x43;
+        OK(SCICreateInterrupt(sd, &li, 0, &no, NULL, NULL, SCI_FLAG_FIXED_INTNO, &err));
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, waiter, &li), 0);
+        sfx_nap(100);
+        OK(SCIRemoveInterrupt(li, 0, &err));
+        void *ret;
+        pthread_join(th, &ret);
+        assert_int_equal((sci_error_t)(uintptr_t)ret, SCI_ERR_CANCELLED);
+        OK(SCIClose(sd, 0, &err));
+}
+
+static size_t dint_len;
+static uint8_t dint_data[64];
+static sci_callback_action_t dint_cb(void *arg, sci_local_data_interrupt_t i, void *data,
+                                     unsigned length, sci_error_t e)
+{
+        (void)arg;
+        (void)i;
+        (void)e;
+        if (length <= sizeof(dint_data))
+                memcpy(dint_data, data, length);
+        __atomic_store_n(&dint_len, length, __ATOMIC_SEQ_CST);
+        return SCI_CALLBACK_CONTINUE;
+}
+
+static void test_data_interrupts(void **state)
+{
+        (void)state;
+        sci_desc_t sd;
+        OK(SCIOpen(&sd, 0, &err));
+        sci_local_data_interrupt_t li;
+        unsigned no = 0x50;
+        OK(SCICreateDataInterrupt(sd, &li, 0, &no, NULL, NULL, SCI_FLAG_FIXED_INTNO, &err));
+        char buf[2048];
+        unsigned len = sizeof(buf);
+        EXPECT(SCI_ERR_TIMEOUT, SCIWaitForDataInterrupt(li, buf, &len, 50, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIWaitForDataInterrupt(li, NULL, &len, 50, 0, &err));
+        struct peer *b = sfx_peer("b");
+        struct peer *c = sfx_peer("c");
+        sfx_ok(b, "dint_connect %u 0x50", NODE_A);
+        sfx_ok(c, "dint_connect %u 0x50", NODE_A);
+        /* Messages from two writers, each in order; sizes 1, 4, 1024 bytes. */
+        sfx_ok(b, "dint_trigger 01");
+        sfx_ok(c, "dint_trigger 0a0b0c0d");
+        char big[2 * 1024 + 1];
+        for (int i = 0; i < 1024; i++)
+                sprintf(big + 2 * i, "%02x", (uint8_t)(i * 3));
+        sfx_ok(b, "dint_trigger %s", big);
+        bool got1 = false, got4 = false, got1024 = false;
+        for (int k = 0; k < 3; k++) {
+                len = sizeof(buf);
+                OK(SCIWaitForDataInterrupt(li, buf, &len, 5000, 0, &err));
+                if (len == 1) {
+                        assert_int_equal((uint8_t)buf[0], 1);
+                        got1 = true;
+                } else if (len == 4) {
+                        assert_memory_equal(buf, "\x0a\x0b\x0c\x0d", 4);
+                        got4 = true;
+                } else if (len == 1024) {
+                        assert_true(got1); /* b's messages arrive in b's order */
+                        for (int i = 0; i < 1024; i++)
+                                assert_int_equal((uint8_t)buf[i], (uint8_t)(i * 3));
+                        got1024 = true;
+                }
+        }
+        assert_true(got1 && got4 && got1024);
+        /* Too small a buffer: the message stays, the needed length is told. */
+        sfx_ok(b, "dint_trigger 0102030405060708");
+        len = 4;
+        EXPECT(SCI_ERR_OVERFLOW, SCIWaitForDataInterrupt(li, buf, &len, 5000, 0, &err));
+        assert_int_equal(len, 8);
+        len = sizeof(buf);
+        OK(SCIWaitForDataInterrupt(li, buf, &len, 5000, 0, &err));
+        assert_int_equal(len, 8);
+        /* More than a lane holds unread: the writer waits for the reader (here: it times out). */
+        for (int i = 0; i < 8; i++)
+                sfx_ok(c, "dint_trigger %02x", i);
+        assert_int_equal(sfx_cmd(c, NULL, 0, "dint_trigger ff"), SCI_ERR_TIMEOUT);
+        for (int i = 0; i < 8; i++) {
+                len = sizeof(buf);
+                OK(SCIWaitForDataInterrupt(li, buf, &len, 5000, 0, &err));
+                assert_int_equal(len, 1);
+                assert_int_equal((uint8_t)buf[0], i);
+        }
+        sfx_ok(c, "dint_trigger ff");
+        len = sizeof(buf);
+        OK(SCIWaitForDataInterrupt(li, buf, &len, 5000, 0, &err));
+        assert_int_equal((uint8_t)buf[0], 0xff);
+        /* Ours to b: the payload limit. */
+        sfx_ok(b, "dint_create 0x51");
+        sci_remote_data_interrupt_t ri;
+        OK(SCIConnectDataInterrupt(sd, &ri, NODE_B, 0, 0x51, 1000, 0, &err));
+        EXPECT(SCI_ERR_OUT_OF_RANGE, SCITriggerDataInterrupt(ri, buf, 1025, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCITriggerDataInterrupt(ri, NULL, 4, 0, &err));
+        OK(SCITriggerDataInterrupt(ri, "hello", 5, 0, &err));
+        char ans[64];
+        assert_int_equal(sfx_cmd(b, ans, sizeof(ans), "dint_wait 5000"), 0);
+        assert_string_equal(ans, "5 68656c6c6f");
+        OK(SCIDisconnectDataInterrupt(ri, 0, &err));
+        sfx_quit(b);
+        sfx_quit(c);
+        OK(SCIRemoveDataInterrupt(li, 0, &err));
+        /* With a callback. */
+        no = 0x52;
+        OK(SCICreateDataInterrupt(sd, &li, 0, &no, dint_cb, NULL,
+                                  SCI_FLAG_FIXED_INTNO | SCI_FLAG_USE_CALLBACK, &err));
+        len = sizeof(buf);
+        EXPECT(SCI_ERR_ILLEGAL_OPERATION, SCIWaitForDataInterrupt(li, buf, &len, 10, 0, &err));
+        b = sfx_peer("b");
+        sfx_ok(b, "dint_connect %u 0x52", NODE_A);
+        dint_len = 0;
+        sfx_ok(b, "dint_trigger c0ffee");
+        for (int i = 0; i < 500 && !__atomic_load_n(&dint_len, __ATOMIC_SEQ_CST); i++)
+                sfx_nap(10);
+        assert_int_equal(dint_len, 3);
+        assert_memory_equal(dint_data, "\xc0\xff\xee", 3);
+        sfx_quit(b);
+        OK(SCIRemoveDataInterrupt(li, 0, &err));
+        OK(SCIClose(sd, 0, &err));
+}
+
+/* ---- DMA --------------------------------------------------------------------------------------- */
+
+static int dma_calls;
+static sci_callback_action_t dma_cb(void *arg, sci_dma_queue_t q, sci_error_t e)
+{
+        (void)q;
+        if (e == SCI_ERR_OK)
+                __atomic_add_fetch((int *)arg, 1, __ATOMIC_SEQ_CST);
+        return SCI_CALLBACK_CONTINUE;
+}
+
+/* One transfer of size bytes to remote offset roff (a fresh, zeroed area of the segment). */
+static void dma_round(sci_dma_queue_t dq, sci_local_segment_t ls, sci_remote_segment_t rs,
+                      volatile uint8_t *lp, volatile uint8_t *rp, size_t size, size_t roff,
+                      unsigned flags, uint8_t seed)
+{
+        for (size_t k = 0; k < size; k++)
+                lp[k] = (uint8_t)(seed + k);
+        OK(SCIStartDmaTransfer(dq, ls, rs, 0, size, roff, NULL, NULL, flags, &err));
+        sci_dma_queue_state_t st;
+        OK(st = SCIWaitForDMAQueue(dq, 10000, 0, &err));
+        assert_int_equal(st, SCI_DMAQUEUE_DONE);
+        for (size_t k = 0; k < size; k += 251)
+                if (rp[roff + k] != (uint8_t)(seed + k))
+                        fail_msg("byte %zu of a %zu-byte DMA write", k, size);
+        assert_int_equal(rp[roff + size - 1], (uint8_t)(seed + size - 1));
+        assert_int_equal(rp[roff + size], 0); /* nothing past the end */
+}
+
+static void test_dma(void **state)
+{
+        (void)state;
+        sci_desc_t sd;
+        OK(SCIOpen(&sd, 0, &err));
+        struct peer *b = sfx_peer("b");
+        const size_t S = 4 << 20;
+        sfx_ok(b, "seg_create 0x6000 %zu 0", S);
+        sfx_ok(b, "seg_available 0x6000");
+        sci_remote_segment_t rs;
+        sci_map_t rm, lm;
+        sci_local_segment_t ls;
+        OK(SCIConnectSegment(sd, &rs, NODE_B, 0x6000, 0, NULL, NULL, 1000, 0, &err));
+        volatile uint8_t *rp, *lp;
+        OK(rp = SCIMapRemoteSegment(rs, &rm, 0, S, NULL, 0, &err));
+        lp = make_segment(sd, 0x6001, S, &ls, &lm);
+        sci_dma_queue_t dq;
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCICreateDMAQueue(sd, &dq, 0, 0, 0, &err));
+        EXPECT(SCI_ERR_NO_SUCH_ADAPTERNO, SCICreateDMAQueue(sd, &dq, 2, 4, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_FLAG, SCICreateDMAQueue(sd, &dq, 0, 4, 1, &err));
+        OK(SCICreateDMAQueue(sd, &dq, 0, 4, 0, &err));
+        assert_int_equal(SCIDMAQueueState(dq), SCI_DMAQUEUE_IDLE);
+        sci_dma_queue_state_t st;
+        OK(st = SCIWaitForDMAQueue(dq, 0, 0, &err)); /* nothing posted */
+        assert_int_equal(st, SCI_DMAQUEUE_IDLE);
+        /* The adapter's engine, several sizes; the CPU fallback (SYSDMA); reads. */
+        dma_round(dq, ls, rs, lp, rp, 1, 4096, 0, 1);
+        dma_round(dq, ls, rs, lp, rp, 4096, 8192, 0, 2);
+        dma_round(dq, ls, rs, lp, rp, 1 << 20, 16384, 0, 3);
+        dma_round(dq, ls, rs, lp, rp, 12345, 2 << 20, SCI_FLAG_DMA_SYSDMA, 4);
+        memset((void *)(uintptr_t)(lp + 65536), 0, 8192);
+        OK(SCIStartDmaTransfer(dq, ls, rs, 65536, 8192, 2 << 20, NULL, NULL,
+                               SCI_FLAG_DMA_READ | SCI_FLAG_DMA_WAIT, &err));
+        assert_int_equal(lp[65536 + 100], (uint8_t)(4 + 100));
+        /* The vector form: three pieces, and its limits. */
+        dis_dma_vec_t v[3] = {{100, 0, 200000, 0}, {200, 1000, 300000, 0}, {300, 2000, 400000, 0}};
+        for (size_t k = 0; k < 3000; k++)
+                lp[k] = (uint8_t)(k ^ 0x5a);
+        OK(SCIStartDmaTransferVec(dq, ls, rs, 3, v, NULL, NULL, 0, &err));
+        OK(SCIWaitForDMAQueue(dq, 10000, 0, &err));
+        assert_int_equal(rp[200000 + 99], (uint8_t)(99 ^ 0x5a));
+        assert_int_equal(rp[300000 + 199], (uint8_t)(1199 ^ 0x5a));
+        assert_int_equal(rp[400000 + 299], (uint8_t)(2299 ^ 0x5a));
+        static dis_dma_vec_t many[DIS_DMA_MAX_VECLEN + 1];
+        EXPECT(SCI_ERR_MAX_ENTRIES,
+               SCIStartDmaTransferVec(dq, ls, rs, DIS_DMA_MAX_VECLEN + 1, many, NULL, NULL, 0, &err));
+        EXPECT(SCI_ERR_MAX_ENTRIES, SCIStartDmaTransferVec(dq, ls, rs, 5, many, NULL, NULL, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIStartDmaTransferVec(dq, ls, rs, 0, v, NULL, NULL, 0, &err));
+        v[0].flags = 1;
+        EXPECT(SCI_ERR_ILLEGAL_FLAG, SCIStartDmaTransferVec(dq, ls, rs, 1, v, NULL, NULL, 0, &err));
+        EXPECT(SCI_ERR_OUT_OF_RANGE,
+               SCIStartDmaTransfer(dq, ls, rs, 0, 8192, S - 4096, NULL, NULL, 0, &err));
+        EXPECT(SCI_ERR_OUT_OF_RANGE,
+               SCIStartDmaTransfer(dq, ls, rs, S - 1, 2, 0, NULL, NULL, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIStartDmaTransfer(dq, ls, rs, 0, 0, 0, NULL, NULL, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_FLAG, SCIStartDmaTransfer(dq, ls, rs, 0, 8, 0, NULL, NULL, 0x2, &err));
+        /* Callbacks, and a queue kept busy: its segments cannot go, nor can it. */
+        dma_calls = 0;
+        OK(SCIStartDmaTransfer(dq, ls, rs, 0, S, 0, dma_cb, &dma_calls, SCI_FLAG_USE_CALLBACK,
+                               &err));
+        OK(SCIStartDmaTransfer(dq, ls, rs, 0, 4096, 0, dma_cb, &dma_calls, SCI_FLAG_USE_CALLBACK,
+                               &err));
+        if (SCIDMAQueueState(dq) == SCI_DMAQUEUE_POSTED) {
+                EXPECT(SCI_ERR_BUSY, SCIRemoveDMAQueue(dq, 0, &err));
+                EXPECT(SCI_ERR_BUSY, SCIDisconnectSegment(rs, 0, &err));
+        }
+        OK(st = SCIWaitForDMAQueue(dq, 10000, 0, &err));
+        assert_int_equal(st, SCI_DMAQUEUE_DONE);
+        for (int i = 0; i < 200 && dma_calls < 2; i++)
+                sfx_nap(10);
+        assert_int_equal(dma_calls, 2);
+        /* Abort: the queue ends ABORTED, whatever was in flight. */
+        OK(SCIStartDmaTransfer(dq, ls, rs, 0, S, 0, NULL, NULL, 0, &err));
+        OK(SCIAbortDMAQueue(dq, 0, &err));
+        st = SCIDMAQueueState(dq);
+        assert_true(st == SCI_DMAQUEUE_ABORTED || st == SCI_DMAQUEUE_DONE);
+        /* A lost remote segment: transfers are refused. */
+        sfx_kill(b);
+        sci_error_t status;
+        OK(SCIWaitForRemoteSegmentEvent(rs, &status, 10000, 0, &err));
+        EXPECT(SCI_ERR_NOT_CONNECTED, SCIStartDmaTransfer(dq, ls, rs, 0, 8, 0, NULL, NULL, 0, &err));
+        OK(SCIRemoveDMAQueue(dq, 0, &err));
+        OK(SCIUnmapSegment(rm, 0, &err));
+        OK(SCIDisconnectSegment(rs, 0, &err));
+        drop_segment(ls, lm);
+        OK(SCIClose(sd, 0, &err));
+}
+
+/* ---- multicast --------------------------------------------------------------------------------- */
+
+static void test_broadcast(void **state)
+{
+        (void)state;
+        sci_desc_t sd;
+        OK(SCIOpen(&sd, 0, &err));
+        struct peer *b = sfx_peer("b"), *c = sfx_peer("c");
+        sci_remote_segment_t g;
+        EXPECT(SCI_ERR_NO_SUCH_SEGMENT,
+               SCIConnectSegment(sd, &g, DIS_BROADCAST_NODEID_GROUP_ALL, 0x7000, 0, NULL, NULL, 0,
+                                 SCI_FLAG_BROADCAST, &err));
+        sfx_ok(b, "seg_create 0x7000 65536 %u", SCI_FLAG_BROADCAST);
+        sfx_ok(b, "seg_available 0x7000");
+        sfx_ok(c, "seg_create 0x7000 65536 %u", SCI_FLAG_BROADCAST);
+        sfx_ok(c, "seg_available 0x7000");
+        /* A member of another size cannot join. */
+        struct peer *b2 = sfx_peer("b");
+        sfx_ok(b2, "seg_create 0x7001 4096 0");
+        /* A broadcast segment is not connectable one node at a time. */
+        sci_remote_segment_t one;
+        EXPECT(SCI_ERR_CONNECTION_REFUSED,
+               SCIConnectSegment(sd, &one, NODE_B, 0x7000, 0, NULL, NULL, 0, 0, &err));
+        OK(SCIConnectSegment(sd, &g, DIS_BROADCAST_NODEID_GROUP_ALL, 0x7000, 0, NULL, NULL, 1000,
+                             SCI_FLAG_BROADCAST, &err));
+        assert_int_equal(SCIGetRemoteSegmentSize(g), 65536);
+        sci_map_t m;
+        OK(SCIMapRemoteSegment(g, &m, 0, 65536, NULL, 0, &err));
+        uint32_t v = 0xb0adca57;
+        OK(SCIMemCpy(NULL, &v, m, 1000 * 4, 4, 0, &err));
+        char ans[64];
+        assert_int_equal(sfx_cmd(b, ans, sizeof(ans), "seg_read 0x7000 4000"), 0);
+        assert_int_equal(strtoul(ans, NULL, 0), 0xb0adca57u);
+        assert_int_equal(sfx_cmd(c, ans, sizeof(ans), "seg_read 0x7000 4000"), 0);
+        assert_int_equal(strtoul(ans, NULL, 0), 0xb0adca57u);
+        /* By DMA too (one transfer, every member). */
+        sci_local_segment_t ls;
+        sci_map_t lm;
+        volatile uint32_t *lp = (volatile uint32_t *)make_segment(sd, 0x7002, 65536, &ls, &lm);
+        lp[7] = 0x12345678;
+        sci_dma_queue_t dq;
+        OK(SCICreateDMAQueue(sd, &dq, 0, 1, 0, &err));
+        OK(SCIStartDmaTransfer(dq, ls, g, 0, 4096, 8192, NULL, NULL, SCI_FLAG_DMA_WAIT, &err));
+        EXPECT(SCI_ERR_ILLEGAL_OPERATION,
+               SCIStartDmaTransfer(dq, ls, g, 0, 4096, 0, NULL, NULL, SCI_FLAG_DMA_READ, &err));
+        assert_int_equal(sfx_cmd(b, ans, sizeof(ans), "seg_read 0x7000 8220"), 0);
+        assert_int_equal(strtoul(ans, NULL, 0), 0x12345678u);
+        assert_int_equal(sfx_cmd(c, ans, sizeof(ans), "seg_read 0x7000 8220"), 0);
+        assert_int_equal(strtoul(ans, NULL, 0), 0x12345678u);
+        OK(SCIRemoveDMAQueue(dq, 0, &err));
+        drop_segment(ls, lm);
+        OK(SCIUnmapSegment(m, 0, &err));
+        OK(SCIDisconnectSegment(g, 0, &err));
+        sfx_quit(b);
+        sfx_quit(c);
+        sfx_quit(b2);
+        OK(SCIClose(sd, 0, &err));
+}
+
+/* ---- threads ----------------------------------------------------------------------------------- */
+
+struct thr {
+        sci_desc_t sd;
+        int id;
+        int failures;
+};
+
+static void *hammer(void *arg)
+{
+        struct thr *t = arg;
+        for (int i = 0; i < 50; i++) {
+                sci_error_t e;
+                sci_local_segment_t s;
+                sci_map_t m;
+                SCICreateSegment(t->sd, &s, 0x8000 + t->id * 100 + i, 4096, NULL, NULL, 0, &e);
+                if (e != SCI_ERR_OK) {
+                        t->failures++;
+                        continue;
+                }
+                volatile uint32_t *p = SCIMapLocalSegment(s, &m, 0, 4096, NULL, 0, &e);
+                if (e == SCI_ERR_OK) {
+                        p[0] = (uint32_t)i;
+                        t->failures += p[0] != (uint32_t)i;
+                        SCIUnmapSegment(m, 0, &e);
+                }
+                SCIRemoveSegment(s, 0, &e);
+                t->failures += e != SCI_ERR_OK;
+        }
+        return NULL;
+}
+
+static void test_threads(void **state)
+{
+        (void)state;
+        sci_desc_t sd;
+        OK(SCIOpen(&sd, 0, &err));
+        struct thr t[4];
+        pthread_t th[4];
+        for (int i = 0; i < 4; i++) {
+                t[i] = (struct thr){sd, i, 0};
+                assert_int_equal(pthread_create(&th[i], NULL, hammer, &t[i]), 0);
+        }
+        for (int i = 0; i < 4; i++) {
+                pthread_join(th[i], NULL);
+                assert_int_equal(t[i].failures, 0);
+        }
+        OK(SCIClose(sd, 0, &err));
+}
+
 /* ---- everything with bad handles --------------------------------------------------------------- */
 
 static void test_bad_handles(void **state)
@@ -778,6 +1226,12 @@ int main(void)
             cmocka_unit_test_teardown(test_connect_same_node, sfx_kill_all),
             cmocka_unit_test_teardown(test_owner_dies, sfx_kill_all),
             cmocka_unit_test_teardown(test_connector_dies, sfx_kill_all),
+            cmocka_unit_test_teardown(test_interrupts, sfx_kill_all),
+            cmocka_unit_test_teardown(test_interrupt_removed_while_waiting, sfx_kill_all),
+            cmocka_unit_test_teardown(test_data_interrupts, sfx_kill_all),
+            cmocka_unit_test_teardown(test_dma, sfx_kill_all),
+            cmocka_unit_test_teardown(test_broadcast, sfx_kill_all),
+            cmocka_unit_test_teardown(test_threads, sfx_kill_all),
             cmocka_unit_test_teardown(test_bad_handles, sfx_kill_all),
             cmocka_unit_test_teardown(test_not_initialized, sfx_kill_all),
         };
