@@ -14,7 +14,7 @@
 #define NODE_C 12u
 #define FDID_NVME 0xc000u /* c.nvme0 */
 #define FDID_ACC  0xc001u /* c.acc0 */
-#define FDID_ACC1 0x4000u /* a.acc1, not lent */
+#define FDID_ACC1 0x4000u /* a.acc1 */
 
 /* A sisci_peer process on another node. */
 struct peer {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "accel_drv.h"
 #include "sisci_fx.h"
 
 /*
@@ -1092,6 +1093,389 @@ static void test_threads(void **state)
         OK(SCIClose(sd, 0, &err));
 }
 
+
+/* ---- SmartIO ----------------------------------------------------------------------------------- */
+
+static void test_device_list_and_query(void **state)
+{
+        (void)state;
+        sci_desc_t sd;
+        OK(SCIOpen(&sd, 0, &err));
+        size_t n;
+        OK(n = SCIGetDeviceList(sd, NULL, 0, NULL, 0, &err));
+        assert_int_equal(n, 3); /* the pool: c.nvme0, c.acc0, a.acc1 */
+        sci_smartio_device_info_t f;
+        memset(&f, 0, sizeof(f));
+        f.fdid = f.nodeid = 0xffffffffu;
+        f.pci_class = 0x010802;
+        uint32_t ids[4] = {0};
+        OK(n = SCIGetDeviceList(sd, ids, 4, &f, 0, &err));
+        assert_int_equal(n, 1);
+        assert_int_equal(ids[0], FDID_NVME);
+        f.pci_class = 0;
+        f.pci_vendor_id = 0xfab0;
+        f.pci_device_id = 0x0002;
+        OK(n = SCIGetDeviceList(sd, ids, 1, &f, 0, &err)); /* two match, one fits */
+        assert_int_equal(n, 2);
+        f.nodeid = NODE_C;
+        OK(n = SCIGetDeviceList(sd, ids, 4, &f, 0, &err));
+        assert_int_equal(n, 1);
+        assert_int_equal(ids[0], FDID_ACC);
+        f.nodeid = NODE_B;
+        OK(n = SCIGetDeviceList(sd, ids, 4, &f, 0, &err));
+        assert_int_equal(n, 0);
+        memset(&f, 0, sizeof(f));
+        f.fdid = f.nodeid = 0xffffffffu;
+        snprintf(f.user_name, sizeof(f.user_name), "a.acc1");
+        OK(n = SCIGetDeviceList(sd, ids, 4, &f, 0, &err));
+        assert_int_equal(n, 1);
+        assert_int_equal(ids[0], FDID_ACC1);
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIGetDeviceList(sd, NULL, 2, NULL, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_FLAG, SCIGetDeviceList(sd, ids, 4, NULL, 1, &err));
+
+        sci_smartio_device_info_t info;
+        sci_smartio_query_device_t q = {FDID_NVME, SCI_Q_DEVICE_INFO, &info};
+        OK(SCIQuery(SCI_Q_DEVICE, &q, 0, &err));
+        assert_int_equal(info.fdid, FDID_NVME);
+        assert_int_equal(info.nodeid, NODE_C);
+        assert_int_equal(info.pci_class, 0x010802);
+        assert_int_equal(info.pci_vendor_id, 0xfab0);
+        assert_int_equal(info.pci_device_id, 0x0001);
+        assert_int_equal(info.bdf, 0x0300);
+        assert_string_equal(info.user_name, "c.nvme0");
+        q.fdid = 0x9999;
+        EXPECT(SCI_ERR_NO_SUCH_FDID, SCIQuery(SCI_Q_DEVICE, &q, 0, &err));
+        q.fdid = FDID_NVME;
+        q.subcommand = 9;
+        EXPECT(SCI_ERR_ILLEGAL_QUERY, SCIQuery(SCI_Q_DEVICE, &q, 0, &err));
+        q.subcommand = SCI_Q_DEVICE_INFO;
+        q.data = NULL;
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIQuery(SCI_Q_DEVICE, &q, 0, &err));
+        OK(SCIClose(sd, 0, &err));
+}
+
+/* Borrow within 5 s: a returned borrow takes a round through the manager. */
+static void borrow_eventually(sci_desc_t sd, sci_smartio_device_t *dev, uint32_t fdid,
+                              unsigned flags)
+{
+        for (int i = 0; i < 500; i++, sfx_nap(10)) {
+                err = SCI_ERR_OK;
+                SCIBorrowDevice(sd, dev, fdid, flags, &err);
+                if (err != SCI_ERR_NOT_AVAILABLE)
+                        break;
+        }
+        if (err != SCI_ERR_OK)
+                fail_msg("borrow of 0x%x: %s", fdid, SCIGetErrorString(err));
+}
+
+static void test_borrow(void **state)
+{
+        (void)state;
+        sci_desc_t sd;
+        OK(SCIOpen(&sd, 0, &err));
+        sci_smartio_device_t dev, dev2;
+        EXPECT(SCI_ERR_NO_SUCH_FDID, SCIBorrowDevice(sd, &dev, 0x9999, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_FLAG, SCIBorrowDevice(sd, &dev, FDID_NVME, 0x2, &err));
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIBorrowDevice(sd, NULL, FDID_NVME, 0, &err));
+        /* Exclusive: nobody else, not even this node's other processes. */
+        OK(SCIBorrowDevice(sd, &dev, FDID_NVME, SCI_FLAG_EXCLUSIVE, &err));
+        assert_int_equal(SCIGetFabricDeviceId(dev), FDID_NVME);
+        EXPECT(SCI_ERR_NOT_AVAILABLE, SCIBorrowDevice(sd, &dev2, FDID_NVME, 0, &err));
+        struct peer *b = sfx_peer("b"), *c = sfx_peer("c");
+        assert_int_equal(sfx_cmd(b, NULL, 0, "borrow 0x%x 0", FDID_NVME), SCI_ERR_NOT_AVAILABLE);
+        assert_int_equal(sfx_cmd(c, NULL, 0, "borrow 0x%x 0", FDID_NVME), SCI_ERR_NOT_AVAILABLE);
+        /* The registers: BAR0 as a device segment, mapped for I/O. */
+        sci_remote_segment_t bar;
+        EXPECT(SCI_ERR_NO_SUCH_SEGMENT,
+               SCIConnectDeviceSegment(dev, &bar, 1, SCI_MEMTYPE_BAR, NULL, NULL, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
+               SCIConnectDeviceSegment(dev, &bar, 0, 3, NULL, NULL, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_FLAG,
+               SCIConnectDeviceSegment(dev, &bar, 0, SCI_MEMTYPE_BAR, NULL, NULL, 0x2, &err));
+        OK(SCIConnectDeviceSegment(dev, &bar, 0, SCI_MEMTYPE_BAR, NULL, NULL, 0, &err));
+        assert_int_equal(SCIGetRemoteSegmentSize(bar), 16384);
+        assert_int_equal(SCIGetRemoteSegmentNodeId(bar), NODE_C);
+        sci_map_t bm;
+        volatile uint32_t *regs;
+        OK(regs = (volatile uint32_t *)SCIMapRemoteSegment(bar, &bm, 0, 16384, NULL,
+                                                          SCI_FLAG_IO_MAP_IOSPACE, &err));
+        assert_int_equal(regs[0x08 / 4], 0x00010400u); /* NVMe VS 1.4 */
+        sci_query_remote_segment_t qr = {bar, SCI_Q_REMOTE_SEGMENT_IOADDR, {0}};
+        OK(SCIQuery(SCI_Q_REMOTE_SEGMENT, &qr, 0, &err));
+        assert_int_equal(qr.data.ioaddr, SCIGetMapPhysAddr(bm));
+        EXPECT(SCI_ERR_BUSY, SCIReturnDevice(dev, 0, &err));
+        /* The manager lets others in. */
+        OK(SCIReleaseExclusiveBorrow(dev, 0, &err));
+        OK(SCIReleaseExclusiveBorrow(dev, 0, &err)); /* shared already: nothing to do */
+        sfx_ok(b, "borrow 0x%x 0", FDID_NVME);
+        sfx_ok(c, "borrow 0x%x 0", FDID_NVME); /* the lender's own process, shared */
+        OK(SCIBorrowDevice(sd, &dev2, FDID_NVME, 0, &err)); /* this process again, shared */
+        OK(SCIReturnDevice(dev2, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIReturnDevice(dev2, 0, &err));
+        sfx_ok(b, "return");
+        sfx_ok(c, "return");
+        OK(SCIUnmapSegment(bm, 0, &err));
+        OK(SCIDisconnectSegment(bar, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_FLAG, SCIReturnDevice(dev, 1, &err));
+        OK(SCIReturnDevice(dev, 0, &err));
+        /* A borrow belongs to its process: when it dies, the device comes back. */
+        sfx_ok(b, "borrow 0x%x 1", FDID_NVME);
+        EXPECT(SCI_ERR_NOT_AVAILABLE, SCIBorrowDevice(sd, &dev, FDID_NVME, 0, &err));
+        sfx_kill(b);
+        borrow_eventually(sd, &dev, FDID_NVME, SCI_FLAG_EXCLUSIVE);
+        OK(SCIReturnDevice(dev, 0, &err));
+        /* The lender's own process holds it exclusively: remote borrowers wait. */
+        sfx_ok(c, "borrow 0x%x 1", FDID_NVME);
+        EXPECT(SCI_ERR_NOT_AVAILABLE, SCIBorrowDevice(sd, &dev, FDID_NVME, 0, &err));
+        sfx_ok(c, "return");
+        borrow_eventually(sd, &dev, FDID_NVME, 0);
+        OK(SCIReturnDevice(dev, 0, &err));
+        sfx_quit(c);
+        OK(SCIClose(sd, 0, &err));
+}
+
+static void test_device_segments(void **state)
+{
+        (void)state;
+        sci_desc_t sd;
+        OK(SCIOpen(&sd, 0, &err));
+        sci_smartio_device_t dev;
+        OK(SCIBorrowDevice(sd, &dev, FDID_ACC, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
+               SCICreateDeviceSegment(dev, 1, 8192, SCI_MEMTYPE_BAR, 0, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
+               SCICreateDeviceSegment(dev, 1, 0, SCI_MEMTYPE_PRIVATE, 0, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_FLAG,
+               SCICreateDeviceSegment(dev, 1, 8192, SCI_MEMTYPE_PRIVATE, 0, 0x8, &err));
+        /* Placement by the access hints: a submission queue near the device, ... */
+        OK(SCICreateDeviceSegment(dev, 1, 8192, SCI_MEMTYPE_PRIVATE,
+                                  SCI_MEMACCESS_HOST_WRITE | SCI_MEMACCESS_DEVICE_READ, 0, &err));
+        EXPECT(SCI_ERR_SEGMENTID_USED,
+               SCICreateDeviceSegment(dev, 1, 8192, SCI_MEMTYPE_PRIVATE, 0, 0, &err));
+        /* ... a completion queue near the host. */
+        OK(SCICreateDeviceSegment(dev, 2, 8192, SCI_MEMTYPE_PRIVATE,
+                                  SCI_MEMACCESS_HOST_READ | SCI_MEMACCESS_DEVICE_WRITE, 0, &err));
+        /* The flags overrule the hints. */
+        OK(SCICreateDeviceSegment(dev, 3, 4096, SCI_MEMTYPE_PRIVATE, SCI_MEMACCESS_HOST_READ,
+                                  SCI_FLAG_DEVICE_SIDE_ONLY, &err));
+        OK(SCICreateDeviceSegment(dev, 4, 4096, SCI_MEMTYPE_PRIVATE, SCI_MEMACCESS_DEVICE_READ,
+                                  SCI_FLAG_LOCAL_ONLY, &err));
+        static const unsigned where[] = {0, NODE_C, NODE_A, NODE_C, NODE_A};
+        sci_remote_segment_t r[5];
+        for (unsigned i = 1; i <= 4; i++) {
+                OK(SCIConnectDeviceSegment(dev, &r[i], i, SCI_MEMTYPE_PRIVATE, NULL, NULL, 0, &err));
+                if (SCIGetRemoteSegmentNodeId(r[i]) != where[i])
+                        fail_msg("device segment %u is on node %u, not %u", i,
+                                 SCIGetRemoteSegmentNodeId(r[i]), where[i]);
+        }
+        EXPECT(SCI_ERR_NO_SUCH_SEGMENT,
+               SCIConnectDeviceSegment(dev, &r[0], 9, SCI_MEMTYPE_PRIVATE, NULL, NULL, 0, &err));
+        /* Shared: another borrower finds it (SEGMENTID_USED on create) and shares the memory. */
+        OK(SCICreateDeviceSegment(dev, 5, 4096, SCI_MEMTYPE_SHARED,
+                                  SCI_MEMACCESS_MULTIHOST_READ | SCI_MEMACCESS_DEVICE_WRITE, 0, &err));
+        EXPECT(SCI_ERR_SEGMENTID_USED,
+               SCICreateDeviceSegment(dev, 5, 4096, SCI_MEMTYPE_SHARED, 0, 0, &err));
+        sci_remote_segment_t sh;
+        OK(SCIConnectDeviceSegment(dev, &sh, 5, SCI_MEMTYPE_SHARED, NULL, NULL, 0, &err));
+        sci_map_t shm;
+        volatile uint32_t *shp;
+        OK(shp = (volatile uint32_t *)SCIMapRemoteSegment(sh, &shm, 0, 4096, NULL, 0, &err));
+        struct peer *b = sfx_peer("b");
+        sfx_ok(b, "borrow 0x%x 0", FDID_ACC);
+        char ans[64];
+        assert_int_equal(sfx_cmd(b, ans, sizeof(ans), "devseg 5 4096 %u %u", SCI_MEMTYPE_SHARED,
+                                 SCI_MEMACCESS_HOST_WRITE),
+                         0);
+        assert_int_equal(strtoul(ans, NULL, 0), NODE_C);
+        sfx_ok(b, "rwrite 16 4242");
+        assert_true(eventually32(shp + 4, 4242));
+        sfx_ok(b, "disconnect");
+        sfx_ok(b, "return");
+        OK(SCIUnmapSegment(shm, 0, &err));
+        OK(SCIDisconnectSegment(sh, 0, &err));
+        for (unsigned i = 1; i <= 4; i++)
+                OK(SCIDisconnectSegment(r[i], 0, &err));
+        OK(SCIReturnDevice(dev, 0, &err));
+        /* Device segments go with their creator's borrow. */
+        OK(SCIBorrowDevice(sd, &dev, FDID_ACC, 0, &err));
+        EXPECT(SCI_ERR_NO_SUCH_SEGMENT,
+               SCIConnectDeviceSegment(dev, &r[1], 1, SCI_MEMTYPE_PRIVATE, NULL, NULL, 0, &err));
+        OK(SCIReturnDevice(dev, 0, &err));
+        sfx_quit(b);
+        OK(SCIClose(sd, 0, &err));
+}
+
+
+/* A borrowed accelerator's register BAR as a SISCI device segment, and its copy engine. */
+struct accel {
+        sci_smartio_device_t dev;
+        sci_remote_segment_t bar;
+        sci_map_t map;
+        struct accel_drv drv;
+};
+
+static void accel_up(sci_desc_t sd, struct accel *a, uint32_t fdid)
+{
+        OK(SCIBorrowDevice(sd, &a->dev, fdid, 0, &err));
+        OK(SCIConnectDeviceSegment(a->dev, &a->bar, 0, SCI_MEMTYPE_BAR, NULL, NULL, 0, &err));
+        volatile void *regs;
+        OK(regs = SCIMapRemoteSegment(a->bar, &a->map, 0, SCIGetRemoteSegmentSize(a->bar), NULL,
+                                      SCI_FLAG_IO_MAP_IOSPACE, &err));
+        assert_int_equal(accel_open(&a->drv, (void *)(uintptr_t)regs), 0);
+}
+
+static void accel_down(struct accel *a)
+{
+        OK(SCIUnmapSegment(a->map, 0, &err));
+        OK(SCIDisconnectSegment(a->bar, 0, &err));
+        OK(SCIReturnDevice(a->dev, 0, &err));
+}
+
+static void test_map_for_device(void **state)
+{
+        (void)state;
+        sci_desc_t sd;
+        OK(SCIOpen(&sd, 0, &err));
+        struct accel acc = {0}, acc1 = {0};
+        accel_up(sd, &acc, FDID_ACC);
+        sci_local_segment_t ls, unprepared;
+        sci_map_t lm;
+        OK(SCICreateSegment(sd, &ls, 0x9000, 65536, NULL, NULL, 0, &err));
+        OK(SCIPrepareSegment(ls, 0, 0, &err));
+        volatile uint8_t *lp;
+        OK(lp = SCIMapLocalSegment(ls, &lm, 0, 65536, NULL, 0, &err));
+        OK(SCICreateSegment(sd, &unprepared, 0x9001, 4096, NULL, NULL, 0, &err));
+        sci_ioaddr_t io = 0;
+        EXPECT(SCI_ERR_SEGMENT_NOT_PREPARED,
+               SCIMapLocalSegmentForDevice(unprepared, 0, acc.dev, &io, 0, 0, 0, &err));
+        OK(SCIRemoveSegment(unprepared, 0, &err));
+        EXPECT(SCI_ERR_NOT_AVAILABLE, SCIMapLocalSegmentForDevice(ls, 0, acc.dev, &io, 0, 0, 0, &err));
+        OK(SCISetSegmentAvailable(ls, 0, 0, &err));
+        EXPECT(SCI_ERR_OUT_OF_RANGE,
+               SCIMapLocalSegmentForDevice(ls, 0, acc.dev, &io, 65536, 1, 0, &err));
+        EXPECT(SCI_ERR_NO_SUCH_ADAPTERNO,
+               SCIMapLocalSegmentForDevice(ls, 3, acc.dev, &io, 0, 0, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_FLAG, SCIMapLocalSegmentForDevice(ls, 0, acc.dev, &io, 0, 0, 1, &err));
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
+               SCIMapLocalSegmentForDevice(ls, 0, acc.dev, NULL, 0, 0, 0, &err));
+        OK(SCIMapLocalSegmentForDevice(ls, 0, acc.dev, &io, 0, 0, 0, &err));
+        assert_int_not_equal(io, 0);
+        sci_ioaddr_t io_again;
+        EXPECT(SCI_ERR_BUSY, SCIMapLocalSegmentForDevice(ls, 0, acc.dev, &io_again, 0, 0, 0, &err));
+        /* The device reads and writes our memory across the fabric at the address it got. */
+        for (int i = 0; i < 4096; i++)
+                lp[i] = (uint8_t)(i * 13);
+        assert_int_equal(accel_copy(&acc.drv, io, io + 8192, 4096, 5000, NULL), 0);
+        for (int i = 0; i < 4096; i += 97)
+                assert_int_equal(lp[8192 + i], (uint8_t)(i * 13));
+        EXPECT(SCI_ERR_BUSY, SCIRemoveSegment(ls, 0, &err));
+        EXPECT(SCI_ERR_BUSY, SCIReturnDevice(acc.dev, 0, &err));
+
+        /* A segment of another node, for the device. */
+        struct peer *b = sfx_peer("b");
+        sfx_ok(b, "seg_create 0x9100 65536 0");
+        sfx_ok(b, "seg_available 0x9100");
+        sci_remote_segment_t rs;
+        OK(SCIConnectSegment(sd, &rs, NODE_B, 0x9100, 0, NULL, NULL, 1000, 0, &err));
+        sci_ioaddr_t rio;
+        EXPECT(SCI_ERR_OUT_OF_RANGE,
+               SCIMapRemoteSegmentForDevice(rs, acc.dev, &rio, 65536, 4, 0, &err));
+        OK(SCIMapRemoteSegmentForDevice(rs, acc.dev, &rio, 4096, 4096, 0, &err));
+        EXPECT(SCI_ERR_BUSY, SCIMapRemoteSegmentForDevice(rs, acc.dev, &rio, 0, 0, 0, &err));
+        EXPECT(SCI_ERR_BUSY, SCIDisconnectSegment(rs, 0, &err));
+        *(volatile uint32_t *)lp = 0x600dda7a;
+        assert_int_equal(accel_copy(&acc.drv, io, rio + 16, 4, 5000, NULL), 0);
+        char ans[64];
+        assert_int_equal(sfx_cmd(b, ans, sizeof(ans), "seg_read 0x9100 %d", 4096 + 16), 0);
+        assert_int_equal(strtoul(ans, NULL, 0), 0x600dda7au);
+
+        /* Peer to peer: a's own accelerator writes into c's accelerator's memory (its BAR2). */
+        accel_up(sd, &acc1, FDID_ACC1);
+        sci_remote_segment_t bar2;
+        sci_map_t b2m;
+        OK(SCIConnectDeviceSegment(acc.dev, &bar2, 2, SCI_MEMTYPE_BAR, NULL, NULL, 0, &err));
+        volatile uint32_t *devmem;
+        OK(devmem = (volatile uint32_t *)SCIMapRemoteSegment(bar2, &b2m, 0, 65536, NULL, 0, &err));
+        sci_ioaddr_t io1, p2p;
+        OK(SCIMapLocalSegmentForDevice(ls, 0, acc1.dev, &io1, 0, 0, 0, &err));
+        OK(SCIMapRemoteSegmentForDevice(bar2, acc1.dev, &p2p, 0, 65536, 0, &err));
+        *(volatile uint32_t *)lp = 0xfeedf00d;
+        devmem[10] = 0;
+        assert_int_equal(accel_copy(&acc1.drv, io1, p2p + 40, 4, 5000, NULL), 0);
+        assert_true(eventually32(devmem + 10, 0xfeedf00du));
+        OK(SCIUnmapRemoteSegmentForDevice(bar2, acc1.dev, 0, &err));
+        EXPECT(SCI_ERR_NOT_CONNECTED, SCIUnmapRemoteSegmentForDevice(bar2, acc1.dev, 0, &err));
+        OK(SCIUnmapLocalSegmentForDevice(ls, 0, acc1.dev, 0, &err));
+        OK(SCIUnmapSegment(b2m, 0, &err));
+        OK(SCIDisconnectSegment(bar2, 0, &err));
+        accel_down(&acc1);
+
+        OK(SCIUnmapRemoteSegmentForDevice(rs, acc.dev, 0, &err));
+        OK(SCIDisconnectSegment(rs, 0, &err));
+        OK(SCIUnmapLocalSegmentForDevice(ls, 0, acc.dev, 0, &err));
+        EXPECT(SCI_ERR_NOT_CONNECTED, SCIUnmapLocalSegmentForDevice(ls, 0, acc.dev, 0, &err));
+        accel_down(&acc);
+        drop_segment(ls, lm);
+        sfx_quit(b);
+        OK(SCIClose(sd, 0, &err));
+}
+
+static void test_requester(void **state)
+{
+        (void)state;
+        sci_desc_t sd;
+        OK(SCIOpen(&sd, 0, &err));
+        struct accel acc1 = {0};
+        accel_up(sd, &acc1, FDID_ACC1);
+        sci_local_segment_t ls;
+        sci_map_t lm;
+        volatile uint32_t *lp = (volatile uint32_t *)make_segment(sd, 0x9200, 4096, &ls, &lm);
+        sci_ioaddr_t io;
+        OK(SCIMapLocalSegmentForDevice(ls, 0, acc1.dev, &io, 0, 0, 0, &err));
+        struct peer *b = sfx_peer("b");
+        sfx_ok(b, "seg_create 0x9300 4096 0");
+        sfx_ok(b, "seg_available 0x9300");
+        sci_remote_segment_t rs;
+        OK(SCIConnectSegment(sd, &rs, NODE_B, 0x9300, 0, NULL, NULL, 1000, 0, &err));
+        /* Where this host reaches the segment: through the window the CPU connection set up. */
+        sci_query_remote_segment_t q = {rs, SCI_Q_REMOTE_SEGMENT_IOADDR, {0}};
+        OK(SCIQuery(SCI_Q_REMOTE_SEGMENT, &q, 0, &err));
+        char ans[64];
+        /* The local device is not in the adapter's requester table: its writes are dropped. */
+        lp[0] = 0x1111;
+        accel_copy(&acc1.drv, io, q.data.ioaddr, 4, 5000, NULL);
+        assert_int_equal(sfx_cmd(b, ans, sizeof(ans), "seg_read 0x9300 0"), 0);
+        assert_int_equal(strtoul(ans, NULL, 0), 0);
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIRegisterPCIeRequester(sd, 0, 0x77, 0, 0, &err));
+        EXPECT(SCI_ERR_NO_SUCH_ADAPTERNO, SCIRegisterPCIeRequester(sd, 2, 5, 0, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_FLAG, SCIRegisterPCIeRequester(sd, 0, 5, 0, 0x2, &err));
+        OK(SCIRegisterPCIeRequester(sd, 0, 5, 0, 0, &err)); /* a.acc1 is 0000:05:00.0 */
+        EXPECT(SCI_ERR_BUSY, SCIRegisterPCIeRequester(sd, 0, 5, 0, 0, &err));
+        EXPECT(SCI_ERR_BUSY, SCIClose(sd, 0, &err));
+        lp[0] = 0x2222;
+        assert_int_equal(accel_copy(&acc1.drv, io, q.data.ioaddr, 4, 5000, NULL), 0);
+        assert_int_equal(sfx_cmd(b, ans, sizeof(ans), "seg_read 0x9300 0"), 0);
+        assert_int_equal(strtoul(ans, NULL, 0), 0x2222);
+        OK(SCIUnregisterPCIeRequester(sd, 0, 5, 0, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIUnregisterPCIeRequester(sd, 0, 5, 0, 0, &err));
+        lp[0] = 0x3333;
+        accel_copy(&acc1.drv, io, q.data.ioaddr, 4, 5000, NULL);
+        assert_int_equal(sfx_cmd(b, ans, sizeof(ans), "seg_read 0x9300 0"), 0);
+        assert_int_equal(strtoul(ans, NULL, 0), 0x2222); /* dropped again */
+        OK(SCIRegisterPCIeRequester(sd, 0, 5, 0, SCI_FLAG_PCIE_REQUESTER_GLOBAL, &err));
+        lp[0] = 0x4444;
+        assert_int_equal(accel_copy(&acc1.drv, io, q.data.ioaddr, 4, 5000, NULL), 0);
+        assert_int_equal(sfx_cmd(b, ans, sizeof(ans), "seg_read 0x9300 0"), 0);
+        assert_int_equal(strtoul(ans, NULL, 0), 0x4444);
+        OK(SCIUnregisterPCIeRequester(sd, 0, 5, 0, SCI_FLAG_PCIE_REQUESTER_GLOBAL, &err));
+        OK(SCIDisconnectSegment(rs, 0, &err));
+        OK(SCIUnmapLocalSegmentForDevice(ls, 0, acc1.dev, 0, &err));
+        drop_segment(ls, lm);
+        accel_down(&acc1);
+        sfx_quit(b);
+        OK(SCIClose(sd, 0, &err));
+}
+
 /* ---- everything with bad handles --------------------------------------------------------------- */
 
 static void test_bad_handles(void **state)
@@ -1232,6 +1616,11 @@ int main(void)
             cmocka_unit_test_teardown(test_dma, sfx_kill_all),
             cmocka_unit_test_teardown(test_broadcast, sfx_kill_all),
             cmocka_unit_test_teardown(test_threads, sfx_kill_all),
+            cmocka_unit_test_teardown(test_device_list_and_query, sfx_kill_all),
+            cmocka_unit_test_teardown(test_borrow, sfx_kill_all),
+            cmocka_unit_test_teardown(test_device_segments, sfx_kill_all),
+            cmocka_unit_test_teardown(test_map_for_device, sfx_kill_all),
+            cmocka_unit_test_teardown(test_requester, sfx_kill_all),
             cmocka_unit_test_teardown(test_bad_handles, sfx_kill_all),
             cmocka_unit_test_teardown(test_not_initialized, sfx_kill_all),
         };
