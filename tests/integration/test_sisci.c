@@ -526,6 +526,86 @@ static void test_connect_same_node(void **state)
         OK(SCIClose(sd, 0, &err));
 }
 
+
+/* A cable of this node goes down and comes back: connections are told, sequences know it. */
+static void test_link_events(void **state)
+{
+        (void)state;
+        sci_desc_t sd;
+        OK(SCIOpen(&sd, 0, &err));
+        struct peer *b = sfx_peer("b");
+        sfx_ok(b, "seg_create 0x3700 4096 0");
+        sfx_ok(b, "seg_available 0x3700");
+        sci_remote_segment_t r;
+        sci_map_t m;
+        sci_sequence_t q;
+        OK(SCIConnectSegment(sd, &r, NODE_B, 0x3700, 0, NULL, NULL, 1000, 0, &err));
+        OK(SCIMapRemoteSegment(r, &m, 0, 4096, NULL, 0, &err));
+        OK(SCICreateMapSequence(m, &q, 0, &err));
+        assert_int_equal(SCIStartSequence(q, 0, &err), SCI_SEQ_OK);
+        assert_int_equal(sfx_cli("fault link-down a.ntb0.0"), 0);
+        sci_error_t status;
+        sci_segment_cb_reason_t why;
+        OK(why = SCIWaitForRemoteSegmentEvent(r, &status, 10000, 0, &err));
+        assert_int_equal(why, SCI_CB_NOT_OPERATIONAL);
+        assert_int_equal(status, SCI_ERR_NO_LINK_ACCESS);
+        assert_int_equal(SCICheckSequence(q, 0, &err), SCI_SEQ_RETRIABLE);
+        uint32_t v = 1;
+        EXPECT(SCI_ERR_TRANSFER_FAILED, SCIMemCpy(q, &v, m, 0, 4, SCI_FLAG_ERROR_CHECK, &err));
+        assert_int_equal(sfx_cli("fault link-up a.ntb0.0"), 0);
+        OK(why = SCIWaitForRemoteSegmentEvent(r, &status, 10000, 0, &err));
+        assert_int_equal(why, SCI_CB_OPERATIONAL);
+        assert_int_equal(SCICheckSequence(q, 0, &err), SCI_SEQ_OK);
+        OK(SCIMemCpy(q, &v, m, 0, 4, SCI_FLAG_ERROR_CHECK, &err));
+        OK(SCIRemoveSequence(q, 0, &err));
+        OK(SCIUnmapSegment(m, 0, &err));
+        OK(SCIDisconnectSegment(r, 0, &err));
+        sfx_quit(b);
+        OK(SCIClose(sd, 0, &err));
+}
+
+/*
+ * The owner's node daemon is killed and started again: its processes' sessions ended with
+ * it, so the fabric manager drops what they exported when the daemon registers again.
+ */
+static void test_owner_daemon_restarts(void **state)
+{
+        (void)state;
+        sci_desc_t sd;
+        OK(SCIOpen(&sd, 0, &err));
+        struct peer *b = sfx_peer("b");
+        sfx_ok(b, "seg_create 0x3800 4096 0");
+        sfx_ok(b, "seg_fill 0x3800 9");
+        sfx_ok(b, "seg_available 0x3800");
+        sci_remote_segment_t r;
+        sci_map_t m;
+        OK(SCIConnectSegment(sd, &r, NODE_B, 0x3800, 0, NULL, NULL, 1000, 0, &err));
+        volatile uint32_t *p;
+        OK(p = (volatile uint32_t *)SCIMapRemoteSegment(r, &m, 0, 4096, NULL, 0, &err));
+        assert_int_equal(p[1], 9 + 4);
+        assert_int_equal(sfx_cli("fault kill b"), 0);
+        char args[600];
+        snprintf(args, sizeof(args), "up %s/tests/integration/sisci-cluster.yaml",
+                 getenv("NTBFAB_SRC"));
+        assert_int_equal(sfx_cli(args), 0);
+        sci_error_t status;
+        sci_segment_cb_reason_t why;
+        OK(why = SCIWaitForRemoteSegmentEvent(r, &status, 20000, 0, &err));
+        assert_int_equal(why, SCI_CB_LOST);
+        assert_true(eventually32(p + 1, 0xffffffffu));
+        OK(SCIUnmapSegment(m, 0, &err));
+        OK(SCIDisconnectSegment(r, 0, &err));
+        sfx_kill(b);
+        /* b works again for new processes. */
+        b = sfx_peer("b");
+        sfx_ok(b, "seg_create 0x3800 4096 0");
+        sfx_ok(b, "seg_available 0x3800");
+        OK(SCIConnectSegment(sd, &r, NODE_B, 0x3800, 0, NULL, NULL, 5000, 0, &err));
+        OK(SCIDisconnectSegment(r, 0, &err));
+        sfx_quit(b);
+        OK(SCIClose(sd, 0, &err));
+}
+
 /* ---- failure: an owner dies, a connector dies, a segment is removed by force ------------------ */
 
 static sci_callback_action_t lost_cb(void *arg, sci_remote_segment_t seg,
@@ -1192,6 +1272,11 @@ static void test_borrow(void **state)
                SCIConnectDeviceSegment(dev, &bar, 0, 3, NULL, NULL, 0, &err));
         EXPECT(SCI_ERR_ILLEGAL_FLAG,
                SCIConnectDeviceSegment(dev, &bar, 0, SCI_MEMTYPE_BAR, NULL, NULL, 0x2, &err));
+        EXPECT(SCI_ERR_NO_SUCH_ADAPTERNO,
+               SCIConnectDeviceSegmentPath(dev, &bar, 0, SCI_MEMTYPE_BAR, 4, NULL, NULL, 0, &err));
+        OK(SCIConnectDeviceSegmentPath(dev, &bar, 0, SCI_MEMTYPE_BAR, 0, NULL, NULL,
+                                       SCI_FLAG_SPECIFY_PATH, &err));
+        OK(SCIDisconnectSegment(bar, 0, &err));
         OK(SCIConnectDeviceSegment(dev, &bar, 0, SCI_MEMTYPE_BAR, NULL, NULL, 0, &err));
         assert_int_equal(SCIGetRemoteSegmentSize(bar), 16384);
         assert_int_equal(SCIGetRemoteSegmentNodeId(bar), NODE_C);
@@ -1610,6 +1695,8 @@ int main(void)
             cmocka_unit_test_teardown(test_connect_same_node, sfx_kill_all),
             cmocka_unit_test_teardown(test_owner_dies, sfx_kill_all),
             cmocka_unit_test_teardown(test_connector_dies, sfx_kill_all),
+            cmocka_unit_test_teardown(test_link_events, sfx_kill_all),
+            cmocka_unit_test_teardown(test_owner_daemon_restarts, sfx_kill_all),
             cmocka_unit_test_teardown(test_interrupts, sfx_kill_all),
             cmocka_unit_test_teardown(test_interrupt_removed_while_waiting, sfx_kill_all),
             cmocka_unit_test_teardown(test_data_interrupts, sfx_kill_all),

@@ -127,21 +127,29 @@ int main(int argc, char **argv)
         memcpy(rp, src, size); /* both destinations touched once before timing */
         memcpy(lp, src, size);
         /*
-         * Each round copies the whole buffer to both, in 1 MiB pieces taken in turns (which
+         * Each round copies the whole buffer to both, in 8 MiB pieces taken in turns (which
          * one goes first alternates), so that whatever else the machine does at a moment
          * slows both alike: the ratio is what it measures.
          */
-        const size_t piece = size < (1u << 20) ? size : (1u << 20);
+        const size_t piece = size < (8u << 20) ? size : (8u << 20);
         for (unsigned r = 0; r < rounds; r++) {
+                /* A fresh source each round: how its pages fall against the destinations'
+                 * in the caches otherwise favours one of them for the whole run. */
+                free(src);
+                src = malloc(size);
+                if (!src)
+                        return 1;
+                for (size_t k = 0; k < size; k++)
+                        src[k] = (uint8_t)(k * 7);
                 rt[r] = lt[r] = 0;
                 for (size_t off = 0; off < size; off += piece) {
                         size_t n = size - off < piece ? size - off : piece;
                         for (int k = 0; k < 2; k++) {
-                                int remote = (int)((r + off / piece + (size_t)k) % 2);
-                                uint8_t *dst = (uint8_t *)(remote ? rp : lp) + off;
+                                int to_remote = (int)((r + off / piece + (size_t)k) % 2);
+                                uint8_t *dst = (uint8_t *)(to_remote ? rp : lp) + off;
                                 double t0 = now_s();
                                 memcpy(dst, src + off, n);
-                                (remote ? rt : lt)[r] += now_s() - t0;
+                                (to_remote ? rt : lt)[r] += now_s() - t0;
                         }
                 }
         }
