@@ -3,18 +3,10 @@
 #include <stdio.h>
 
 #include "ntbfab/backend.h"
+#include "say.h"
 
-static bool fail(char *why, size_t len, const char *fmt, ...) NTBF_PRINTF(3, 4);
-static bool fail(char *why, size_t len, const char *fmt, ...)
-{
-        if (why && len) {
-                va_list ap;
-                va_start(ap, fmt);
-                vsnprintf(why, len, fmt, ap);
-                va_end(ap);
-        }
-        return false;
-}
+/* Say why the vtable is refused; the caller returns false with it. */
+#define fail(why, len, ...) (ntbf__say((why), (len), __VA_ARGS__), false)
 
 #define CB(field)                                                                                  \
         {                                                                                          \

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "say.h"
 #include "ntbfab/error.h"
 #include "ntbfab/path.h"
 #include "graph.h"
@@ -129,17 +130,6 @@ struct ntbf__graph *ntbf__graph_build(const struct ntbf_topo *t)
 
 /* ---- endpoints -------------------------------------------------------------------------- */
 
-static void say(char *why, size_t len, const char *fmt, ...) NTBF_PRINTF(3, 4);
-static void say(char *why, size_t len, const char *fmt, ...)
-{
-        if (!why || !len)
-                return;
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(why, len, fmt, ap);
-        va_end(ap);
-}
-
 int ntbf_endpoint_parse(const struct ntbf_topo *t, const char *s, struct ntbf_endpoint *ep,
                         char *why, size_t whylen)
 {
@@ -147,10 +137,10 @@ int ntbf_endpoint_parse(const struct ntbf_topo *t, const char *s, struct ntbf_en
         const char *dot = s ? strchr(s, '.') : NULL;
         size_t nl = dot ? (size_t)(dot - s) : (s ? strlen(s) : 0);
         if (!s || nl == 0 || nl > NTBF_NAME_MAX) {
-                say(why, whylen,
-                    "'%s' is not an endpoint; write NODE, NODE.cpu, NODE.ram or "
-                    "NODE.DEVICE",
-                    s ? s : "");
+                ntbf__say(why, whylen,
+                          "'%s' is not an endpoint; write NODE, NODE.cpu, NODE.ram or "
+                          "NODE.DEVICE",
+                          s ? s : "");
                 return NTBF_ENOTFOUND;
         }
         memcpy(node, s, nl);
@@ -163,10 +153,10 @@ int ntbf_endpoint_parse(const struct ntbf_topo *t, const char *s, struct ntbf_en
                         ntbf__suggest_add(&sg, t->nodes[i].name);
                 const char *best = ntbf__suggest_result(&sg);
                 if (best)
-                        say(why, whylen, "no node '%s' in cluster '%s'; did you mean '%s'?", node,
-                            t->name, best);
+                        ntbf__say(why, whylen, "no node '%s' in cluster '%s'; did you mean '%s'?",
+                                  node, t->name, best);
                 else
-                        say(why, whylen, "no node '%s' in cluster '%s'", node, t->name);
+                        ntbf__say(why, whylen, "no node '%s' in cluster '%s'", node, t->name);
                 return NTBF_ENOTFOUND;
         }
         *ep = (struct ntbf_endpoint){NTBF_EP_CPU, n, NTBF_NONE};
@@ -185,8 +175,8 @@ int ntbf_endpoint_parse(const struct ntbf_topo *t, const char *s, struct ntbf_en
                 for (uint32_t i = 0; i < t->nodes[n].ndevices; i++)
                         ntbf__suggest_add(&sg, t->devices[t->nodes[n].devices[i]].name);
                 const char *best = ntbf__suggest_result(&sg);
-                say(why, whylen, "node '%s' has no device '%s'%s%s%s", node, dot + 1,
-                    best ? "; did you mean '" : "", best ? best : "", best ? "'?" : "");
+                ntbf__say(why, whylen, "node '%s' has no device '%s'%s%s%s", node, dot + 1,
+                          best ? "; did you mean '" : "", best ? best : "", best ? "'?" : "");
                 return NTBF_ENOTFOUND;
         }
         ep->kind = NTBF_EP_DEVICE;
@@ -346,7 +336,7 @@ static int check_endpoint(const struct ntbf_topo *t, struct ntbf_endpoint e, cha
         if (e.node >= t->nnodes ||
             (e.kind == NTBF_EP_DEVICE &&
              (e.device >= t->ndevices || t->devices[e.device].node != e.node))) {
-                say(why, whylen, "invalid endpoint");
+                ntbf__say(why, whylen, "invalid endpoint");
                 return -EINVAL;
         }
         return 0;
@@ -359,7 +349,7 @@ static int endpoints_to_vertices(const struct ntbf_topo *t, const struct ntbf__g
                                  size_t whylen)
 {
         if (!g) {
-                say(why, whylen, "the topology is not finalized");
+                ntbf__say(why, whylen, "the topology is not finalized");
                 return -EINVAL;
         }
         int r = check_endpoint(t, a, why, whylen);
@@ -372,8 +362,8 @@ static int endpoints_to_vertices(const struct ntbf_topo *t, const struct ntbf__g
         if (o && o->first_adapter != NTBF_NONE) {
                 if (o->first_adapter >= t->nadapters ||
                     t->adapters[o->first_adapter].node != a.node) {
-                        say(why, whylen, "the first adapter is not an adapter of node '%s'",
-                            t->nodes[a.node].name);
+                        ntbf__say(why, whylen, "the first adapter is not an adapter of node '%s'",
+                                  t->nodes[a.node].name);
                         return -EINVAL;
                 }
                 *src = v_adapter(g, o->first_adapter);
@@ -381,8 +371,8 @@ static int endpoints_to_vertices(const struct ntbf_topo *t, const struct ntbf__g
         if (o && o->last_adapter != NTBF_NONE) {
                 if (o->last_adapter >= t->nadapters ||
                     t->adapters[o->last_adapter].node != b.node) {
-                        say(why, whylen, "the last adapter is not an adapter of node '%s'",
-                            t->nodes[b.node].name);
+                        ntbf__say(why, whylen, "the last adapter is not an adapter of node '%s'",
+                                  t->nodes[b.node].name);
                         return -EINVAL;
                 }
                 *dst = v_adapter(g, o->last_adapter);
@@ -619,8 +609,9 @@ static void explain_gap(const struct ntbf_topo *t, const struct ntbf_path_opts *
         for (int side = 0; side < 2; side++) {
                 const struct ntbf_node *n = &t->nodes[side ? b.node : a.node];
                 if (n->nadapters == 0) {
-                        say(why, whylen, "no path from '%s' to '%s': node '%s' has no adapter", an,
-                            bn, n->name);
+                        ntbf__say(why, whylen,
+                                  "no path from '%s' to '%s': node '%s' has no adapter", an, bn,
+                                  n->name);
                         return;
                 }
                 bool any = false, any_up = false;
@@ -634,17 +625,17 @@ static void explain_gap(const struct ntbf_topo *t, const struct ntbf_path_opts *
                         }
                 }
                 if (!any) {
-                        say(why, whylen,
-                            "no path from '%s' to '%s': no adapter of node '%s' "
-                            "has a link",
-                            an, bn, n->name);
+                        ntbf__say(why, whylen,
+                                  "no path from '%s' to '%s': no adapter of node '%s' "
+                                  "has a link",
+                                  an, bn, n->name);
                         return;
                 }
                 if (!any_up) {
-                        say(why, whylen,
-                            "no path from '%s' to '%s': every link of node '%s' "
-                            "is down",
-                            an, bn, n->name);
+                        ntbf__say(why, whylen,
+                                  "no path from '%s' to '%s': every link of node '%s' "
+                                  "is down",
+                                  an, bn, n->name);
                         return;
                 }
         }
@@ -659,7 +650,8 @@ static void explain_gap(const struct ntbf_topo *t, const struct ntbf_path_opts *
                                 uint32_t l = t->graph->arcs[chain[i]].link;
                                 if (link_down(o, l)) {
                                         char x[80], y[80];
-                                        say(why, whylen,
+                                        ntbf__say(
+                                            why, whylen,
                                             "no path from '%s' to '%s': link %s - %s "
                                             "is down and no other path exists",
                                             an, bn,
@@ -671,14 +663,15 @@ static void explain_gap(const struct ntbf_topo *t, const struct ntbf_path_opts *
                 }
         }
         if (o && (o->first_adapter != NTBF_NONE || o->last_adapter != NTBF_NONE)) {
-                say(why, whylen, "no path from '%s' to '%s' through the chosen adapter%s", an, bn,
-                    o->first_adapter != NTBF_NONE && o->last_adapter != NTBF_NONE ? "s" : "");
+                ntbf__say(why, whylen, "no path from '%s' to '%s' through the chosen adapter%s", an,
+                          bn,
+                          o->first_adapter != NTBF_NONE && o->last_adapter != NTBF_NONE ? "s" : "");
                 return;
         }
-        say(why, whylen,
-            "no path from '%s' to '%s': no cable or switch connects them (paths do "
-            "not transit other hosts)",
-            an, bn);
+        ntbf__say(why, whylen,
+                  "no path from '%s' to '%s': no cable or switch connects them (paths do "
+                  "not transit other hosts)",
+                  an, bn);
 }
 
 int ntbf_path_find(const struct ntbf_topo *t, const struct ntbf_path_opts *o,
@@ -696,7 +689,7 @@ int ntbf_path_find(const struct ntbf_topo *t, const struct ntbf_path_opts *o,
         if (n == -2)
                 return -ENOMEM;
         if (n == -3) {
-                say(why, whylen, "the path is longer than %d hops", NTBF_PATH_MAX);
+                ntbf__say(why, whylen, "the path is longer than %d hops", NTBF_PATH_MAX);
                 return -E2BIG;
         }
         if (n < 0) {
@@ -717,7 +710,7 @@ int ntbf_path_find(const struct ntbf_topo *t, const struct ntbf_path_opts *o,
         }
         r = build_hops(t, g, a, b, src, chain, (uint32_t)n, out);
         if (r)
-                say(why, whylen, "the path is longer than %d hops", NTBF_PATH_MAX);
+                ntbf__say(why, whylen, "the path is longer than %d hops", NTBF_PATH_MAX);
         return r;
 }
 
@@ -794,10 +787,10 @@ int ntbf_path_disjoint(const struct ntbf_topo *t, const struct ntbf_path_opts *o
                         return r;
                 *found = 1;
                 if (k > 1) {
-                        say(why, whylen,
-                            "'%s' and '%s' are in the same host: there is one local "
-                            "path",
-                            t->nodes[a.node].name, t->nodes[b.node].name);
+                        ntbf__say(why, whylen,
+                                  "'%s' and '%s' are in the same host: there is one local "
+                                  "path",
+                                  t->nodes[a.node].name, t->nodes[b.node].name);
                         return NTBF_ENOPATH;
                 }
                 return 0;
@@ -957,7 +950,7 @@ int ntbf_path_disjoint(const struct ntbf_topo *t, const struct ntbf_path_opts *o
                 explain_gap(t, o, a, b, why, whylen);
                 r = NTBF_ENOPATH;
         } else if (got < k) {
-                say(why, whylen, "%s", cutmsg);
+                ntbf__say(why, whylen, "%s", cutmsg);
                 r = NTBF_ENOPATH;
         }
 out:

@@ -15,6 +15,7 @@
 
 #include "../daemon/keyfile.h"
 #include "fabric.h"
+#include "proc.h"
 #include "ntbfab/config.h"
 #include "ntbfab/error.h"
 #include "ntbfab/sim.h"
@@ -427,12 +428,12 @@ static bool stop_pid(int pid, unsigned ms)
                 return false;
         kill(pid, SIGTERM);
         uint64_t end = now_ms() + ms;
-        while (fab_alive(pid) && now_ms() < end)
+        while (ntbf__pid_alive(pid) && now_ms() < end)
                 nap_ms(20);
-        if (!fab_alive(pid))
+        if (!ntbf__pid_alive(pid))
                 return false;
         kill(pid, SIGKILL);
-        while (fab_alive(pid))
+        while (ntbf__pid_alive(pid))
                 nap_ms(10);
         return true;
 }
@@ -776,7 +777,7 @@ static int run_fault(int argc, char **argv)
                         return EXIT_FAIL;
                 }
                 kill(pid, SIGKILL);
-                while (fab_alive(pid))
+                while (ntbf__pid_alive(pid))
                         nap_ms(5);
                 if (o.json) {
                         struct json_object *out = json_object_new_object();

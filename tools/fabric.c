@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "fabric.h"
+#include "proc.h"
 #include "ntbfab/config.h"
 #include "ntbfab/error.h"
 
@@ -72,35 +73,6 @@ struct json_object *jo(struct json_object *o, const char *k)
         return o && json_object_object_get_ex(o, k, &v) ? v : NULL;
 }
 
-bool fab_alive(int pid)
-{
-        if (pid <= 0 || kill(pid, 0))
-                return false;
-        /* A zombie is dead for our purposes. */
-        char p[64], buf[512];
-        snprintf(p, sizeof(p), "/proc/%d/stat", pid);
-        FILE *f = fopen(p, "r");
-        if (!f)
-                return true;
-        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-        fclose(f);
-        buf[n] = 0;
-        char *rp = strrchr(buf, ')');
-        if (!(rp && rp[1] == ' ' && rp[2] == 'Z'))
-                return true;
-        /* A zombie leader whose other threads are still exiting still holds its files (and
-         * the node's lock): it is gone only when it is the last thread. */
-        snprintf(p, sizeof(p), "/proc/%d/status", pid);
-        f = fopen(p, "r");
-        int threads = 1;
-        while (f && fgets(buf, sizeof(buf), f))
-                if (!strncmp(buf, "Threads:", 8))
-                        threads = atoi(buf + 8);
-        if (f)
-                fclose(f);
-        return threads > 1;
-}
-
 int fab_pid(const char *dir, const char *name)
 {
         char p[PATH_MAX];
@@ -112,7 +84,7 @@ int fab_pid(const char *dir, const char *name)
                         pid = 0;
                 fclose(f);
         }
-        return fab_alive(pid) ? pid : 0;
+        return ntbf__pid_alive(pid) ? pid : 0;
 }
 
 uint32_t fab_manager(const struct ntbf_topo *t)

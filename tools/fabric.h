@@ -41,7 +41,6 @@ void fab_close(struct fab *f);
 uint32_t fab_manager(const struct ntbf_topo *t);
 /* A node's daemon pid from DIR/run/NODE.pid, 0 when none runs. */
 int fab_pid(const char *dir, const char *name);
-bool fab_alive(int pid);
 /* Whether something `up` started in dir still runs. */
 bool fab_running(const char *dir);
 

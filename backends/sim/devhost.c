@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "say.h"
 #include "cfgspace.h"
 #include "devmodel.h"
 #include "sim.h"
@@ -45,17 +46,6 @@ struct ntbf_sim_devhost {
         uint32_t nr;
         _Atomic uint64_t reaped_mem, reaped_irqs, dma_done;
 };
-
-static void say(char *why, size_t len, const char *fmt, ...) NTBF_PRINTF(3, 4);
-static void say(char *why, size_t len, const char *fmt, ...)
-{
-        if (!why || !len)
-                return;
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(why, len, fmt, ap);
-        va_end(ap);
-}
 
 static inline void cpu_relax(void)
 {
@@ -227,7 +217,7 @@ static int claim_role(struct ntbf_sim *s, char *why, size_t whylen)
         for (;;) {
                 int32_t cur = atomic_load(&h->devhost_pid);
                 if (cur == me) {
-                        say(why, whylen, "this process already runs the device host");
+                        ntbf__say(why, whylen, "this process already runs the device host");
                         return NTBF_EBUSY;
                 }
                 if (cur) {
@@ -235,7 +225,8 @@ static int claim_role(struct ntbf_sim *s, char *why, size_t whylen)
                         uint64_t now = ntbf__sim_proc_start(cur);
                         /* A start time of 0 means the owner is still claiming: alive. */
                         if (now && (!st || st == now)) {
-                                say(why, whylen,
+                                ntbf__say(
+                                    why, whylen,
                                     "another device host (pid %d) serves the fabric in %s; stop "
                                     "it first",
                                     cur, s->dir);
@@ -346,9 +337,10 @@ int ntbf_sim_devhost_start(struct ntbf_backend *b, const struct ntbf_sim_devhost
                         if (r) {
                                 if (x->env.backing_fd >= 0)
                                         close(x->env.backing_fd);
-                                say(why, whylen, "device %s.%s function %u: model %s failed: %s",
-                                    t->nodes[t->devices[d].node].name, t->devices[d].name, f,
-                                    ops->name, ntbf_strerror(r));
+                                ntbf__say(why, whylen,
+                                          "device %s.%s function %u: model %s failed: %s",
+                                          t->nodes[t->devices[d].node].name, t->devices[d].name, f,
+                                          ops->name, ntbf_strerror(r));
                                 break;
                         }
                         dh->nr++;
@@ -376,7 +368,8 @@ int ntbf_sim_devhost_start(struct ntbf_backend *b, const struct ntbf_sim_devhost
                 r = -pthread_create(&x->th, NULL, fn, x);
                 x->started = !r;
                 if (r)
-                        say(why, whylen, "cannot start a device host thread: %s", strerror(-r));
+                        ntbf__say(why, whylen, "cannot start a device host thread: %s",
+                                  strerror(-r));
         }
         if (r) {
                 ntbf_sim_devhost_stop(dh);

@@ -15,21 +15,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "say.h"
 #include "ntbfab/units.h"
 #include "cfgspace.h"
 #include "devmodel.h"
 #include "sim.h"
-
-static void say(char *why, size_t len, const char *fmt, ...) NTBF_PRINTF(3, 4);
-static void say(char *why, size_t len, const char *fmt, ...)
-{
-        if (!why || !len)
-                return;
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(why, len, fmt, ap);
-        va_end(ap);
-}
 
 /* ---- helpers every part of the sim uses ---------------------------------------------------- */
 
@@ -480,7 +470,7 @@ static int make_file(const char *path, uint64_t size, bool keep, char *why, size
         int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
         if (fd < 0) {
                 int e = errno;
-                say(why, whylen, "cannot create %s: %s", path, strerror(e));
+                ntbf__say(why, whylen, "cannot create %s: %s", path, strerror(e));
                 return -e;
         }
         struct stat st;
@@ -493,8 +483,8 @@ static int make_file(const char *path, uint64_t size, bool keep, char *why, size
         int e = errno;
         close(fd);
         if (r) {
-                say(why, whylen, "cannot size %s to %" PRIu64 " bytes: %s", path, size,
-                    strerror(e));
+                ntbf__say(why, whylen, "cannot size %s to %" PRIu64 " bytes: %s", path, size,
+                          strerror(e));
                 return -e;
         }
         return 0;
@@ -514,22 +504,23 @@ static int check_existing(const char *dir, int fd, const struct ntbf_topo *t, ui
         struct sim_hdr h;
         ssize_t n = pread(fd, &h, sizeof(h), 0);
         if (n != (ssize_t)sizeof(h) || h.magic != SIM_MAGIC) {
-                say(why, whylen,
-                    "%s/fabric is not a simulated fabric control file; remove the directory "
-                    "or use another --dir",
-                    dir);
+                ntbf__say(why, whylen,
+                          "%s/fabric is not a simulated fabric control file; remove the directory "
+                          "or use another --dir",
+                          dir);
                 return NTBF_ECONFIG;
         }
         if (h.version != SIM_VERSION) {
-                say(why, whylen,
-                    "the fabric in %s was made by another ntbfab version (layout %u, this is "
-                    "%u); destroy it (ntbfab down) and create it again",
-                    dir, h.version, SIM_VERSION);
+                ntbf__say(why, whylen,
+                          "the fabric in %s was made by another ntbfab version (layout %u, this is "
+                          "%u); destroy it (ntbfab down) and create it again",
+                          dir, h.version, SIM_VERSION);
                 return NTBF_ECONFIG;
         }
         if (h.topo_hash != hash) {
                 h.cluster[sizeof(h.cluster) - 1] = 0;
-                say(why, whylen,
+                ntbf__say(
+                    why, whylen,
                     "the fabric in %s was created from a different topology (cluster '%s', hash "
                     "%016" PRIx64 "; this configuration of cluster '%s' has hash %016" PRIx64
                     "); destroy it (ntbfab down) or use another directory",
@@ -537,7 +528,7 @@ static int check_existing(const char *dir, int fd, const struct ntbf_topo *t, ui
                 return NTBF_ECONFIG;
         }
         if (!atomic_load(&((struct sim_hdr *)&h)->ready)) {
-                say(why, whylen, "the fabric in %s is not completely created", dir);
+                ntbf__say(why, whylen, "the fabric in %s is not completely created", dir);
                 return NTBF_ECONFIG;
         }
         return 0;
@@ -731,10 +722,10 @@ static int power_on(const struct ntbf_topo *t, const char *dir, uint8_t *ctl, ui
                                 r = ntbf_sim_cfg_build(env.cfg, dev, f, &l);
                         }
                         if (r)
-                                say(why, whylen,
-                                    "device %s.%s function %u cannot power on (%s model): %s",
-                                    t->nodes[dev->node].name, dev->name, f, ops ? ops->name : "no",
-                                    ntbf_strerror(r));
+                                ntbf__say(why, whylen,
+                                          "device %s.%s function %u cannot power on (%s model): %s",
+                                          t->nodes[dev->node].name, dev->name, f,
+                                          ops ? ops->name : "no", ntbf_strerror(r));
                 }
                 if (img >= 0)
                         close(img);
@@ -760,7 +751,7 @@ static int build_control(const struct ntbf_topo *t, const char *dir, const char 
         uint32_t nhops = 0;
         int r = ntbf__sim_routes_build(t, &routes, &hops, &nhops);
         if (r) {
-                say(why, whylen, "cannot compute the static routes: %s", ntbf_strerror(r));
+                ntbf__say(why, whylen, "cannot compute the static routes: %s", ntbf_strerror(r));
                 goto out;
         }
         r = layout_compute(t, nhops, &L);
@@ -769,13 +760,13 @@ static int build_control(const struct ntbf_topo *t, const char *dir, const char 
         fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (fd < 0 || ftruncate(fd, (off_t)L.size)) {
                 r = -errno;
-                say(why, whylen, "cannot create %s: %s", path, strerror(errno));
+                ntbf__say(why, whylen, "cannot create %s: %s", path, strerror(errno));
                 goto out;
         }
         ctl = mmap(NULL, L.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (ctl == MAP_FAILED) {
                 r = -errno;
-                say(why, whylen, "cannot map %s: %s", path, strerror(errno));
+                ntbf__say(why, whylen, "cannot map %s: %s", path, strerror(errno));
                 goto out;
         }
         init_control(t, &L, ctl, hash, routes, hops);
@@ -792,28 +783,29 @@ out:
         free(hops);
         layout_free(&L);
         if (r == -ENOMEM)
-                say(why, whylen, "out of memory creating the fabric");
+                ntbf__say(why, whylen, "out of memory creating the fabric");
         return r;
 }
 
 int ntbf_sim_fabric_create(const struct ntbf_topo *t, const char *dir, char *why, size_t whylen)
 {
         if (!t || !t->finalized || !dir) {
-                say(why, whylen, "the topology must be finalized before creating a fabric");
+                ntbf__say(why, whylen, "the topology must be finalized before creating a fabric");
                 return -EINVAL;
         }
         if (t->nadapters > SIM_MAX_ADAPTERS || t->nnodes > SIM_MAX_NODES) {
-                say(why, whylen, "the simulated fabric holds at most %u nodes and %u adapters",
-                    SIM_MAX_NODES, SIM_MAX_ADAPTERS);
+                ntbf__say(why, whylen,
+                          "the simulated fabric holds at most %u nodes and %u adapters",
+                          SIM_MAX_NODES, SIM_MAX_ADAPTERS);
                 return -EINVAL;
         }
         if (strlen(dir) >= SIM_DIR_MAX) {
-                say(why, whylen, "the instance directory name is too long");
+                ntbf__say(why, whylen, "the instance directory name is too long");
                 return -ENAMETOOLONG;
         }
         int r = mkdir_p(dir);
         if (r) {
-                say(why, whylen, "cannot create directory %s: %s", dir, strerror(-r));
+                ntbf__say(why, whylen, "cannot create directory %s: %s", dir, strerror(-r));
                 return r;
         }
         char path[PATH_MAX + 64], tmp[PATH_MAX + 64];
@@ -822,7 +814,7 @@ int ntbf_sim_fabric_create(const struct ntbf_topo *t, const char *dir, char *why
         int lfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
         if (lfd < 0 || flock(lfd, LOCK_EX)) {
                 r = -errno;
-                say(why, whylen, "cannot lock %s: %s", path, strerror(errno));
+                ntbf__say(why, whylen, "cannot lock %s: %s", path, strerror(errno));
                 if (lfd >= 0)
                         close(lfd);
                 return r;
@@ -863,8 +855,8 @@ int ntbf_sim_fabric_create(const struct ntbf_topo *t, const char *dir, char *why
                                 snprintf(tmp, sizeof(tmp), "%s/images", dir);
                                 if (mkdir(tmp, 0700) && errno != EEXIST) {
                                         r = -errno;
-                                        say(why, whylen, "cannot create %s: %s", tmp,
-                                            strerror(errno));
+                                        ntbf__say(why, whylen, "cannot create %s: %s", tmp,
+                                                  strerror(errno));
                                         break;
                                 }
                                 images = true;
@@ -881,7 +873,7 @@ int ntbf_sim_fabric_create(const struct ntbf_topo *t, const char *dir, char *why
         /* The control file appears whole or not at all: attachers never see it half built. */
         if (!r && rename(tmp, path)) {
                 r = -errno;
-                say(why, whylen, "cannot rename %s: %s", tmp, strerror(errno));
+                ntbf__say(why, whylen, "cannot rename %s: %s", tmp, strerror(errno));
         }
         if (r)
                 unlink(tmp);
@@ -985,16 +977,16 @@ int ntbf_sim_attach(const struct ntbf_backend_env *env, struct ntbf_backend **ou
                     size_t whylen)
 {
         if (!env || !env->topo || !env->topo->finalized || !env->dir || !out) {
-                say(why, whylen, "attaching needs a finalized topology and a directory");
+                ntbf__say(why, whylen, "attaching needs a finalized topology and a directory");
                 return -EINVAL;
         }
         const struct ntbf_topo *t = env->topo;
         if (strlen(env->dir) >= SIM_DIR_MAX) {
-                say(why, whylen, "the instance directory name is too long");
+                ntbf__say(why, whylen, "the instance directory name is too long");
                 return -ENAMETOOLONG;
         }
         if (env->node != NTBF_NONE && env->node >= t->nnodes) {
-                say(why, whylen, "node %u is not in cluster '%s'", env->node, t->name);
+                ntbf__say(why, whylen, "node %u is not in cluster '%s'", env->node, t->name);
                 return -EINVAL;
         }
         struct ntbf_sim *s = calloc(1, sizeof(*s));
@@ -1016,10 +1008,10 @@ int ntbf_sim_attach(const struct ntbf_backend_env *env, struct ntbf_backend **ou
         s->ctl_fd = open(path, O_RDWR | O_CLOEXEC);
         if (s->ctl_fd < 0) {
                 r = errno == ENOENT ? NTBF_ENOTFOUND : -errno;
-                say(why, whylen,
-                    "no simulated fabric in %s (%s); create it first (ntbfab up, or "
-                    "ntbf_sim_fabric_create)",
-                    env->dir, strerror(errno));
+                ntbf__say(why, whylen,
+                          "no simulated fabric in %s (%s); create it first (ntbfab up, or "
+                          "ntbf_sim_fabric_create)",
+                          env->dir, strerror(errno));
                 goto fail;
         }
         r = check_existing(env->dir, s->ctl_fd, t, topo_hash(t), why, whylen);
@@ -1035,12 +1027,12 @@ int ntbf_sim_attach(const struct ntbf_backend_env *env, struct ntbf_backend **ou
         if (s->ctl == MAP_FAILED) {
                 s->ctl = NULL;
                 r = -errno;
-                say(why, whylen, "cannot map %s: %s", path, strerror(errno));
+                ntbf__say(why, whylen, "cannot map %s: %s", path, strerror(errno));
                 goto fail;
         }
         s->hdr = (struct sim_hdr *)s->ctl;
         if (s->hdr->size != s->ctl_size || s->hdr->nadapters != t->nadapters) {
-                say(why, whylen, "%s is truncated or corrupt; destroy the instance", path);
+                ntbf__say(why, whylen, "%s is truncated or corrupt; destroy the instance", path);
                 r = NTBF_ECONFIG;
                 goto fail;
         }

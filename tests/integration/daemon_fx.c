@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "daemon_fx.h"
+#include "proc.h"
 #include "ntbfab/config.h"
 #include "ntbfab/error.h"
 #include "ntbfab/sim.h"
@@ -154,39 +155,11 @@ int dfx_pid(struct dfx *f, const char *node)
         return pid;
 }
 
-bool dfx_alive(int pid)
-{
-        if (pid <= 0 || kill(pid, 0))
-                return false;
-        char p[64], buf[512];
-        snprintf(p, sizeof(p), "/proc/%d/stat", pid);
-        FILE *f = fopen(p, "r");
-        if (!f)
-                return false;
-        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-        fclose(f);
-        buf[n] = 0;
-        char *rp = strrchr(buf, ')');
-        if (!(rp && rp[1] == ' ' && rp[2] == 'Z'))
-                return true;
-        /* A zombie leader whose other threads are still exiting still holds its files (and
-         * the node's lock): it is gone only when it is the last thread. */
-        snprintf(p, sizeof(p), "/proc/%d/status", pid);
-        f = fopen(p, "r");
-        int threads = 1;
-        while (f && fgets(buf, sizeof(buf), f))
-                if (!strncmp(buf, "Threads:", 8))
-                        threads = atoi(buf + 8);
-        if (f)
-                fclose(f);
-        return threads > 1; /* a zombie has stopped */
-}
-
 void dfx_wait_gone(int pid)
 {
-        for (int i = 0; i < 2000 && dfx_alive(pid); i++)
+        for (int i = 0; i < 2000 && ntbf__pid_alive(pid); i++)
                 dfx_nap(5);
-        assert_false(dfx_alive(pid));
+        assert_false(ntbf__pid_alive(pid));
 }
 
 bool dfx_wait_ready(struct dfx *f, const char *node, int ms)

@@ -33,7 +33,6 @@ struct json_object *dfx_ok(struct dfx *f, const char *node, const char *method, 
 /* Budget rows of cluster.status as one text, to compare with a baseline. */
 char *dfx_budgets(struct dfx *f);
 int dfx_pid(struct dfx *f, const char *node);
-bool dfx_alive(int pid);
 /* Wait (10 s at most) until the process has exited. */
 void dfx_wait_gone(int pid);
 /* Wait until node answers node.status with its manager reachable (ms at most). */
