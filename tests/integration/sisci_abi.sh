@@ -47,6 +47,8 @@ readelf -W --dyn-syms "$lib" | grep -q '_SISCI_PUBLIC_FUNC_ST_SCIOpen@@SISCI_5.1
 	done <"$tmp/consts"
 	printf '%s\n' '  return bad; }'
 } >"$tmp/check.c"
-cc -I"$inc" -I"$inc/dis" "$tmp/check.c" -o "$tmp/check" -ldl || fail "cannot build the check"
+san=""
+readelf -d "$lib" | grep -q 'libasan' && san="-fsanitize=address,undefined"
+cc $san -I"$inc" -I"$inc/dis" "$tmp/check.c" -o "$tmp/check" -ldl || fail "cannot build the check"
 "$tmp/check" || fail "the names or values above differ"
 echo "libsisci: $(wc -l <"$tmp/funcs") functions (ST and MT), $(wc -l <"$tmp/consts") constants, nothing else"

@@ -107,11 +107,14 @@ done
 cat "$top/nvme_b.out"
 
 echo "a program built with cc, with and without -D_REENTRANT"
+# A sanitizer build's library needs its runtime first: programs built here get it too.
+san=""
+readelf -d "$ex/libsisci.so" | grep -q 'libasan' && san="-fsanitize=address,undefined"
 inc="-I$src/frontends/sisci-compat/include -I$src/frontends/sisci-compat/include/dis"
 lib="-L$ex -lsisci -Wl,-rpath,$ex -Wl,-rpath-link,$build"
-cc -D_REENTRANT $inc "$src/frontends/sisci-compat/examples/pingpong.c" $lib -o "$top/pp-mt" ||
+cc $san -D_REENTRANT $inc "$src/frontends/sisci-compat/examples/pingpong.c" $lib -o "$top/pp-mt" ||
 	fail "cc -D_REENTRANT"
-cc $inc "$src/frontends/sisci-compat/examples/pingpong.c" $lib -o "$top/pp-st" || fail "cc"
+cc $san $inc "$src/frontends/sisci-compat/examples/pingpong.c" $lib -o "$top/pp-st" || fail "cc"
 nm -u "$top/pp-mt" | grep -q _SISCI_PUBLIC_FUNC_MT_SCIConnectSegment || fail "MT names"
 nm -u "$top/pp-st" | grep -q _SISCI_PUBLIC_FUNC_ST_SCIConnectSegment || fail "ST names"
 if nm -u "$top/pp-st" | grep -q _SISCI_PUBLIC_FUNC_MT_; then fail "ST build uses MT names"; fi
@@ -131,7 +134,7 @@ done
 flags=$(PKG_CONFIG_PATH=$pcdir PKG_CONFIG_SYSROOT_DIR=$inst pkg-config --cflags --libs sisci) ||
 	fail "pkg-config sisci"
 libdir=$(dirname "$(find "$inst" -name 'libsisci.so.0' | head -1)")
-cc -D_REENTRANT "$src/frontends/sisci-compat/examples/intlat.c" $flags -Wl,-rpath,"$libdir" \
+cc $san -D_REENTRANT "$src/frontends/sisci-compat/examples/intlat.c" $flags -Wl,-rpath,"$libdir" \
 	-Wl,-rpath-link,"$libdir" -o "$top/il-pc" || fail "cc with pkg-config ($flags)"
 readelf -d "$top/il-pc" | grep -q 'libsisci.so.0' || fail "not linked against libsisci.so.0"
 # The installed libraries alone (not the build tree's, which meson's LD_LIBRARY_PATH names).
