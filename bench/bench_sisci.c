@@ -50,8 +50,7 @@ static int sh(const char *cmd)
 static pid_t server(const char *prog, const char *args)
 {
         char cmd[2048];
-        snprintf(cmd, sizeof(cmd), "exec %s/sisci-%s %s > %s/server.log 2>&1", ex, prog, args,
-                 dir);
+        snprintf(cmd, sizeof(cmd), "exec %s/sisci-%s %s > %s/server.log 2>&1", ex, prog, args, dir);
         pid_t pid = fork();
         if (!pid) {
                 setenv("NTBFAB_NODE", "a", 1);
@@ -138,15 +137,15 @@ int main(int argc, char **argv)
         }
         setenv("NTBFAB_DIR", inst, 1);
 
-        struct json_object *bw = pair("memcpy_bw", "-rn 8 -server -size 67108864",
-                                      "-rn 4 -size 67108864 -rounds 15");
-        struct json_object *pp = pair("pingpong", "-rn 8 -server -loops 100000",
-                                      "-rn 4 -loops 100000");
+        struct json_object *bw =
+            pair("memcpy_bw", "-rn 8 -server -size 67108864", "-rn 4 -size 67108864 -rounds 15");
+        struct json_object *pp =
+            pair("pingpong", "-rn 8 -server -loops 100000", "-rn 4 -loops 100000");
         struct json_object *in = pair("intlat", "-rn 8 -server -loops 2000", "-rn 4 -loops 2000");
         struct json_object *di = pair("intlat", "-rn 8 -server -data -size 4 -loops 2000",
                                       "-rn 4 -data -size 4 -loops 2000");
-        struct json_object *dma = pair("dma", "-rn 8 -server -max 67108864",
-                                       "-rn 4 -min 4096 -max 67108864");
+        struct json_object *dma =
+            pair("dma", "-rn 8 -server -max 67108864", "-rn 4 -min 4096 -max 67108864");
 
         printf("libsisci on the simulated fabric (two nodes, PXH830 back to back)\n");
         printf("  memcpy, 64 MiB, median of 15 alternating rounds: remote segment %.0f MB/s, "

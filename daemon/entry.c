@@ -168,8 +168,8 @@ const char *ntbf__ent_describe(const struct ntbf_topo *t, const struct ntbf__ent
                          e->addr + e->len);
                 break;
         case NTBF_ENT_MCAST:
-                snprintf(buf, len, "%s.%s receives multicast group %u at 0x%" PRIx64 " (%" PRIu64
-                                   " bytes)",
+                snprintf(buf, len,
+                         "%s.%s receives multicast group %u at 0x%" PRIx64 " (%" PRIu64 " bytes)",
                          t->nodes[t->adapters[e->obj].node].name, t->adapters[e->obj].name,
                          e->group, e->addr, e->len);
                 break;

@@ -49,8 +49,8 @@ struct ntbf__ent {
         uint32_t slot;
         uint32_t dst_node, dst_adapter, group; /* SLOT; MCAST: group */
         uint64_t addr; /* SLOT: far-side address; IOMMU, DEVMAP: iova; MCAST: overlay address */
-        uint64_t phys, len; /* IOMMU (phys, len), DEVMAP, MCAST (len) */
-        struct ntbf_rid rid;                   /* RID, SWRID, DEVISO, DEVMAP */
+        uint64_t phys, len;  /* IOMMU (phys, len), DEVMAP, MCAST (len) */
+        struct ntbf_rid rid; /* RID, SWRID, DEVISO, DEVMAP */
 };
 
 #define NTBF_ENT_KEY_MAX 128

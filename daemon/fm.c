@@ -488,8 +488,8 @@ static void borrow_programmed(struct ntbf__fm *fm)
         save_alloc(fm, a);
         ntbf__entset_free(&fm->delta);
         struct json_object *res = a->kind >= A_SX_CONNECT ? ntbf__fm_sx_result(fm, a)
-                                  : a->kind == A_BORROW  ? borrow_json(fm, a)
-                                                         : map_json(fm, a);
+                                  : a->kind == A_BORROW   ? borrow_json(fm, a)
+                                                          : map_json(fm, a);
         if (a->kind == A_BORROW) {
                 struct fm_fn *f = fn_of(fm, a->fdid);
                 char nm[96];

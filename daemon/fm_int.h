@@ -128,8 +128,8 @@ void ntbf__fm_sx_expire(struct ntbf__fm *fm, uint32_t n);
 /* A node registered: its exports and live sessions (what it does not list is dropped). */
 void ntbf__fm_sx_register(struct ntbf__fm *fm, uint32_t from, struct json_object *p);
 /* A borrow of f by another node is refused by the lender's own SISCI holds (why says so). */
-int ntbf__fm_sx_hold_conflict(struct ntbf__fm *fm, const struct fm_fn *f, bool exclusive,
-                              char *why, size_t len);
+int ntbf__fm_sx_hold_conflict(struct ntbf__fm *fm, const struct fm_fn *f, bool exclusive, char *why,
+                              size_t len);
 /* Database: the kind's name ("connect", ...) or NULL; extra fields in and out of JSON. */
 const char *ntbf__fm_sx_kind_name(enum alloc_kind k);
 bool ntbf__fm_sx_kind(const char *name, enum alloc_kind *k);

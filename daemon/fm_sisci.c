@@ -35,11 +35,11 @@ struct sx_export {
         uint64_t mbox_addr, mbox_size; /* DINT: the mailbox */
         uint32_t lanes;
         uint64_t lanes_used;
-        uint32_t fdid, memtype;     /* DEVSEG */
-        uint32_t creator;           /* DEVSEG: the creating session's node */
+        uint32_t fdid, memtype; /* DEVSEG */
+        uint32_t creator;       /* DEVSEG: the creating session's node */
         uint64_t creator_session;
-        uint32_t tag;               /* DEVSEG: the manager's number for it (allocations' eid) */
-        bool gone;                  /* being removed: its users are told "lost", not its owner */
+        uint32_t tag; /* DEVSEG: the manager's number for it (allocations' eid) */
+        bool gone;    /* being removed: its users are told "lost", not its owner */
 };
 
 struct ntbf__fm_sx {
@@ -124,7 +124,10 @@ static bool b(struct json_object *p, const char *k)
 
 static const char *kind_word(uint32_t k)
 {
-        return k == SXE_SEG ? "segment" : k == SXE_INT ? "interrupt" : k == SXE_DINT ? "data interrupt" : "device segment";
+        return k == SXE_SEG    ? "segment"
+               : k == SXE_INT  ? "interrupt"
+               : k == SXE_DINT ? "data interrupt"
+                               : "device segment";
 }
 
 static struct sx_export *find_ex(struct ntbf__fm *fm, uint32_t node, uint32_t kind, uint32_t id)
@@ -200,11 +203,12 @@ static uint32_t adapter_no(const struct ntbf_topo *t, uint32_t ai)
         return 0;
 }
 
-
 /* ---- database ------------------------------------------------------------------------------ */
 
-static const char *const kind_names[] = {
-    [A_SX_CONNECT] = "connect", [A_SX_DMAP] = "sx_map", [A_SX_JOIN] = "join", [A_SX_REQ] = "requester"};
+static const char *const kind_names[] = {[A_SX_CONNECT] = "connect",
+                                         [A_SX_DMAP] = "sx_map",
+                                         [A_SX_JOIN] = "join",
+                                         [A_SX_REQ] = "requester"};
 
 const char *ntbf__fm_sx_kind_name(enum alloc_kind k)
 {
@@ -429,7 +433,10 @@ static uint32_t kind_of(struct json_object *p)
 {
         const char *k = "";
         ntbf__jget_s(p, "kind", &k);
-        return !strcmp(k, "seg") ? SXE_SEG : !strcmp(k, "int") ? SXE_INT : !strcmp(k, "dint") ? SXE_DINT : 0;
+        return !strcmp(k, "seg")    ? SXE_SEG
+               : !strcmp(k, "int")  ? SXE_INT
+               : !strcmp(k, "dint") ? SXE_DINT
+                                    : 0;
 }
 
 static struct fm_alloc *join_of(struct ntbf__fm *fm, const struct sx_export *e)
@@ -505,14 +512,13 @@ static void op_unexport(struct ntbf__fm *fm, struct fm_op *op)
                 e = find_ex(fm, op->from, kind, (uint32_t)id);
         else
                 e = find_devseg(fm, (uint32_t)u(op->p, "fdid", NTBF_NONE), (uint32_t)id,
-                                (uint32_t)u(op->p, "memtype", 0), op->from,
-                                u(op->p, "session", 0));
+                                (uint32_t)u(op->p, "memtype", 0), op->from, u(op->p, "session", 0));
         if (!e)
                 return ntbf__fm_finish(fm, 0, NULL, json_object_new_object());
         unsigned c = connections_to(fm, e);
         if (c && !b(op->p, "force"))
-                return op_fail(fm, NTBF_EBUSY, "%s %u of '%s' has %u connection%s", kind_word(e->kind),
-                               e->id, nname(fm, e->node), c, c == 1 ? "" : "s");
+                return op_fail(fm, NTBF_EBUSY, "%s %u of '%s' has %u connection%s",
+                               kind_word(e->kind), e->id, nname(fm, e->node), c, c == 1 ? "" : "s");
         drop_export(fm, e);
 }
 
@@ -526,15 +532,19 @@ static void op_connect(struct ntbf__fm *fm, struct fm_op *op)
         ntbf__jget_s(op->p, "kind", &k);
         uint64_t id = u(op->p, "id", UINT64_MAX), node_id = u(op->p, "node_id", UINT64_MAX);
         uint32_t via = (uint32_t)u(op->p, "adapter", NTBF_NONE);
-        if (id > UINT32_MAX || (via != NTBF_NONE && (via >= t->nadapters || t->adapters[via].node != op->from)))
+        if (id > UINT32_MAX ||
+            (via != NTBF_NONE && (via >= t->nadapters || t->adapters[via].node != op->from)))
                 return op_fail(fm, -EINVAL, "sx_connect needs an id and an adapter of '%s'",
                                nname(fm, op->from));
         struct ntbf_request req;
         ntbf_request_init(&req, NTBF_REQ_CONNECT);
         req.requester = (struct ntbf_requester){op->from, NTBF_NONE, 0};
         req.via_adapter = via;
-        struct fm_alloc proto = {.kind = A_SX_CONNECT, .fdid = NTBF_NONE, .node = op->from,
-                                 .session = u(op->p, "session", 0), .lane = NTBF_NONE};
+        struct fm_alloc proto = {.kind = A_SX_CONNECT,
+                                 .fdid = NTBF_NONE,
+                                 .node = op->from,
+                                 .session = u(op->p, "session", 0),
+                                 .lane = NTBF_NONE};
         struct sx_export *e = NULL;
         if (!strcmp(k, "group")) {
                 /* Multicast: the group of broadcast segment `id`, as big as its members. */
@@ -547,8 +557,8 @@ static void op_connect(struct ntbf__fm *fm, struct fm_op *op)
                                        "no node has joined broadcast segment %" PRIu64
                                        " (multicast group) yet",
                                        id);
-                req.target = (struct ntbf_target){NTBF_TARGET_MCAST, NTBF_NONE, 0, gsize,
-                                                  (uint32_t)id};
+                req.target =
+                    (struct ntbf_target){NTBF_TARGET_MCAST, NTBF_NONE, 0, gsize, (uint32_t)id};
                 proto.eid = (uint32_t)id;
         } else if (!strcmp(k, "devseg")) {
                 uint32_t fdid = (uint32_t)u(op->p, "fdid", NTBF_NONE),
@@ -562,11 +572,12 @@ static void op_connect(struct ntbf__fm *fm, struct fm_op *op)
                                        id);
                 req.target = (struct ntbf_target){NTBF_TARGET_MEM, e->node, e->addr, e->size, 0};
         } else {
-                uint32_t kind = !strcmp(k, "seg")    ? SXE_SEG
-                                : !strcmp(k, "int")  ? SXE_INT
+                uint32_t kind = !strcmp(k, "seg")                          ? SXE_SEG
+                                : !strcmp(k, "int")                        ? SXE_INT
                                 : !strcmp(k, "dint") || !strcmp(k, "mbox") ? SXE_DINT
-                                                     : 0;
-                uint32_t n = node_id > UINT32_MAX ? NTBF_NONE : ntbf_topo_find_node_id(t, (uint32_t)node_id);
+                                                                           : 0;
+                uint32_t n =
+                    node_id > UINT32_MAX ? NTBF_NONE : ntbf_topo_find_node_id(t, (uint32_t)node_id);
                 if (!kind)
                         return op_fail(fm, -EINVAL, "sx_connect: unknown kind '%s'", k);
                 if (n == NTBF_NONE)
@@ -576,13 +587,15 @@ static void op_connect(struct ntbf__fm *fm, struct fm_op *op)
                         return op_fail(fm, NTBF_ENOTFOUND, "'%s' has no %s %" PRIu64, nname(fm, n),
                                        kind_word(kind), id);
                 if (kind == SXE_SEG && !e->available)
-                        return op_fail(fm, NTBF_EBUSY, "segment %" PRIu64 " of '%s' is not available",
-                                       id, nname(fm, n));
+                        return op_fail(fm, NTBF_EBUSY,
+                                       "segment %" PRIu64 " of '%s' is not available", id,
+                                       nname(fm, n));
                 if (kind == SXE_SEG && e->broadcast)
-                        return op_fail(fm, -EPERM,
-                                       "segment %" PRIu64 " of '%s' is a broadcast segment: connect "
-                                       "to it with SCI_FLAG_BROADCAST and DIS_BROADCAST_NODEID_GROUP_ALL",
-                                       id, nname(fm, n));
+                        return op_fail(
+                            fm, -EPERM,
+                            "segment %" PRIu64 " of '%s' is a broadcast segment: connect "
+                            "to it with SCI_FLAG_BROADCAST and DIS_BROADCAST_NODEID_GROUP_ALL",
+                            id, nname(fm, n));
                 if (!strcmp(k, "mbox")) {
                         uint32_t lane = NTBF_NONE;
                         for (uint32_t i = 0; i < e->lanes && lane == NTBF_NONE; i++)
@@ -594,8 +607,8 @@ static void op_connect(struct ntbf__fm *fm, struct fm_op *op)
                                                "lanes connected",
                                                id, nname(fm, n), e->lanes);
                         proto.lane = lane;
-                        req.target = (struct ntbf_target){NTBF_TARGET_MEM, n, e->mbox_addr,
-                                                          e->mbox_size, 0};
+                        req.target =
+                            (struct ntbf_target){NTBF_TARGET_MEM, n, e->mbox_addr, e->mbox_size, 0};
                 } else if (kind == SXE_SEG) {
                         req.target = (struct ntbf_target){NTBF_TARGET_MEM, n, e->addr, e->size, 0};
                 } else {
@@ -695,7 +708,8 @@ static void op_end(struct ntbf__fm *fm, struct fm_op *op)
                 free_export(fm, e);
         }
         for (struct fm_alloc *a = fm->allocs; a; a = a->next) {
-                if (a->kind < A_SX_CONNECT || a->node != op->from || listed(list, a->session) == keep)
+                if (a->kind < A_SX_CONNECT || a->node != op->from ||
+                    listed(list, a->session) == keep)
                         continue;
                 bool have = false;
                 for (size_t i = 0; i < n; i++)
@@ -741,7 +755,8 @@ void ntbf__fm_sx_expire(struct ntbf__fm *fm, uint32_t n)
         }
 }
 
-/* ---- device mappings -------------------------------------------------------------------------- */
+/* ---- device mappings --------------------------------------------------------------------------
+ */
 
 /* sx_dmap: a device held by the node reaches memory (a segment, or a multicast group). */
 static void op_dmap(struct ntbf__fm *fm, struct fm_op *op)
@@ -762,8 +777,8 @@ static void op_dmap(struct ntbf__fm *fm, struct fm_op *op)
         uint64_t group = u(op->p, "group", UINT64_MAX), size = u(op->p, "size", 0),
                  addr = u(op->p, "addr", 0), node = u(op->p, "node", NTBF_NONE);
         if (group <= UINT32_MAX)
-                req.target = (struct ntbf_target){NTBF_TARGET_MCAST, NTBF_NONE, addr, size,
-                                                  (uint32_t)group};
+                req.target =
+                    (struct ntbf_target){NTBF_TARGET_MCAST, NTBF_NONE, addr, size, (uint32_t)group};
         else if (node < t->nnodes)
                 req.target = (struct ntbf_target){NTBF_TARGET_MEM, (uint32_t)node, addr, size, 0};
         else
@@ -875,7 +890,8 @@ static void op_devseg(struct ntbf__fm *fm, struct fm_op *op)
         if (!ntbf__fm_connected(fm, e->node)) {
                 free(e);
                 free(m);
-                return op_fail(fm, NTBF_EUNREACHABLE, "'%s' must hold the segment and is unreachable",
+                return op_fail(fm, NTBF_EUNREACHABLE,
+                               "'%s' must hold the segment and is unreachable",
                                nname(fm, near_device ? lender : op->from));
         }
         LOG_I("device segment %u of 0x%04x (%" PRIu64 " bytes, hints 0x%x) placed on '%s'", id,
@@ -889,8 +905,8 @@ static void op_devseg(struct ntbf__fm *fm, struct fm_op *op)
 
 /* ---- holds: SISCI borrows by the lender's own processes ------------------------------------- */
 
-int ntbf__fm_sx_hold_conflict(struct ntbf__fm *fm, const struct fm_fn *f, bool exclusive,
-                              char *why, size_t len)
+int ntbf__fm_sx_hold_conflict(struct ntbf__fm *fm, const struct fm_fn *f, bool exclusive, char *why,
+                              size_t len)
 {
         (void)fm;
         if (f->hold == 2) {
@@ -898,8 +914,9 @@ int ntbf__fm_sx_hold_conflict(struct ntbf__fm *fm, const struct fm_fn *f, bool e
                 return NTBF_EBUSY;
         }
         if (f->hold && exclusive) {
-                snprintf(why, len, "is used by a process on its lender; an exclusive borrow must "
-                                   "wait until it returns the device");
+                snprintf(why, len,
+                         "is used by a process on its lender; an exclusive borrow must "
+                         "wait until it returns the device");
                 return NTBF_EBUSY;
         }
         return 0;
@@ -914,7 +931,8 @@ static void op_hold(struct ntbf__fm *fm, struct fm_op *op)
                 return op_fail(fm, NTBF_ENOTFOUND, "0x%04x is not a device of '%s'", fdid,
                                nname(fm, op->from));
         if (mode && (!f->lent || f->lost))
-                return op_fail(fm, NTBF_ENOTFOUND, "0x%04x is not in the pool (lend it first)", fdid);
+                return op_fail(fm, NTBF_ENOTFOUND, "0x%04x is not in the pool (lend it first)",
+                               fdid);
         if (mode && !f->available && !f->hold)
                 return op_fail(fm, NTBF_EBUSY, "0x%04x is unavailable", fdid);
         for (struct fm_alloc *a = fm->allocs; a && mode; a = a->next) {
@@ -945,16 +963,19 @@ static void op_mode(struct ntbf__fm *fm, struct fm_op *op)
         ntbf__fm_finish(fm, 0, NULL, json_object_new_object());
 }
 
-/* ---- requester registrations ------------------------------------------------------------------ */
+/* ---- requester registrations ------------------------------------------------------------------
+ */
 
-/* sx_requester {session, adapter, bus, devfn}: a device of the node reaches its adapter's mappings. */
+/* sx_requester {session, adapter, bus, devfn}: a device of the node reaches its adapter's mappings.
+ */
 static void op_requester(struct ntbf__fm *fm, struct fm_op *op)
 {
         const struct ntbf_topo *t = fm->t;
         uint32_t ad = (uint32_t)u(op->p, "adapter", NTBF_NONE);
         uint64_t bus = u(op->p, "bus", 256), devfn = u(op->p, "devfn", 256);
         if (ad >= t->nadapters || t->adapters[ad].node != op->from || bus > 255 || devfn > 255)
-                return op_fail(fm, -EINVAL, "sx_requester needs an adapter of '%s', a bus and a devfn",
+                return op_fail(fm, -EINVAL,
+                               "sx_requester needs an adapter of '%s', a bus and a devfn",
                                nname(fm, op->from));
         uint32_t rid = (uint32_t)(bus << 8 | devfn), dev = NTBF_NONE, fn = 0;
         const struct ntbf_node *me = &t->nodes[op->from];
@@ -997,15 +1018,16 @@ static void op_requester(struct ntbf__fm *fm, struct fm_op *op)
         ntbf_plan_free(&plan);
 }
 
-/* ---- dispatch ---------------------------------------------------------------------------------- */
+/* ---- dispatch ----------------------------------------------------------------------------------
+ */
 
 static const struct {
         const char *m;
         void (*fn)(struct ntbf__fm *, struct fm_op *);
 } ops[] = {
-    {"sx_export", op_export},   {"sx_unexport", op_unexport}, {"sx_connect", op_connect},
-    {"sx_release", op_release}, {"sx_end", op_end},           {"sx_dmap", op_dmap},
-    {"sx_devseg", op_devseg},   {"sx_hold", op_hold},         {"sx_mode", op_mode},
+    {"sx_export", op_export},       {"sx_unexport", op_unexport}, {"sx_connect", op_connect},
+    {"sx_release", op_release},     {"sx_end", op_end},           {"sx_dmap", op_dmap},
+    {"sx_devseg", op_devseg},       {"sx_hold", op_hold},         {"sx_mode", op_mode},
     {"sx_requester", op_requester},
 };
 

@@ -1,4 +1,5 @@
-/* daemon/sisci.c: the node daemon's SISCI side: client sessions, the sisci.* methods (docs/rpc.md). */
+/* daemon/sisci.c: the node daemon's SISCI side: client sessions, the sisci.* methods (docs/rpc.md).
+ */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -186,7 +187,8 @@ static struct sx_sess *session_of(struct ntbf__d *d, struct ntbf__rpc_call *call
 static bool fm_ok(struct ntbf__d *d, struct ntbf__rpc_call *call)
 {
         if (d->stopping) {
-                failf(call, -ESHUTDOWN, "the daemon of '%s' is stopping", d->t->nodes[d->self].name);
+                failf(call, -ESHUTDOWN, "the daemon of '%s' is stopping",
+                      d->t->nodes[d->self].name);
                 return false;
         }
         if (d->fm_ready)
@@ -248,8 +250,8 @@ void ntbf__sx_m_session(void *ctx, struct ntbf__rpc_call *call, struct json_obje
         struct ntbf__rpc_conn *c = ntbf__rpc_call_conn(call);
         for (struct sx_sess *x = d->sx->sessions; x; x = x->next)
                 if (x->conn == c)
-                        return failf(call, NTBF_EEXISTS, "this connection has SISCI session %" PRIu64,
-                                     x->id);
+                        return failf(call, NTBF_EEXISTS,
+                                     "this connection has SISCI session %" PRIu64, x->id);
         struct sx_sess *x = calloc(1, sizeof(*x));
         if (!x || !c) {
                 free(x);
@@ -588,8 +590,7 @@ void ntbf__sx_m_seg_remove(void *ctx, struct ntbf__rpc_call *call, struct json_o
         if (g->priv || !ntbf__peer_connected(d, d->manager) || !d->fm_ready) {
                 /* Not at the manager (private), or it will drop it when the node registers. */
                 if (!g->priv && d->manager != d->self && g->available && !b(p, "force"))
-                        LOG_W("removing segment %u while the fabric manager is unreachable",
-                              g->id);
+                        LOG_W("removing segment %u while the fabric manager is unreachable", g->id);
                 return seg_removed(op, 0, NULL, NULL);
         }
         struct json_object *q = json_object_new_object();
@@ -760,8 +761,8 @@ void ntbf__sx_m_int_remove(void *ctx, struct ntbf__rpc_call *call, struct json_o
                 struct intop *op = calloc(1, sizeof(*op));
                 if (!op)
                         return failf(call, -ENOMEM, "out of memory");
-                *op = (struct intop){.d = d, .call = call, .data = data, .intno = intno,
-                                     .session = x->id};
+                *op = (struct intop){
+                    .d = d, .call = call, .data = data, .intno = intno, .session = x->id};
                 if (!d->fm_ready)
                         return int_removed(op, 0, NULL, NULL);
                 struct json_object *q = json_object_new_object();
@@ -838,12 +839,13 @@ void ntbf__sx_m_int_connect(void *ctx, struct ntbf__rpc_call *call, struct json_
                 json_object_put(q);
                 return failf(call, -ENOMEM, "out of memory");
         }
-        *op = (struct intop){d, call, true, (uint32_t)u(p, "intno", 0), NULL, x->id,
-                             u(p, "node_id", 0), ad};
+        *op = (struct intop){
+            d, call, true, (uint32_t)u(p, "intno", 0), NULL, x->id, u(p, "node_id", 0), ad};
         to_fm(d, "sx_connect", q, int_connected, op);
 }
 
-/* ---- DMA channels ----------------------------------------------------------------------------- */
+/* ---- DMA channels -----------------------------------------------------------------------------
+ */
 
 /*
  * An adapter's DMA channels are shared by every process of the node, and completions are
@@ -885,7 +887,8 @@ void ntbf__sx_m_dma_channel(void *ctx, struct ntbf__rpc_call *call, struct json_
               d->t->adapters[ad].name);
 }
 
-/* ---- SmartIO borrows -------------------------------------------------------------------------- */
+/* ---- SmartIO borrows --------------------------------------------------------------------------
+ */
 
 static struct sx_holder *holder_of(struct ntbf__d *d, struct ntbf__rpc_call *call, uint64_t id)
 {
@@ -922,8 +925,8 @@ static void add_holder(struct borrowop *op)
         struct sx_holder *h = calloc(1, sizeof(*h));
         if (!h)
                 return failf(op->call, -ENOMEM, "out of memory");
-        *h = (struct sx_holder){op->d->sx->holders, ++op->d->sx->next_id, op->session, op->fdid,
-                                op->exclusive, op->local};
+        *h = (struct sx_holder){op->d->sx->holders, ++op->d->sx->next_id, op->session,
+                                op->fdid,           op->exclusive,        op->local};
         op->d->sx->holders = h;
         uint32_t dev, fn;
         ntbf__fdid_resolve(op->d->t, op->fdid, &dev, &fn);
@@ -996,16 +999,15 @@ void ntbf__sx_m_borrow(void *ctx, struct ntbf__rpc_call *call, struct json_objec
                 return failf(call, NTBF_ENOTFOUND, "no device has fdid 0x%04x", fdid);
         unsigned mode = hold_mode(d->sx, fdid);
         if (mode == 2 || (exclusive && mode))
-                return failf(call, NTBF_EBUSY,
-                             "0x%04x is %s by another process of '%s'", fdid,
+                return failf(call, NTBF_EBUSY, "0x%04x is %s by another process of '%s'", fdid,
                              mode == 2 ? "held exclusively" : "in use", d->t->nodes[d->self].name);
         if (!fm_ok(d, call))
                 return;
         struct borrowop *op = calloc(1, sizeof(*op));
         if (!op)
                 return failf(call, -ENOMEM, "out of memory");
-        *op = (struct borrowop){d, call, x->id, fdid, exclusive,
-                                d->t->devices[dev].node == d->self};
+        *op =
+            (struct borrowop){d, call, x->id, fdid, exclusive, d->t->devices[dev].node == d->self};
         struct json_object *q = json_object_new_object();
         ntbf__jput_u(q, "fdid", fdid);
         if (op->local) {
@@ -1021,10 +1023,11 @@ void ntbf__sx_m_borrow(void *ctx, struct ntbf__rpc_call *call, struct json_objec
                 json_object_put(q);
                 if (!sisci_borrowed(d->sx, fdid)) {
                         free(op);
-                        return failf(call, NTBF_EBUSY,
-                                     "0x%04x is borrowed by '%s' for Device Lending (ntbfab borrow); "
-                                     "return it first",
-                                     fdid, d->t->nodes[d->self].name);
+                        return failf(
+                            call, NTBF_EBUSY,
+                            "0x%04x is borrowed by '%s' for Device Lending (ntbfab borrow); "
+                            "return it first",
+                            fdid, d->t->nodes[d->self].name);
                 }
                 return held(op, 0, NULL, NULL); /* shared with the node's other SISCI users */
         }
@@ -1165,7 +1168,8 @@ void ntbf__sx_device_lost(struct ntbf__d *d, uint32_t fdid)
                 drop_borrow_record(d->sx, fdid);
 }
 
-/* ---- device segments and mappings for devices ------------------------------------------------- */
+/* ---- device segments and mappings for devices -------------------------------------------------
+ */
 
 struct devsegop {
         struct ntbf__d *d;
@@ -1199,7 +1203,11 @@ void ntbf__sx_m_devseg_create(void *ctx, struct ntbf__rpc_call *call, struct jso
                 return failf(call, -ENOMEM, "out of memory");
         op->d = d;
         op->call = call;
-        op->g = (struct sx_devseg){NULL, h->session, h->id, h->fdid, (uint32_t)u(p, "id", 0),
+        op->g = (struct sx_devseg){NULL,
+                                   h->session,
+                                   h->id,
+                                   h->fdid,
+                                   (uint32_t)u(p, "id", 0),
                                    (uint32_t)u(p, "memtype", 0)};
         struct json_object *q = json_object_new_object();
         ntbf__jput_u(q, "session", h->session);
@@ -1300,10 +1308,9 @@ void ntbf__sx_m_requester(void *ctx, struct ntbf__rpc_call *call, struct json_ob
 
 bool ntbf__sx_fm_method(const char *m)
 {
-        static const char *const v[] = {"sx_export", "sx_unexport", "sx_connect",
-                                        "sx_release", "sx_end",     "sx_dmap",
-                                        "sx_devseg", "sx_hold",     "sx_mode",
-                                        "sx_requester"};
+        static const char *const v[] = {"sx_export", "sx_unexport", "sx_connect", "sx_release",
+                                        "sx_end",    "sx_dmap",     "sx_devseg",  "sx_hold",
+                                        "sx_mode",   "sx_requester"};
         for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
                 if (!strcmp(m, v[i]))
                         return true;

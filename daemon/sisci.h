@@ -12,7 +12,8 @@ struct ntbf__d;
 struct ntbf__sx;
 
 /* The sisci.* RPC methods, spliced into the daemon's method table (methods.c). */
-#define NTBF__SX_METHOD_DECL(fn) void fn(void *ctx, struct ntbf__rpc_call *call, struct json_object *p)
+#define NTBF__SX_METHOD_DECL(fn)                                                                   \
+        void fn(void *ctx, struct ntbf__rpc_call *call, struct json_object *p)
 NTBF__SX_METHOD_DECL(ntbf__sx_m_session);
 NTBF__SX_METHOD_DECL(ntbf__sx_m_listen);
 NTBF__SX_METHOD_DECL(ntbf__sx_m_seg_create);
@@ -53,7 +54,8 @@ extern const char *const ntbf__sx_places[]; /* "hints", "device", "host" */
             {"sisci.listen", ntbf__sx_m_listen, {NTBF__SX_U("session", true, 1, UINT64_MAX)}},     \
             {"sisci.seg_create",                                                                   \
              ntbf__sx_m_seg_create,                                                                \
-             {NTBF__SX_U("id", false, 0, UINT32_MAX), NTBF__SX_U("size", true, 1, UINT64_C(1) << 48), \
+             {NTBF__SX_U("id", false, 0, UINT32_MAX),                                              \
+              NTBF__SX_U("size", true, 1, UINT64_C(1) << 48),                                      \
               NTBF__SX_U("addr", false, 0, UINT64_C(1) << 48), NTBF__SX_B("private"),              \
               NTBF__SX_B("broadcast")}},                                                           \
             {"sisci.seg_attach",                                                                   \
@@ -91,23 +93,21 @@ extern const char *const ntbf__sx_places[]; /* "hints", "device", "host" */
             {"sisci.release_exclusive", ntbf__sx_m_release_exclusive, {NTBF__SX_HOLD}},            \
             {"sisci.devseg_create",                                                                \
              ntbf__sx_m_devseg_create,                                                             \
-             {NTBF__SX_HOLD, NTBF__SX_ID, NTBF__SX_U("size", true, 1, UINT64_C(1) << 40),          \
-              NTBF__SX_U("memtype", true, 2, 4), NTBF__SX_U("hints", false, 0, 0xff),               \
+             {NTBF__SX_HOLD,                                                                       \
+              NTBF__SX_ID,                                                                         \
+              NTBF__SX_U("size", true, 1, UINT64_C(1) << 40),                                      \
+              NTBF__SX_U("memtype", true, 2, 4),                                                   \
+              NTBF__SX_U("hints", false, 0, 0xff),                                                 \
               {"place", NTBF_P_ENUM, false, 0, 0, ntbf__sx_places}}},                              \
             {"sisci.devseg_connect",                                                               \
              ntbf__sx_m_devseg_connect,                                                            \
              {NTBF__SX_HOLD, NTBF__SX_ID, NTBF__SX_U("memtype", true, 2, 4), NTBF__SX_ADAP}},      \
-        {                                                                                          \
-                "sisci.map_device", ntbf__sx_m_map_device,                                         \
-                {                                                                                  \
-                        NTBF__SX_HOLD, NTBF__SX_U("seg", false, 0, UINT32_MAX),                    \
-                            NTBF__SX_U("node", false, 0, UINT32_MAX),                              \
-                            NTBF__SX_U("group", false, 0, UINT32_MAX),                             \
-                            NTBF__SX_U("addr", false, 0, UINT64_MAX),                              \
-                            NTBF__SX_U("size", true, 1, UINT64_C(1) << 48),                        \
-                            NTBF__SX_U("export", false, 0, UINT64_MAX)                             \
-                }                                                                                  \
-        },                                                                                         \
+            {"sisci.map_device",                                                                   \
+             ntbf__sx_m_map_device,                                                                \
+             {NTBF__SX_HOLD, NTBF__SX_U("seg", false, 0, UINT32_MAX),                              \
+              NTBF__SX_U("node", false, 0, UINT32_MAX), NTBF__SX_U("group", false, 0, UINT32_MAX), \
+              NTBF__SX_U("addr", false, 0, UINT64_MAX),                                            \
+              NTBF__SX_U("size", true, 1, UINT64_C(1) << 48)}},                                    \
         {                                                                                          \
                 "sisci.requester", ntbf__sx_m_requester,                                           \
                 {                                                                                  \
@@ -125,7 +125,9 @@ struct json_object *ntbf__sx_register_params(struct ntbf__d *d);
 /* A note from the manager (sx_event, sx_memfree); false if not one. */
 bool ntbf__sx_note(struct ntbf__d *d, const char *m, struct json_object *p);
 /* A request from the manager (sx_mem); false if not one. */
-bool ntbf__sx_request(struct ntbf__d *d, const char *m, struct json_object *p, void (*cb)(void *arg, int err, const char *msg, struct json_object *res), void *arg);
+bool ntbf__sx_request(struct ntbf__d *d, const char *m, struct json_object *p,
+                      void (*cb)(void *arg, int err, const char *msg, struct json_object *res),
+                      void *arg);
 /* Whether m is a SISCI request for the fabric manager (sx_export, ...). */
 bool ntbf__sx_fm_method(const char *m);
 /* Whether the client process pid holds local device fdid through SISCI (device.open then

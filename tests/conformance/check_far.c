@@ -399,8 +399,7 @@ int cf_check_window_write(struct cf_run *r)
         }
 
         /* Outside the window, or nothing to write. */
-        CF_RC(r, -EINVAL, o->window_write(a->h, 0, buf, 0), "%s: window_write of 0 bytes",
-              a->name);
+        CF_RC(r, -EINVAL, o->window_write(a->h, 0, buf, 0), "%s: window_write of 0 bytes", a->name);
         CF_RC(r, -EINVAL, o->window_write(a->h, W, buf, 1), "%s: window_write at the window's end",
               a->name);
         CF_RC(r, -EINVAL, o->window_write(a->h, W - 4, buf, 8),

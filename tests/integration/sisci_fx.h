@@ -9,9 +9,9 @@
 #include "sisci_api.h"
 
 /* Node ids of tests/integration/sisci-cluster.yaml. */
-#define NODE_A 4u
-#define NODE_B 8u
-#define NODE_C 12u
+#define NODE_A    4u
+#define NODE_B    8u
+#define NODE_C    12u
 #define FDID_NVME 0xc000u /* c.nvme0 */
 #define FDID_ACC  0xc001u /* c.acc0 */
 #define FDID_ACC1 0x4000u /* a.acc1 */

@@ -1,4 +1,5 @@
-/* tests/integration/sisci_peer.c: a SISCI process on another node, driven line by line by a test. */
+/* tests/integration/sisci_peer.c: a SISCI process on another node, driven line by line by a test.
+ */
 /*
  * The libsisci tests run as one node; what other nodes do (own a segment, connect, trigger,
  * borrow, die) is done by this program, started with NTBFAB_NODE set to that node. It reads
@@ -158,8 +159,8 @@ int main(void)
                         SCIConnectSegment(sd, &rseg, (unsigned)num(argv[1]), (unsigned)num(argv[2]),
                                           0, NULL, NULL, (unsigned)num(argv[3]), flags, &e);
                         if (e == SCI_ERR_OK)
-                                rmem = SCIMapRemoteSegment(rseg, &rmap, 0, SCIGetRemoteSegmentSize(rseg),
-                                                           NULL, 0, &e);
+                                rmem = SCIMapRemoteSegment(
+                                    rseg, &rmap, 0, SCIGetRemoteSegmentSize(rseg), NULL, 0, &e);
                         answer(e, "%zu", e == SCI_ERR_OK ? SCIGetRemoteSegmentSize(rseg) : 0);
                 } else if (!strcmp(c, "rwrite")) {
                         uint32_t v = (uint32_t)num(argv[2]);
@@ -242,9 +243,8 @@ int main(void)
                                 SCIConnectDeviceSegment(dev, &rseg, (unsigned)num(argv[1]),
                                                         (unsigned)num(argv[3]), NULL, NULL, 0, &e);
                         if (e == SCI_ERR_OK)
-                                rmem = SCIMapRemoteSegment(rseg, &rmap, 0,
-                                                           SCIGetRemoteSegmentSize(rseg), NULL, 0,
-                                                           &e);
+                                rmem = SCIMapRemoteSegment(
+                                    rseg, &rmap, 0, SCIGetRemoteSegmentSize(rseg), NULL, 0, &e);
                         answer(e, "%u", e == SCI_ERR_OK ? SCIGetRemoteSegmentNodeId(rseg) : 0);
                 } else if (!strcmp(c, "quit")) {
                         answer(e, NULL);

@@ -1,4 +1,5 @@
-/* tests/integration/test_sisci.c: libsisci on a real simulated cluster: every call, success and errors. */
+/* tests/integration/test_sisci.c: libsisci on a real simulated cluster: every call, success and
+ * errors. */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -28,7 +29,7 @@ static sci_error_t err;
                 err = (sci_error_t)0x12345;                                                        \
                 call;                                                                              \
                 if (err != (code))                                                                 \
-                        fail_msg("%s: expected %s (0x%x), got %s (0x%x)", #call,                  \
+                        fail_msg("%s: expected %s (0x%x), got %s (0x%x)", #call,                   \
                                  SCIGetErrorString(code), (unsigned)(code),                        \
                                  SCIGetErrorString(err), (unsigned)err);                           \
         } while (0)
@@ -68,7 +69,8 @@ static void drop_segment(sci_local_segment_t seg, sci_map_t map)
         OK(SCIRemoveSegment(seg, SCI_FLAG_FORCE_REMOVE, &err));
 }
 
-/* ---- the library, descriptors, identity -------------------------------------------------------- */
+/* ---- the library, descriptors, identity --------------------------------------------------------
+ */
 
 static void test_init_open_close(void **state)
 {
@@ -181,23 +183,57 @@ static void test_identity_and_queries(void **state)
 static void test_error_strings(void **state)
 {
         (void)state;
-        static const sci_error_t codes[] = {
-            SCI_ERR_OK, SCI_ERR_BUSY, SCI_ERR_FLAG_NOT_IMPLEMENTED, SCI_ERR_ILLEGAL_FLAG,
-            SCI_ERR_NOSPC, SCI_ERR_API_NOSPC, SCI_ERR_HW_NOSPC, SCI_ERR_NOT_IMPLEMENTED,
-            SCI_ERR_ILLEGAL_ADAPTERNO, SCI_ERR_NO_SUCH_ADAPTERNO, SCI_ERR_TIMEOUT,
-            SCI_ERR_OUT_OF_RANGE, SCI_ERR_NO_SUCH_SEGMENT, SCI_ERR_ILLEGAL_NODEID,
-            SCI_ERR_CONNECTION_REFUSED, SCI_ERR_SEGMENT_NOT_CONNECTED, SCI_ERR_SIZE_ALIGNMENT,
-            SCI_ERR_OFFSET_ALIGNMENT, SCI_ERR_ILLEGAL_PARAMETER, SCI_ERR_MAX_ENTRIES,
-            SCI_ERR_SEGMENT_NOT_PREPARED, SCI_ERR_ILLEGAL_ADDRESS, SCI_ERR_ILLEGAL_OPERATION,
-            SCI_ERR_ILLEGAL_QUERY, SCI_ERR_SEGMENTID_USED, SCI_ERR_SYSTEM, SCI_ERR_CANCELLED,
-            SCI_ERR_NOT_CONNECTED, SCI_ERR_NOT_AVAILABLE, SCI_ERR_INCONSISTENT_VERSIONS,
-            SCI_ERR_COND_INT_RACE_PROBLEM, SCI_ERR_OVERFLOW, SCI_ERR_NOT_INITIALIZED,
-            SCI_ERR_ACCESS, SCI_ERR_NO_SUCH_NODEID, SCI_ERR_NODE_NOT_RESPONDING,
-            SCI_ERR_NO_REMOTE_LINK_ACCESS, SCI_ERR_NO_LINK_ACCESS, SCI_ERR_TRANSFER_FAILED,
-            SCI_ERR_REMOTE_BUSY, SCI_ERR_NOT_SUPPORTED, SCI_ERR_DEPRECATED,
-            SCI_ERR_DMA_NOT_AVAILABLE, SCI_ERR_DMA_DISABLED, SCI_ERR_EWOULD_BLOCK,
-            SCI_ERR_SEMAPHORE_COUNT_EXCEEDED, SCI_ERR_IRQL_ILLEGAL, SCI_ERR_LOCAL_BUSY,
-            SCI_ERR_ALL_BUSY, SCI_ERR_NO_SUCH_FDID, SCI_ERR_INTNO_USED};
+        static const sci_error_t codes[] = {SCI_ERR_OK,
+                                            SCI_ERR_BUSY,
+                                            SCI_ERR_FLAG_NOT_IMPLEMENTED,
+                                            SCI_ERR_ILLEGAL_FLAG,
+                                            SCI_ERR_NOSPC,
+                                            SCI_ERR_API_NOSPC,
+                                            SCI_ERR_HW_NOSPC,
+                                            SCI_ERR_NOT_IMPLEMENTED,
+                                            SCI_ERR_ILLEGAL_ADAPTERNO,
+                                            SCI_ERR_NO_SUCH_ADAPTERNO,
+                                            SCI_ERR_TIMEOUT,
+                                            SCI_ERR_OUT_OF_RANGE,
+                                            SCI_ERR_NO_SUCH_SEGMENT,
+                                            SCI_ERR_ILLEGAL_NODEID,
+                                            SCI_ERR_CONNECTION_REFUSED,
+                                            SCI_ERR_SEGMENT_NOT_CONNECTED,
+                                            SCI_ERR_SIZE_ALIGNMENT,
+                                            SCI_ERR_OFFSET_ALIGNMENT,
+                                            SCI_ERR_ILLEGAL_PARAMETER,
+                                            SCI_ERR_MAX_ENTRIES,
+                                            SCI_ERR_SEGMENT_NOT_PREPARED,
+                                            SCI_ERR_ILLEGAL_ADDRESS,
+                                            SCI_ERR_ILLEGAL_OPERATION,
+                                            SCI_ERR_ILLEGAL_QUERY,
+                                            SCI_ERR_SEGMENTID_USED,
+                                            SCI_ERR_SYSTEM,
+                                            SCI_ERR_CANCELLED,
+                                            SCI_ERR_NOT_CONNECTED,
+                                            SCI_ERR_NOT_AVAILABLE,
+                                            SCI_ERR_INCONSISTENT_VERSIONS,
+                                            SCI_ERR_COND_INT_RACE_PROBLEM,
+                                            SCI_ERR_OVERFLOW,
+                                            SCI_ERR_NOT_INITIALIZED,
+                                            SCI_ERR_ACCESS,
+                                            SCI_ERR_NO_SUCH_NODEID,
+                                            SCI_ERR_NODE_NOT_RESPONDING,
+                                            SCI_ERR_NO_REMOTE_LINK_ACCESS,
+                                            SCI_ERR_NO_LINK_ACCESS,
+                                            SCI_ERR_TRANSFER_FAILED,
+                                            SCI_ERR_REMOTE_BUSY,
+                                            SCI_ERR_NOT_SUPPORTED,
+                                            SCI_ERR_DEPRECATED,
+                                            SCI_ERR_DMA_NOT_AVAILABLE,
+                                            SCI_ERR_DMA_DISABLED,
+                                            SCI_ERR_EWOULD_BLOCK,
+                                            SCI_ERR_SEMAPHORE_COUNT_EXCEEDED,
+                                            SCI_ERR_IRQL_ILLEGAL,
+                                            SCI_ERR_LOCAL_BUSY,
+                                            SCI_ERR_ALL_BUSY,
+                                            SCI_ERR_NO_SUCH_FDID,
+                                            SCI_ERR_INTNO_USED};
         const char *unknown = SCIGetErrorString((sci_error_t)0x7777);
         for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
                 const char *s = SCIGetErrorString(codes[i]);
@@ -213,7 +249,8 @@ static void test_error_strings(void **state)
         assert_int_equal(SCI_ERR_NO_SUCH_INTNO, SCI_ERR_NO_SUCH_SEGMENT);
 }
 
-/* ---- local segments ---------------------------------------------------------------------------- */
+/* ---- local segments ----------------------------------------------------------------------------
+ */
 
 static void test_local_segments(void **state)
 {
@@ -221,16 +258,21 @@ static void test_local_segments(void **state)
         sci_desc_t sd;
         OK(SCIOpen(&sd, 0, &err));
         sci_local_segment_t s1, s2, s3;
-        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCICreateSegment(sd, &s1, 0x2000, 0, NULL, NULL, 0, &err));
-        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCICreateSegment(sd, NULL, 0x2000, 4096, NULL, NULL, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
+               SCICreateSegment(sd, &s1, 0x2000, 0, NULL, NULL, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
+               SCICreateSegment(sd, NULL, 0x2000, 4096, NULL, NULL, 0, &err));
         EXPECT(SCI_ERR_ILLEGAL_FLAG,
                SCICreateSegment(sd, &s1, 0x2000, 4096, NULL, NULL, 0x100000u, &err));
-        EXPECT(SCI_ERR_NOSPC, SCICreateSegment(sd, &s1, 0x2000, (size_t)1 << 50, NULL, NULL, 0, &err));
-        EXPECT(SCI_ERR_NOSPC, SCICreateSegment(sd, &s1, 0x2000, (size_t)2 << 30, NULL, NULL, 0, &err));
+        EXPECT(SCI_ERR_NOSPC,
+               SCICreateSegment(sd, &s1, 0x2000, (size_t)1 << 50, NULL, NULL, 0, &err));
+        EXPECT(SCI_ERR_NOSPC,
+               SCICreateSegment(sd, &s1, 0x2000, (size_t)2 << 30, NULL, NULL, 0, &err));
         OK(SCICreateSegment(sd, &s1, 0x2000, 10000, NULL, NULL, 0, &err));
         assert_int_equal(SCIGetLocalSegmentSize(s1), 10000);
         assert_int_equal(SCIGetLocalSegmentId(s1), 0x2000);
-        EXPECT(SCI_ERR_SEGMENTID_USED, SCICreateSegment(sd, &s2, 0x2000, 4096, NULL, NULL, 0, &err));
+        EXPECT(SCI_ERR_SEGMENTID_USED,
+               SCICreateSegment(sd, &s2, 0x2000, 4096, NULL, NULL, 0, &err));
         /* A private segment's id is its own. */
         OK(SCICreateSegment(sd, &s2, 0x2000, 4096, NULL, NULL, SCI_FLAG_PRIVATE, &err));
         OK(SCIRemoveSegment(s2, 0, &err));
@@ -312,7 +354,8 @@ static void test_local_segments(void **state)
         OK(SCIRemoveSegment(s2, 0, &err));
         /* Attach by physical address: the RAM behind it, reached directly. */
         OK(SCICreateSegment(sd, &s3, 0x2002, 4096, NULL, NULL, SCI_FLAG_EMPTY, &err));
-        EXPECT(SCI_ERR_ILLEGAL_ADDRESS, SCIAttachPhysicalMemory(0xfee00000u, NULL, 0, 4096, s3, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_ADDRESS,
+               SCIAttachPhysicalMemory(0xfee00000u, NULL, 0, 4096, s3, 0, &err));
         EXPECT(SCI_ERR_NOT_SUPPORTED,
                SCIAttachPhysicalMemory(0, (void *)1, 0, 4096, s3, SCI_FLAG_CUDA_BUFFER, &err));
         EXPECT(SCI_ERR_ILLEGAL_OPERATION,
@@ -331,7 +374,8 @@ static void test_local_segments(void **state)
         OK(SCIClose(sd, 0, &err));
 }
 
-/* ---- connections ------------------------------------------------------------------------------- */
+/* ---- connections -------------------------------------------------------------------------------
+ */
 
 static void test_connect_errors(void **state)
 {
@@ -344,10 +388,10 @@ static void test_connect_errors(void **state)
                SCIConnectSegment(sd, &r, NODE_B, 1, 5, NULL, NULL, 0, 0, &err));
         EXPECT(SCI_ERR_ILLEGAL_NODEID,
                SCIConnectSegment(sd, &r, NODE_B, 1, 0, NULL, NULL, 0, SCI_FLAG_BROADCAST, &err));
-        EXPECT(SCI_ERR_ILLEGAL_NODEID,
-               SCIConnectSegment(sd, &r, DIS_BROADCAST_NODEID_GROUP_ALL, 1, 0, NULL, NULL, 0, 0,
-                                 &err));
-        EXPECT(SCI_ERR_ILLEGAL_FLAG, SCIConnectSegment(sd, &r, NODE_B, 1, 0, NULL, NULL, 0, 0x8, &err));
+        EXPECT(SCI_ERR_ILLEGAL_NODEID, SCIConnectSegment(sd, &r, DIS_BROADCAST_NODEID_GROUP_ALL, 1,
+                                                         0, NULL, NULL, 0, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_FLAG,
+               SCIConnectSegment(sd, &r, NODE_B, 1, 0, NULL, NULL, 0, 0x8, &err));
         EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
                SCIConnectSegment(sd, NULL, NODE_B, 1, 0, NULL, NULL, 0, 0, &err));
         /* Nothing there: at once without a timeout, after it with one. */
@@ -460,8 +504,8 @@ static void test_remote_access(void **state)
         EXPECT(SCI_ERR_OUT_OF_RANGE, SCIMemCpy(NULL, buf, m, 16384 - 8, 16, 0, &err));
         EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIMemCpy(NULL, NULL, m, 0, 16, 0, &err));
         EXPECT(SCI_ERR_ILLEGAL_FLAG, SCIMemCpy(NULL, buf, m, 0, 16, 0x4, &err));
-        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIMemCpy(seq, buf, (sci_map_t)(uintptr_t)0x77, 0, 16, 0,
-                                                    &err));
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
+               SCIMemCpy(seq, buf, (sci_map_t)(uintptr_t)0x77, 0, 16, 0, &err));
         OK(SCIMemWrite(buf, (volatile void *)(p + 100), 8, 0, &err));
         assert_int_equal(p[101], 0x5001);
         EXPECT(SCI_ERR_ILLEGAL_ADDRESS, SCIMemWrite(buf, (volatile void *)buf, 8, 0, &err));
@@ -476,7 +520,7 @@ static void test_remote_access(void **state)
         /* A read-only map refuses stores through the library (they would fault). */
         volatile uint32_t *rp;
         OK(rp = (volatile uint32_t *)SCIMapRemoteSegment(r, &ro, 4096, 4096, NULL,
-                                                        SCI_FLAG_READONLY_MAP, &err));
+                                                         SCI_FLAG_READONLY_MAP, &err));
         assert_int_equal(rp[0], p[1024]);
         EXPECT(SCI_ERR_ILLEGAL_OPERATION, SCIMemCpy(NULL, buf, ro, 0, 4, 0, &err));
         EXPECT(SCI_ERR_ILLEGAL_ADDRESS, SCIMemWrite(buf, (volatile void *)rp, 4, 0, &err));
@@ -525,7 +569,6 @@ static void test_connect_same_node(void **state)
         drop_segment(s, lm);
         OK(SCIClose(sd, 0, &err));
 }
-
 
 /* A cable of this node goes down and comes back: connections are told, sequences know it. */
 static void test_link_events(void **state)
@@ -606,7 +649,8 @@ static void test_owner_daemon_restarts(void **state)
         OK(SCIClose(sd, 0, &err));
 }
 
-/* ---- failure: an owner dies, a connector dies, a segment is removed by force ------------------ */
+/* ---- failure: an owner dies, a connector dies, a segment is removed by force ------------------
+ */
 
 static sci_callback_action_t lost_cb(void *arg, sci_remote_segment_t seg,
                                      sci_segment_cb_reason_t reason, sci_error_t e)
@@ -667,8 +711,8 @@ static void test_owner_dies(void **state)
 
 static int conn_events[8];
 static sci_callback_action_t seg_cb(void *arg, sci_local_segment_t seg,
-                                    sci_segment_cb_reason_t reason, unsigned node,
-                                    unsigned adapter, sci_error_t e)
+                                    sci_segment_cb_reason_t reason, unsigned node, unsigned adapter,
+                                    sci_error_t e)
 {
         (void)arg;
         (void)seg;
@@ -725,8 +769,8 @@ static void test_connector_dies(void **state)
         OK(SCIClose(sd, 0, &err));
 }
 
-
-/* ---- interrupts -------------------------------------------------------------------------------- */
+/* ---- interrupts --------------------------------------------------------------------------------
+ */
 
 static int int_calls;
 static sci_callback_action_t int_cb(void *arg, sci_local_interrupt_t i, sci_error_t e)
@@ -735,7 +779,7 @@ static sci_callback_action_t int_cb(void *arg, sci_local_interrupt_t i, sci_erro
         (void)i;
         (void)e;
         return __atomic_add_fetch(&int_calls, 1, __ATOMIC_SEQ_CST) >= 3 ? SCI_CALLBACK_CANCEL
-                                                                      : SCI_CALLBACK_CONTINUE;
+                                                                        : SCI_CALLBACK_CONTINUE;
 }
 
 static void test_interrupts(void **state)
@@ -745,7 +789,8 @@ static void test_interrupts(void **state)
         OK(SCIOpen(&sd, 0, &err));
         sci_local_interrupt_t li, li2;
         unsigned no = 0x40;
-        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCICreateInterrupt(sd, &li, 0, NULL, NULL, NULL, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
+               SCICreateInterrupt(sd, &li, 0, NULL, NULL, NULL, 0, &err));
         EXPECT(SCI_ERR_NO_SUCH_ADAPTERNO, SCICreateInterrupt(sd, &li, 3, &no, NULL, NULL, 0, &err));
         EXPECT(SCI_ERR_ILLEGAL_FLAG, SCICreateInterrupt(sd, &li, 0, &no, NULL, NULL, 0x100, &err));
         OK(SCICreateInterrupt(sd, &li, 0, &no, NULL, NULL, SCI_FLAG_FIXED_INTNO, &err));
@@ -947,7 +992,8 @@ static void test_data_interrupts(void **state)
         OK(SCIClose(sd, 0, &err));
 }
 
-/* ---- DMA --------------------------------------------------------------------------------------- */
+/* ---- DMA ---------------------------------------------------------------------------------------
+ */
 
 static int dma_calls;
 static sci_callback_action_t dma_cb(void *arg, sci_dma_queue_t q, sci_error_t e)
@@ -1020,18 +1066,22 @@ static void test_dma(void **state)
         assert_int_equal(rp[300000 + 199], (uint8_t)(1199 ^ 0x5a));
         assert_int_equal(rp[400000 + 299], (uint8_t)(2299 ^ 0x5a));
         static dis_dma_vec_t many[DIS_DMA_MAX_VECLEN + 1];
+        EXPECT(SCI_ERR_MAX_ENTRIES, SCIStartDmaTransferVec(dq, ls, rs, DIS_DMA_MAX_VECLEN + 1, many,
+                                                           NULL, NULL, 0, &err));
         EXPECT(SCI_ERR_MAX_ENTRIES,
-               SCIStartDmaTransferVec(dq, ls, rs, DIS_DMA_MAX_VECLEN + 1, many, NULL, NULL, 0, &err));
-        EXPECT(SCI_ERR_MAX_ENTRIES, SCIStartDmaTransferVec(dq, ls, rs, 5, many, NULL, NULL, 0, &err));
-        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIStartDmaTransferVec(dq, ls, rs, 0, v, NULL, NULL, 0, &err));
+               SCIStartDmaTransferVec(dq, ls, rs, 5, many, NULL, NULL, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
+               SCIStartDmaTransferVec(dq, ls, rs, 0, v, NULL, NULL, 0, &err));
         v[0].flags = 1;
         EXPECT(SCI_ERR_ILLEGAL_FLAG, SCIStartDmaTransferVec(dq, ls, rs, 1, v, NULL, NULL, 0, &err));
         EXPECT(SCI_ERR_OUT_OF_RANGE,
                SCIStartDmaTransfer(dq, ls, rs, 0, 8192, S - 4096, NULL, NULL, 0, &err));
         EXPECT(SCI_ERR_OUT_OF_RANGE,
                SCIStartDmaTransfer(dq, ls, rs, S - 1, 2, 0, NULL, NULL, 0, &err));
-        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIStartDmaTransfer(dq, ls, rs, 0, 0, 0, NULL, NULL, 0, &err));
-        EXPECT(SCI_ERR_ILLEGAL_FLAG, SCIStartDmaTransfer(dq, ls, rs, 0, 8, 0, NULL, NULL, 0x2, &err));
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
+               SCIStartDmaTransfer(dq, ls, rs, 0, 0, 0, NULL, NULL, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_FLAG,
+               SCIStartDmaTransfer(dq, ls, rs, 0, 8, 0, NULL, NULL, 0x2, &err));
         /* Callbacks, and a queue kept busy: its segments cannot go, nor can it. */
         dma_calls = 0;
         OK(SCIStartDmaTransfer(dq, ls, rs, 0, S, 0, dma_cb, &dma_calls, SCI_FLAG_USE_CALLBACK,
@@ -1056,7 +1106,8 @@ static void test_dma(void **state)
         sfx_kill(b);
         sci_error_t status;
         OK(SCIWaitForRemoteSegmentEvent(rs, &status, 10000, 0, &err));
-        EXPECT(SCI_ERR_NOT_CONNECTED, SCIStartDmaTransfer(dq, ls, rs, 0, 8, 0, NULL, NULL, 0, &err));
+        EXPECT(SCI_ERR_NOT_CONNECTED,
+               SCIStartDmaTransfer(dq, ls, rs, 0, 8, 0, NULL, NULL, 0, &err));
         OK(SCIRemoveDMAQueue(dq, 0, &err));
         OK(SCIUnmapSegment(rm, 0, &err));
         OK(SCIDisconnectSegment(rs, 0, &err));
@@ -1064,7 +1115,8 @@ static void test_dma(void **state)
         OK(SCIClose(sd, 0, &err));
 }
 
-/* ---- multicast --------------------------------------------------------------------------------- */
+/* ---- multicast ---------------------------------------------------------------------------------
+ */
 
 static void test_broadcast(void **state)
 {
@@ -1123,7 +1175,8 @@ static void test_broadcast(void **state)
         OK(SCIClose(sd, 0, &err));
 }
 
-/* ---- threads ----------------------------------------------------------------------------------- */
+/* ---- threads -----------------------------------------------------------------------------------
+ */
 
 struct thr {
         sci_desc_t sd;
@@ -1173,8 +1226,8 @@ static void test_threads(void **state)
         OK(SCIClose(sd, 0, &err));
 }
 
-
-/* ---- SmartIO ----------------------------------------------------------------------------------- */
+/* ---- SmartIO -----------------------------------------------------------------------------------
+ */
 
 static void test_device_list_and_query(void **state)
 {
@@ -1283,7 +1336,7 @@ static void test_borrow(void **state)
         sci_map_t bm;
         volatile uint32_t *regs;
         OK(regs = (volatile uint32_t *)SCIMapRemoteSegment(bar, &bm, 0, 16384, NULL,
-                                                          SCI_FLAG_IO_MAP_IOSPACE, &err));
+                                                           SCI_FLAG_IO_MAP_IOSPACE, &err));
         assert_int_equal(regs[0x08 / 4], 0x00010400u); /* NVMe VS 1.4 */
         sci_query_remote_segment_t qr = {bar, SCI_Q_REMOTE_SEGMENT_IOADDR, {0}};
         OK(SCIQuery(SCI_Q_REMOTE_SEGMENT, &qr, 0, &err));
@@ -1293,7 +1346,7 @@ static void test_borrow(void **state)
         OK(SCIReleaseExclusiveBorrow(dev, 0, &err));
         OK(SCIReleaseExclusiveBorrow(dev, 0, &err)); /* shared already: nothing to do */
         sfx_ok(b, "borrow 0x%x 0", FDID_NVME);
-        sfx_ok(c, "borrow 0x%x 0", FDID_NVME); /* the lender's own process, shared */
+        sfx_ok(c, "borrow 0x%x 0", FDID_NVME);              /* the lender's own process, shared */
         OK(SCIBorrowDevice(sd, &dev2, FDID_NVME, 0, &err)); /* this process again, shared */
         OK(SCIReturnDevice(dev2, 0, &err));
         EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIReturnDevice(dev2, 0, &err));
@@ -1348,7 +1401,8 @@ static void test_device_segments(void **state)
         static const unsigned where[] = {0, NODE_C, NODE_A, NODE_C, NODE_A};
         sci_remote_segment_t r[5];
         for (unsigned i = 1; i <= 4; i++) {
-                OK(SCIConnectDeviceSegment(dev, &r[i], i, SCI_MEMTYPE_PRIVATE, NULL, NULL, 0, &err));
+                OK(SCIConnectDeviceSegment(dev, &r[i], i, SCI_MEMTYPE_PRIVATE, NULL, NULL, 0,
+                                           &err));
                 if (SCIGetRemoteSegmentNodeId(r[i]) != where[i])
                         fail_msg("device segment %u is on node %u, not %u", i,
                                  SCIGetRemoteSegmentNodeId(r[i]), where[i]);
@@ -1357,7 +1411,8 @@ static void test_device_segments(void **state)
                SCIConnectDeviceSegment(dev, &r[0], 9, SCI_MEMTYPE_PRIVATE, NULL, NULL, 0, &err));
         /* Shared: another borrower finds it (SEGMENTID_USED on create) and shares the memory. */
         OK(SCICreateDeviceSegment(dev, 5, 4096, SCI_MEMTYPE_SHARED,
-                                  SCI_MEMACCESS_MULTIHOST_READ | SCI_MEMACCESS_DEVICE_WRITE, 0, &err));
+                                  SCI_MEMACCESS_MULTIHOST_READ | SCI_MEMACCESS_DEVICE_WRITE, 0,
+                                  &err));
         EXPECT(SCI_ERR_SEGMENTID_USED,
                SCICreateDeviceSegment(dev, 5, 4096, SCI_MEMTYPE_SHARED, 0, 0, &err));
         sci_remote_segment_t sh;
@@ -1389,7 +1444,6 @@ static void test_device_segments(void **state)
         sfx_quit(b);
         OK(SCIClose(sd, 0, &err));
 }
-
 
 /* A borrowed accelerator's register BAR as a SISCI device segment, and its copy engine. */
 struct accel {
@@ -1434,13 +1488,15 @@ static void test_map_for_device(void **state)
         EXPECT(SCI_ERR_SEGMENT_NOT_PREPARED,
                SCIMapLocalSegmentForDevice(unprepared, 0, acc.dev, &io, 0, 0, 0, &err));
         OK(SCIRemoveSegment(unprepared, 0, &err));
-        EXPECT(SCI_ERR_NOT_AVAILABLE, SCIMapLocalSegmentForDevice(ls, 0, acc.dev, &io, 0, 0, 0, &err));
+        EXPECT(SCI_ERR_NOT_AVAILABLE,
+               SCIMapLocalSegmentForDevice(ls, 0, acc.dev, &io, 0, 0, 0, &err));
         OK(SCISetSegmentAvailable(ls, 0, 0, &err));
         EXPECT(SCI_ERR_OUT_OF_RANGE,
                SCIMapLocalSegmentForDevice(ls, 0, acc.dev, &io, 65536, 1, 0, &err));
         EXPECT(SCI_ERR_NO_SUCH_ADAPTERNO,
                SCIMapLocalSegmentForDevice(ls, 3, acc.dev, &io, 0, 0, 0, &err));
-        EXPECT(SCI_ERR_ILLEGAL_FLAG, SCIMapLocalSegmentForDevice(ls, 0, acc.dev, &io, 0, 0, 1, &err));
+        EXPECT(SCI_ERR_ILLEGAL_FLAG,
+               SCIMapLocalSegmentForDevice(ls, 0, acc.dev, &io, 0, 0, 1, &err));
         EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
                SCIMapLocalSegmentForDevice(ls, 0, acc.dev, NULL, 0, 0, 0, &err));
         OK(SCIMapLocalSegmentForDevice(ls, 0, acc.dev, &io, 0, 0, 0, &err));
@@ -1561,7 +1617,8 @@ static void test_requester(void **state)
         OK(SCIClose(sd, 0, &err));
 }
 
-/* ---- everything with bad handles --------------------------------------------------------------- */
+/* ---- everything with bad handles ---------------------------------------------------------------
+ */
 
 static void test_bad_handles(void **state)
 {
@@ -1572,8 +1629,8 @@ static void test_bad_handles(void **state)
         sci_local_segment_t freed_seg;
         OK(SCICreateSegment(sd, &freed_seg, 0x3600, 4096, NULL, NULL, 0, &err));
         OK(SCIRemoveSegment(freed_seg, 0, &err));
-        void *bad[] = {NULL, (void *)(uintptr_t)0xdeadbeef, (void *)(uintptr_t)1,
-                       (void *)freed_seg, (void *)sd};
+        void *bad[] = {NULL, (void *)(uintptr_t)0xdeadbeef, (void *)(uintptr_t)1, (void *)freed_seg,
+                       (void *)sd};
         for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
                 void *h = bad[k];
                 unsigned u = 0;
@@ -1588,9 +1645,9 @@ static void test_bad_handles(void **state)
                         EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIClose(h, 0, &err));
                         EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
                                SCICreateSegment(h, (void *)&m, 1, 4096, NULL, NULL, 0, &err));
-                        EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
-                               SCIConnectSegment(h, (void *)&m, NODE_B, 1, 0, NULL, NULL, 0, 0,
-                                                 &err));
+                        EXPECT(
+                            SCI_ERR_ILLEGAL_PARAMETER,
+                            SCIConnectSegment(h, (void *)&m, NODE_B, 1, 0, NULL, NULL, 0, 0, &err));
                         EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
                                SCICreateDMAQueue(h, (void *)&m, 0, 1, 0, &err));
                         EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
@@ -1599,7 +1656,8 @@ static void test_bad_handles(void **state)
                                SCIConnectInterrupt(h, (void *)&m, NODE_B, 0, 1, 0, 0, &err));
                         EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
                                SCIBorrowDevice(h, (void *)&m, FDID_NVME, 0, &err));
-                        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIGetDeviceList(h, NULL, 0, NULL, 0, &err));
+                        EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
+                               SCIGetDeviceList(h, NULL, 0, NULL, 0, &err));
                         EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIProbeNode(h, 0, NODE_B, 0, &err));
                         EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
                                SCIRegisterPCIeRequester(h, 0, 5, 0, 0, &err));
@@ -1636,7 +1694,8 @@ static void test_bad_handles(void **state)
                 EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIDisconnectInterrupt(h, 0, &err));
                 EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCITriggerInterrupt(h, 0, &err));
                 EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIRemoveDataInterrupt(h, 0, &err));
-                EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIWaitForDataInterrupt(h, buf, &len, 0, 0, &err));
+                EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
+                       SCIWaitForDataInterrupt(h, buf, &len, 0, 0, &err));
                 EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIDisconnectDataInterrupt(h, 0, &err));
                 EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCITriggerDataInterrupt(h, buf, 4, 0, &err));
                 EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIReturnDevice(h, 0, &err));

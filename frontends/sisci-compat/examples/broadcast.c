@@ -29,8 +29,8 @@ static sci_error_t error;
 static void check(const char *what)
 {
         if (error != SCI_ERR_OK) {
-                fprintf(stderr, "broadcast: %s failed: %s (0x%x)\n", what,
-                        SCIGetErrorString(error), error);
+                fprintf(stderr, "broadcast: %s failed: %s (0x%x)\n", what, SCIGetErrorString(error),
+                        error);
                 exit(1);
         }
 }
@@ -81,8 +81,8 @@ int main(int argc, char **argv)
                 check("SCICreateSegment");
                 SCIPrepareSegment(seg, adapter, NO_FLAGS, &error);
                 check("SCIPrepareSegment");
-                volatile uint8_t *mem = SCIMapLocalSegment(seg, &map, 0, size, NULL, NO_FLAGS,
-                                                           &error);
+                volatile uint8_t *mem =
+                    SCIMapLocalSegment(seg, &map, 0, size, NULL, NO_FLAGS, &error);
                 check("SCIMapLocalSegment");
                 SCISetSegmentAvailable(seg, adapter, NO_FLAGS, &error);
                 check("SCISetSegmentAvailable");
@@ -139,8 +139,8 @@ int main(int argc, char **argv)
                         check("SCICreateSegment(source)");
                         SCIPrepareSegment(src, adapter, NO_FLAGS, &error);
                         check("SCIPrepareSegment");
-                        uint8_t *s = SCIMapLocalSegment(src, &smap, 0, size, NULL, NO_FLAGS,
-                                                        &error);
+                        uint8_t *s =
+                            SCIMapLocalSegment(src, &smap, 0, size, NULL, NO_FLAGS, &error);
                         check("SCIMapLocalSegment");
                         memcpy(s, buf, size - 4);
                         SCICreateDMAQueue(sd, &dq, adapter, 1, NO_FLAGS, &error);

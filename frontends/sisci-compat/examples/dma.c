@@ -92,8 +92,8 @@ int main(int argc, char **argv)
                 unsigned int node, ad;
                 int connected = 0;
                 for (;;) {
-                        sci_segment_cb_reason_t r = SCIWaitForLocalSegmentEvent(
-                            local, &node, &ad, 60000, NO_FLAGS, &error);
+                        sci_segment_cb_reason_t r =
+                            SCIWaitForLocalSegmentEvent(local, &node, &ad, 60000, NO_FLAGS, &error);
                         check("SCIWaitForLocalSegmentEvent");
                         if (r == SCI_CB_CONNECT)
                                 connected = 1;

@@ -124,8 +124,7 @@ int main(int argc, char **argv)
                         SCIWaitForDataInterrupt(ldint, in, &len, 20000, NO_FLAGS, &error);
                         check("SCIWaitForDataInterrupt");
                         if (len != size || memcmp(in, out, size)) {
-                                fprintf(stderr, "intlat: round %u: the payload arrived wrong\n",
-                                        i);
+                                fprintf(stderr, "intlat: round %u: the payload arrived wrong\n", i);
                                 return 1;
                         }
                 } else {

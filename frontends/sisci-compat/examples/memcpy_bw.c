@@ -1,4 +1,5 @@
-/* memcpy_bw.c: memcpy bandwidth into a mapped remote segment, next to the same into local memory. */
+/* memcpy_bw.c: memcpy bandwidth into a mapped remote segment, next to the same into local memory.
+ */
 /*
  * Usage: memcpy_bw -rn NODE_ID [-server] [-size BYTES] [-rounds N] [-a ADAPTER] [-json]
  *
@@ -29,8 +30,8 @@ static sci_error_t error;
 static void check(const char *what)
 {
         if (error != SCI_ERR_OK) {
-                fprintf(stderr, "memcpy_bw: %s failed: %s (0x%x)\n", what,
-                        SCIGetErrorString(error), error);
+                fprintf(stderr, "memcpy_bw: %s failed: %s (0x%x)\n", what, SCIGetErrorString(error),
+                        error);
                 exit(1);
         }
 }
@@ -111,8 +112,8 @@ int main(int argc, char **argv)
         SCIConnectSegment(sd, &remote, remote_node, SERVER_SEGMENT, adapter, NO_CALLBACK, NO_ARG,
                           20000, NO_FLAGS, &error);
         check("SCIConnectSegment");
-        void *rp = (void *)(uintptr_t)SCIMapRemoteSegment(remote, &rmap, 0, size, NULL, NO_FLAGS,
-                                                          &error);
+        void *rp =
+            (void *)(uintptr_t)SCIMapRemoteSegment(remote, &rmap, 0, size, NULL, NO_FLAGS, &error);
         check("SCIMapRemoteSegment");
         SCICreateSegment(sd, &seg, LOCAL_SEGMENT, size, NO_CALLBACK, NO_ARG, NO_FLAGS, &error);
         check("SCICreateSegment");

@@ -29,22 +29,22 @@
 #define PAGE       4096
 
 /* NVMe controller registers and the commands used here (NVMe 1.4). */
-#define REG_CAP   0x00
-#define REG_CC    0x14
-#define REG_CSTS  0x1c
-#define REG_AQA   0x24
-#define REG_ASQ   0x28
-#define REG_ACQ   0x30
-#define SQ0_TDBL  0x1000
-#define CQ0_HDBL  0x1004
-#define CC_EN     0x1u
-#define CC_IOSQES (6u << 16)
-#define CC_IOCQES (4u << 20)
-#define CSTS_RDY  0x1u
-#define CSTS_CFS  0x2u
-#define OPC_IDENTIFY 0x06
+#define REG_CAP        0x00
+#define REG_CC         0x14
+#define REG_CSTS       0x1c
+#define REG_AQA        0x24
+#define REG_ASQ        0x28
+#define REG_ACQ        0x30
+#define SQ0_TDBL       0x1000
+#define CQ0_HDBL       0x1004
+#define CC_EN          0x1u
+#define CC_IOSQES      (6u << 16)
+#define CC_IOCQES      (4u << 20)
+#define CSTS_RDY       0x1u
+#define CSTS_CFS       0x2u
+#define OPC_IDENTIFY   0x06
 #define CNS_CONTROLLER 1
-#define QUEUE_ENTRIES 16
+#define QUEUE_ENTRIES  16
 
 struct sqe {
         uint32_t cdw0; /* opcode, CID << 16 */
@@ -158,8 +158,7 @@ int main(int argc, char **argv)
         SCIQuery(SCI_Q_DEVICE, &q, NO_FLAGS, &error);
         check("SCIQuery(SCI_Q_DEVICE)");
         printf("device 0x%x: %s, class %06x, vendor %04x, device %04x, on node %u\n", fdid,
-               info.user_name, info.pci_class, info.pci_vendor_id, info.pci_device_id,
-               info.nodeid);
+               info.user_name, info.pci_class, info.pci_vendor_id, info.pci_device_id, info.nodeid);
 
         /* The manager resets the drive: nobody else may use it meanwhile. */
         sci_smartio_device_t dev;
@@ -172,8 +171,8 @@ int main(int argc, char **argv)
                                 &error);
         check("SCIConnectDeviceSegment(BAR0)");
         size_t barsize = SCIGetRemoteSegmentSize(bar);
-        volatile uint8_t *regs = SCIMapRemoteSegment(bar, &barmap, 0, barsize, NULL,
-                                                     SCI_FLAG_IO_MAP_IOSPACE, &error);
+        volatile uint8_t *regs =
+            SCIMapRemoteSegment(bar, &barmap, 0, barsize, NULL, SCI_FLAG_IO_MAP_IOSPACE, &error);
         check("SCIMapRemoteSegment(BAR0)");
         uint64_t cap = *reg64(regs, REG_CAP);
         double timeout = ((cap >> 24) & 0xff) * 0.5 + 1;
@@ -185,15 +184,15 @@ int main(int argc, char **argv)
         sci_map_t segmap = NULL, sqmap = NULL, cqmap = NULL;
         sci_remote_segment_t sqseg = NULL, cqseg = NULL;
         if (!hints) {
-                SCICreateSegment(sd, &seg, 0x4e56, 3 * PAGE, NO_CALLBACK, NO_ARG,
-                                 SCI_FLAG_PRIVATE, &error);
+                SCICreateSegment(sd, &seg, 0x4e56, 3 * PAGE, NO_CALLBACK, NO_ARG, SCI_FLAG_PRIVATE,
+                                 &error);
                 check("SCICreateSegment");
                 SCIPrepareSegment(seg, adapter, NO_FLAGS, &error);
                 check("SCIPrepareSegment");
                 SCISetSegmentAvailable(seg, adapter, NO_FLAGS, &error);
                 check("SCISetSegmentAvailable");
-                volatile uint8_t *mem = SCIMapLocalSegment(seg, &segmap, 0, 3 * PAGE, NULL,
-                                                           NO_FLAGS, &error);
+                volatile uint8_t *mem =
+                    SCIMapLocalSegment(seg, &segmap, 0, 3 * PAGE, NULL, NO_FLAGS, &error);
                 check("SCIMapLocalSegment");
                 sci_ioaddr_t io;
                 SCIMapLocalSegmentForDevice(seg, adapter, dev, &io, 0, 3 * PAGE, NO_FLAGS, &error);

@@ -27,7 +27,7 @@
         do {                                                                                       \
                 call;                                                                              \
                 if (error != SCI_ERR_OK) {                                                         \
-                        fprintf(stderr, "pingpong: %s failed: %s (0x%x)\n", what,                 \
+                        fprintf(stderr, "pingpong: %s failed: %s (0x%x)\n", what,                  \
                                 SCIGetErrorString(error), error);                                  \
                         exit(1);                                                                   \
                 }                                                                                  \
@@ -82,12 +82,12 @@ int main(int argc, char **argv)
 
         unsigned int mine = server ? SERVER_SEGMENT : CLIENT_SEGMENT;
         unsigned int theirs = server ? CLIENT_SEGMENT : SERVER_SEGMENT;
-        CHECK(SCICreateSegment(sd, &local, mine, SEGMENT_SIZE, NO_CALLBACK, NO_ARG, NO_FLAGS,
-                               &error),
-              "SCICreateSegment");
+        CHECK(
+            SCICreateSegment(sd, &local, mine, SEGMENT_SIZE, NO_CALLBACK, NO_ARG, NO_FLAGS, &error),
+            "SCICreateSegment");
         CHECK(SCIPrepareSegment(local, adapter, NO_FLAGS, &error), "SCIPrepareSegment");
-        volatile uint32_t *in = SCIMapLocalSegment(local, &local_map, 0, SEGMENT_SIZE, NULL,
-                                                   NO_FLAGS, &error);
+        volatile uint32_t *in =
+            SCIMapLocalSegment(local, &local_map, 0, SEGMENT_SIZE, NULL, NO_FLAGS, &error);
         if (error != SCI_ERR_OK) {
                 fprintf(stderr, "pingpong: SCIMapLocalSegment: %s\n", SCIGetErrorString(error));
                 return 1;

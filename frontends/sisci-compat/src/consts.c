@@ -9,7 +9,7 @@
  * superset), and here the symbols carry exactly those numbers.
  */
 #define SX_CONST(name)                                                                             \
-        __attribute__((visibility("default"))) extern const unsigned int                         \
-            _SISCI_PUBLIC_CONST_##name;                                                            \
+        __attribute__((                                                                            \
+            visibility("default"))) extern const unsigned int _SISCI_PUBLIC_CONST_##name;          \
         const unsigned int _SISCI_PUBLIC_CONST_##name = (name);
 SX_CONSTS(SX_CONST)

@@ -47,7 +47,8 @@ struct sx_dmajob {
 
 static struct sx_dmajob *jobs_head, *jobs_tail; /* every job, in submission order */
 
-/* ---- queues ----------------------------------------------------------------------------------- */
+/* ---- queues -----------------------------------------------------------------------------------
+ */
 
 void sx_dmaq_free(struct sx_dmaq *q)
 {
@@ -186,15 +187,16 @@ out:
         sx_unlock();
 }
 
-/* ---- starting transfers ----------------------------------------------------------------------- */
+/* ---- starting transfers -----------------------------------------------------------------------
+ */
 
 static bool range_ok(uint64_t off, uint64_t size, uint64_t total)
 {
         return size && off <= total && size <= total - off;
 }
 
-static void start(sci_dma_queue_t dq, sci_local_segment_t lseg, sci_remote_segment_t rseg,
-                  size_t n, const dis_dma_vec_t *vec, sci_cb_dma_t cb, void *cbarg, unsigned flags,
+static void start(sci_dma_queue_t dq, sci_local_segment_t lseg, sci_remote_segment_t rseg, size_t n,
+                  const dis_dma_vec_t *vec, sci_cb_dma_t cb, void *cbarg, unsigned flags,
                   sci_error_t *err)
 {
         if ((*err = sx_enter()) != SCI_ERR_OK)
@@ -230,8 +232,8 @@ static void start(sci_dma_queue_t dq, sci_local_segment_t lseg, sci_remote_segme
         int chan = sx.dma_chan[q->adapter_no];
         struct ntbf_adapter_h *h = sx_ah(q->adapter);
         struct ntbf_caps caps = {0};
-        bool engine = chan >= 0 && !(flags & SCI_FLAG_DMA_SYSDMA) && h &&
-                      !sx.ops->caps(h, &caps) && (caps.flags & NTBF_CAP_DMA);
+        bool engine = chan >= 0 && !(flags & SCI_FLAG_DMA_SYSDMA) && h && !sx.ops->caps(h, &caps) &&
+                      (caps.flags & NTBF_CAP_DMA);
         if ((flags & SCI_FLAG_DMA_ADAPTER) && !engine) {
                 *err = SCI_ERR_DMA_NOT_AVAILABLE;
                 goto out;
@@ -277,8 +279,14 @@ static void start(sci_dma_queue_t dq, sci_local_segment_t lseg, sci_remote_segme
                         d[nd++] = (struct sx_desc_x){read ? ra : la, read ? la : ra, len, lo, ro};
                         done += len;
                 }
-        *j = (struct sx_dmajob){.q = q, .ls = ls, .rs = rs, .read = read, .engine = engine,
-                                .wait = flags & SCI_FLAG_DMA_WAIT, .chan = chan, .d = d,
+        *j = (struct sx_dmajob){.q = q,
+                                .ls = ls,
+                                .rs = rs,
+                                .read = read,
+                                .engine = engine,
+                                .wait = flags & SCI_FLAG_DMA_WAIT,
+                                .chan = chan,
+                                .d = d,
                                 .nd = (unsigned)nd};
         if (cb && (flags & SCI_FLAG_USE_CALLBACK)) {
                 j->cb = cb;
@@ -379,7 +387,8 @@ sci_dma_queue_state_t SCIDMAQueueState(sci_dma_queue_t dq)
         return st;
 }
 
-/* ---- the DMA thread --------------------------------------------------------------------------- */
+/* ---- the DMA thread ---------------------------------------------------------------------------
+ */
 
 /* Copy the job's descriptors with the CPU (lock not held). 0 or a drop reason. */
 static int cpu_copy(struct sx_dmajob *j, volatile uint8_t *remote)
@@ -394,7 +403,8 @@ static int cpu_copy(struct sx_dmajob *j, volatile uint8_t *remote)
                         if (r)
                                 return r;
                 } else if (j->read) {
-                        memcpy(local + d->loff, (const void *)(uintptr_t)(remote + d->roff), d->len);
+                        memcpy(local + d->loff, (const void *)(uintptr_t)(remote + d->roff),
+                               d->len);
                 } else {
                         memcpy((void *)(uintptr_t)(remote + d->roff), local + d->loff, d->len);
                 }
@@ -442,7 +452,8 @@ static void *dma_thread(void *arg)
                                 j->submitted = j->completed = j->nd;
                         }
                         if (!j->engine && j->completed < j->nd) {
-                                volatile uint8_t *remote = j->rs->broadcast ? NULL : sx_rseg_imap(j->rs);
+                                volatile uint8_t *remote =
+                                    j->rs->broadcast ? NULL : sx_rseg_imap(j->rs);
                                 int r = 0;
                                 if (!remote && !j->rs->broadcast) {
                                         r = NTBF_EUNSUPPORTED;

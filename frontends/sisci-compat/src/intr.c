@@ -1,4 +1,5 @@
-/* frontends/sisci-compat/src/intr.c: interrupts and data interrupts (MSI writes, a mailbox ring). */
+/* frontends/sisci-compat/src/intr.c: interrupts and data interrupts (MSI writes, a mailbox ring).
+ */
 #include <errno.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -36,8 +37,7 @@ _Static_assert(LANE_HDR + DINT_SLOTS * SLOT_BYTES <= LANE_BYTES, "a lane holds i
 _Static_assert(8 + DINT_MAX <= SLOT_BYTES, "a slot holds a message");
 
 #define INT_CREATE_FLAGS                                                                           \
-        (SCI_FLAG_USE_CALLBACK | SCI_FLAG_FIXED_INTNO | SCI_FLAG_SHARED_INT |                      \
-         SCI_FLAG_COUNTING_INT)
+        (SCI_FLAG_USE_CALLBACK | SCI_FLAG_FIXED_INTNO | SCI_FLAG_SHARED_INT | SCI_FLAG_COUNTING_INT)
 
 static volatile uint32_t *lane_word(volatile uint8_t *lane, size_t off)
 {
@@ -92,7 +92,8 @@ static int take_message(struct sx_lint *i, void *buf, unsigned cap, unsigned *le
                 uint32_t lane = (i->next_lane + k) % DINT_LANES;
                 volatile uint8_t *l = mb + (size_t)lane * LANE_BYTES;
                 uint32_t want = i->lane_head[lane] + 1;
-                volatile uint8_t *slot = l + LANE_HDR + (size_t)(want - 1) % DINT_SLOTS * SLOT_BYTES;
+                volatile uint8_t *slot =
+                    l + LANE_HDR + (size_t)(want - 1) % DINT_SLOTS * SLOT_BYTES;
                 if (__atomic_load_n((uint32_t *)(uintptr_t)lane_word(slot, 0), __ATOMIC_ACQUIRE) !=
                     want)
                         continue;
@@ -433,7 +434,8 @@ out:
         sx_unlock();
 }
 
-/* ---- remote interrupts ------------------------------------------------------------------------ */
+/* ---- remote interrupts ------------------------------------------------------------------------
+ */
 
 void sx_rint_free(struct sx_rint *i)
 {
@@ -494,8 +496,8 @@ static int map_lane(struct sx_rint *i, struct json_object *mbox)
         } else {
                 i->lane_adapter = (uint32_t)ad;
                 void *base;
-                int r = sx.ops->map_window(sx_ah((uint32_t)ad), off + lane * LANE_BYTES,
-                                           LANE_BYTES, NTBF_MAP_UNCACHED, &base);
+                int r = sx.ops->map_window(sx_ah((uint32_t)ad), off + lane * LANE_BYTES, LANE_BYTES,
+                                           NTBF_MAP_UNCACHED, &base);
                 if (r)
                         return r;
                 i->lane_base = base;
@@ -686,9 +688,9 @@ static sci_error_t fire(struct sx_rint *i)
                                             i->local_addr, &v, sizeof(v), NULL)
                            : NTBF_EUNSUPPORTED;
         else
-                r = sx.ops->window_write ? sx.ops->window_write(sx_ah(i->adapter), i->offset, &v,
-                                                                sizeof(v))
-                                         : NTBF_EUNSUPPORTED;
+                r = sx.ops->window_write
+                        ? sx.ops->window_write(sx_ah(i->adapter), i->offset, &v, sizeof(v))
+                        : NTBF_EUNSUPPORTED;
         if (r == NTBF_EUNSUPPORTED)
                 return SCI_ERR_NOT_SUPPORTED;
         return r ? SCI_ERR_TRANSFER_FAILED : SCI_ERR_OK;

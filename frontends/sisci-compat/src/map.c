@@ -36,7 +36,8 @@ static int map_range(uint32_t adapter, uint64_t off, uint64_t size, unsigned fla
         struct ntbf_adapter_h *h = sx_ah(adapter);
         if (!h || !sx.ops->map_window)
                 return NTBF_EUNSUPPORTED;
-        uint64_t lo = off & ~(uint64_t)(PAGE - 1), hi = (off + size + PAGE - 1) & ~(uint64_t)(PAGE - 1);
+        uint64_t lo = off & ~(uint64_t)(PAGE - 1),
+                 hi = (off + size + PAGE - 1) & ~(uint64_t)(PAGE - 1);
         int r = sx.ops->map_window(h, lo, hi - lo, backend_flags(flags), base);
         if (r)
                 return r;
@@ -83,7 +84,8 @@ sci_error_t sx_rseg_write(struct sx_rseg *s, uint64_t off, const void *buf, size
         return SCI_ERR_OK;
 }
 
-/* ---- maps -------------------------------------------------------------------------------------- */
+/* ---- maps --------------------------------------------------------------------------------------
+ */
 
 void sx_map_free(struct sx_map *m)
 {
@@ -192,7 +194,8 @@ volatile void *SCIMapRemoteSegment(sci_remote_segment_t segment, sci_map_t *map,
         } else if (s->local) {
                 /* The memory is in this host: on the simulated fabric, RAM mapped directly. */
                 void *q;
-                r = sx.sim ? ntbf_sim_phys_ptr(sx.b, sx.node_idx, phys, size, &q) : NTBF_EUNSUPPORTED;
+                r = sx.sim ? ntbf_sim_phys_ptr(sx.b, sx.node_idx, phys, size, &q)
+                           : NTBF_EUNSUPPORTED;
                 if (!r)
                         p = q;
         } else {
@@ -267,7 +270,8 @@ sci_ioaddr_t SCIGetMapPhysAddr(sci_map_t map)
         return a;
 }
 
-/* ---- sequences -------------------------------------------------------------------------------- */
+/* ---- sequences --------------------------------------------------------------------------------
+ */
 
 void SCICreateMapSequence(sci_map_t map, sci_sequence_t *sequence, unsigned int flags,
                           sci_error_t *error)
@@ -400,7 +404,8 @@ void SCIStoreBarrier(sci_sequence_t sequence, unsigned int flags)
         __atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 
-/* ---- copies ----------------------------------------------------------------------------------- */
+/* ---- copies -----------------------------------------------------------------------------------
+ */
 
 void SCIMemCpy(sci_sequence_t sequence, void *memAddr, sci_map_t remoteMap, size_t remoteOffset,
                size_t size, unsigned int flags, sci_error_t *error)
@@ -442,8 +447,7 @@ void SCIMemCpy(sci_sequence_t sequence, void *memAddr, sci_map_t remoteMap, size
                 __atomic_thread_fence(__ATOMIC_SEQ_CST);
         }
         sx_lock();
-        if (*err == SCI_ERR_OK && (flags & SCI_FLAG_ERROR_CHECK) &&
-            seq_status(m) != SCI_SEQ_OK)
+        if (*err == SCI_ERR_OK && (flags & SCI_FLAG_ERROR_CHECK) && seq_status(m) != SCI_SEQ_OK)
                 *err = SCI_ERR_TRANSFER_FAILED;
         sx_unref(&m->o);
 out:

@@ -13,9 +13,11 @@
  * an alias whose target is missing) fails the link instead of silently disappearing.
  */
 
-#define MAP_FUNC(name) fprintf(f, "    _SISCI_PUBLIC_FUNC_MT_%s;\n    _SISCI_PUBLIC_FUNC_ST_%s;\n", #name, #name);
+#define MAP_FUNC(name)                                                                             \
+        fprintf(f, "    _SISCI_PUBLIC_FUNC_MT_%s;\n    _SISCI_PUBLIC_FUNC_ST_%s;\n", #name, #name);
 #define MAP_CONST(name) fprintf(f, "    _SISCI_PUBLIC_CONST_%s;\n", #name);
-#define ALIAS(name) fprintf(f, "_SISCI_PUBLIC_FUNC_ST_%s = _SISCI_PUBLIC_FUNC_MT_%s;\n", #name, #name);
+#define ALIAS(name)                                                                                \
+        fprintf(f, "_SISCI_PUBLIC_FUNC_ST_%s = _SISCI_PUBLIC_FUNC_MT_%s;\n", #name, #name);
 
 int main(int argc, char **argv)
 {

@@ -5,7 +5,7 @@
 #include "sx.h"
 
 /* ntbfab's answers to SCI_Q_VENDORID and SCI_Q_API (docs/sisci.md). */
-#define SX_VENDOR_ID 0xfab0u
+#define SX_VENDOR_ID   0xfab0u
 #define SX_API_VERSION ((5u << 16) | (11u << 8))
 
 void SCIGetLocalNodeId(unsigned int adapterNo, unsigned int *nodeId, unsigned int flags,

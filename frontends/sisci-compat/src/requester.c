@@ -81,8 +81,8 @@ void SCIRegisterPCIeRequester(sci_desc_t sd, unsigned int localAdapterNo, unsign
                 *err = SCI_ERR_NOSPC;
                 goto out;
         }
-        *g = (struct reg){.sd = d, .adapter = localAdapterNo, .bus = bus, .devfn = devfn,
-                          .global = global};
+        *g = (struct reg){
+            .sd = d, .adapter = localAdapterNo, .bus = bus, .devfn = devfn, .global = global};
         /* SCI_FLAG_PCIE_REQUESTER_GLOBAL: through every adapter of the node. */
         const struct ntbf_node *me = &sx.t->nodes[sx.node_idx];
         for (unsigned a = 0; a < me->nadapters && a < NTBF_MAX_NODE_ADAPTERS; a++) {

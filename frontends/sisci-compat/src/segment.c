@@ -60,7 +60,8 @@ void sx_lseg_event(struct sx_lseg *s, sci_segment_cb_reason_t reason, uint32_t n
         void *arg = s->cbarg;
         sx_ref(&s->o);
         sx_unlock();
-        sci_callback_action_t a = cb(arg, sx_handle(&s->o), reason, node_id, adapter_no, SCI_ERR_OK);
+        sci_callback_action_t a =
+            cb(arg, sx_handle(&s->o), reason, node_id, adapter_no, SCI_ERR_OK);
         sx_lock();
         if (a == SCI_CALLBACK_CANCEL)
                 s->cb = NULL;
@@ -117,9 +118,8 @@ void sx_on_seg_event(struct json_object *ev)
         sx_get_u(ev, "adapter", &adapter);
         if (!json_object_object_get_ex(ev, "reason", &r))
                 return;
-        sci_segment_cb_reason_t reason = !strcmp(json_object_get_string(r), "connect")
-                                             ? SCI_CB_CONNECT
-                                             : SCI_CB_DISCONNECT;
+        sci_segment_cb_reason_t reason =
+            !strcmp(json_object_get_string(r), "connect") ? SCI_CB_CONNECT : SCI_CB_DISCONNECT;
         struct sx_obj **v;
         size_t n = gather(SX_LSEG, &v);
         for (size_t i = 0; i < n; i++) {
@@ -242,7 +242,8 @@ void SCICreateSegment(sci_desc_t sd, sci_local_segment_t *segment, unsigned int 
         uint64_t bus = 0;
         if (!(flags & SCI_FLAG_EMPTY)) {
                 /* Segment memory is the node's DMA-able memory (docs/sisci.md). */
-                if (ntbf_dma_alloc(sx.ctx, size, 4096, &mem) || ntbf_dma_bus(sx.ctx, mem, size, &bus)) {
+                if (ntbf_dma_alloc(sx.ctx, size, 4096, &mem) ||
+                    ntbf_dma_bus(sx.ctx, mem, size, &bus)) {
                         if (mem)
                                 ntbf_dma_free(sx.ctx, mem);
                         *err = SCI_ERR_NOSPC;
@@ -322,8 +323,7 @@ out:
         sx_unlock();
 }
 
-static struct sx_lseg *lseg_adapter(sci_local_segment_t segment, unsigned adapter,
-                                    sci_error_t *err)
+static struct sx_lseg *lseg_adapter(sci_local_segment_t segment, unsigned adapter, sci_error_t *err)
 {
         struct sx_lseg *s = (struct sx_lseg *)sx_get(segment, SX_LSEG);
         if (!s)
@@ -381,7 +381,7 @@ static void set_available(sci_local_segment_t segment, unsigned adapter, unsigne
         if (r) {
                 /* A broadcast segment on a fabric without multicast cannot join its group. */
                 *err = r == NTBF_ENOPATH || r == NTBF_EUNSUPPORTED ? SCI_ERR_NOT_SUPPORTED
-                                                                  : sx_err_of(r);
+                                                                   : sx_err_of(r);
                 goto out;
         }
         if (on)

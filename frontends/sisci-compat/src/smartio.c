@@ -48,7 +48,8 @@ static sci_error_t borrow_err(int r)
         }
 }
 
-/* ---- the pool --------------------------------------------------------------------------------- */
+/* ---- the pool ---------------------------------------------------------------------------------
+ */
 
 static bool fill_info(struct json_object *d, sci_smartio_device_info_t *info)
 {
@@ -166,7 +167,8 @@ sci_error_t sx_query_device(sci_smartio_query_device_t *q)
         return err;
 }
 
-/* ---- borrowing -------------------------------------------------------------------------------- */
+/* ---- borrowing --------------------------------------------------------------------------------
+ */
 
 static void give_back(uint64_t holder)
 {
@@ -320,7 +322,8 @@ void sx_on_device_lost(uint32_t fdid)
         pthread_cond_broadcast(&sx.cond);
 }
 
-/* ---- device segments -------------------------------------------------------------------------- */
+/* ---- device segments --------------------------------------------------------------------------
+ */
 
 static void connect_devseg(sci_smartio_device_t device, sci_remote_segment_t *segment,
                            unsigned segid, unsigned memtype, unsigned adapter,
@@ -438,7 +441,8 @@ void SCICreateDeviceSegment(sci_smartio_device_t device, unsigned int segmentId,
         if ((*err = sx_enter()) != SCI_ERR_OK)
                 goto out;
         struct sx_dev *x = dev_of(device);
-        if (!x || !size || (memoryType != SCI_MEMTYPE_PRIVATE && memoryType != SCI_MEMTYPE_SHARED)) {
+        if (!x || !size ||
+            (memoryType != SCI_MEMTYPE_PRIVATE && memoryType != SCI_MEMTYPE_SHARED)) {
                 *err = SCI_ERR_ILLEGAL_PARAMETER;
                 goto out;
         }
@@ -477,7 +481,8 @@ out:
         sx_unlock();
 }
 
-/* ---- segments mapped for devices -------------------------------------------------------------- */
+/* ---- segments mapped for devices --------------------------------------------------------------
+ */
 
 static struct sx_devmap **find_dmap(struct sx_devmap **head, struct sx_dev *x, uint32_t adapter_no,
                                     bool any_adapter)

@@ -80,13 +80,13 @@ struct sx_evq {
 
 struct sx_lseg {
         struct sx_obj o;
-        uint32_t id;      /* the SISCI segment id */
-        uint32_t did;     /* its number at the daemon (private segments: the daemon's own) */
+        uint32_t id;  /* the SISCI segment id */
+        uint32_t did; /* its number at the daemon (private segments: the daemon's own) */
         size_t size;
-        unsigned flags;   /* creation flags */
-        void *mem;        /* the memory in this process, NULL while EMPTY */
-        uint64_t bus;     /* its bus address in this host */
-        bool own_mem;     /* from ntbf_dma_alloc: freed with the segment */
+        unsigned flags;     /* creation flags */
+        void *mem;          /* the memory in this process, NULL while EMPTY */
+        uint64_t bus;       /* its bus address in this host */
+        bool own_mem;       /* from ntbf_dma_alloc: freed with the segment */
         uint64_t prepared;  /* adapter numbers the segment was prepared on (bit n) */
         uint64_t available; /* adapter numbers it is available on */
         unsigned maps;      /* local CPU mappings */
@@ -109,11 +109,11 @@ struct sx_rseg {
         uint64_t dh; /* the daemon's handle of the connection (0 for a BAR) */
         uint32_t node_id, id;
         size_t size;
-        bool local;        /* the memory is in this host: addr is its physical address */
-        bool broadcast;    /* a multicast group: CPU stores go through window_write */
-        uint64_t addr;     /* this host's address of byte 0 (window address, or physical) */
-        uint32_t adapter;  /* topology index of the adapter whose window holds it */
-        uint64_t offset;   /* offset of byte 0 in that window */
+        bool local;          /* the memory is in this host: addr is its physical address */
+        bool broadcast;      /* a multicast group: CPU stores go through window_write */
+        uint64_t addr;       /* this host's address of byte 0 (window address, or physical) */
+        uint32_t adapter;    /* topology index of the adapter whose window holds it */
+        uint64_t offset;     /* offset of byte 0 in that window */
         uint32_t adapter_no; /* the caller's adapter number */
         uint64_t owner_phys; /* the memory's address in its owner's host (device mappings) */
         uint32_t owner_node; /* topology index of the owner's node */
@@ -192,17 +192,17 @@ struct sx_lint {
         void *mbox;
         uint64_t mbox_bus;
         size_t mbox_size;
-        uint32_t next_lane; /* the lane a reader looks at first (round robin) */
+        uint32_t next_lane;  /* the lane a reader looks at first (round robin) */
         uint32_t *lane_head; /* per lane: the next sequence number to read */
 };
 
 struct sx_rint {
         struct sx_obj o;
         bool data;
-        uint64_t dh;         /* the daemon's handle of the interrupt connection */
+        uint64_t dh; /* the daemon's handle of the interrupt connection */
         uint32_t node_id, intno;
-        uint32_t adapter;    /* topology index of the adapter the write leaves through */
-        uint64_t offset;     /* window offset of the target's interrupt address */
+        uint32_t adapter; /* topology index of the adapter the write leaves through */
+        uint64_t offset;  /* window offset of the target's interrupt address */
         uint32_t msi_data;
         bool local;          /* the target is in this host */
         uint64_t local_addr; /* its interrupt address in this host */
@@ -221,9 +221,9 @@ struct sx_rint {
 struct sx_dev {
         struct sx_obj o;
         uint32_t fdid;
-        uint64_t holder;   /* the daemon's handle of this borrow */
+        uint64_t holder; /* the daemon's handle of this borrow */
         bool exclusive;
-        bool local;        /* a device of this node */
+        bool local; /* a device of this node */
         bool lost;
         struct ntbf_dev *nd; /* the device API's handle (BARs, peer mappings) */
         unsigned segs;       /* remote segments connected through it */
