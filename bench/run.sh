@@ -19,6 +19,7 @@ run load "$build/bench/bench_load" --json "$out/load.json" \
 run admit "$build/bench/bench_admit" --json "$out/admit.json" \
 	"$root/config/examples/cluster-60.yaml" "$gen"
 run borrow "$build/bench/bench_borrow" --json "$out/borrow.json" --build "$build" --src "$root"
+run sisci "$build/bench/bench_sisci" --json "$out/sisci.json" --build "$build"
 for extra in "$build"/bench/bench_memcpy "$build"/bench/bench_nvme "$build"/bench/bench_dmamap; do
 	name=$(basename "$extra" | sed 's/^bench_//')
 	[ -x "$extra" ] && run "$name" "$extra" --json "$out/$name.json"

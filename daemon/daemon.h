@@ -12,6 +12,7 @@
 #include "keyfile.h"
 #include "ntbfab/backend.h"
 #include "rpc.h"
+#include "sisci.h"
 #include "store.h"
 
 #define NTBF_HEARTBEAT_MS    1000
@@ -100,6 +101,8 @@ struct ntbf__d {
         struct ntbf__handle *handles;
         uint64_t next_handle;
         struct ntbf__vfio_d *vfio; /* real devices held through vfio-pci (vfio.c) */
+
+        struct ntbf__sx *sx; /* SISCI sessions (sisci.c) */
 
         uv_timer_t beat, lease_tick, shutdown_timer;
         uv_signal_t sigterm, sigint;

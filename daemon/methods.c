@@ -643,7 +643,9 @@ static void m_open(void *ctx, struct ntbf__rpc_call *call, struct json_object *p
                 h->device = dev;
                 h->function = fn;
                 struct ntbf__lend *l = ntbf__node_lend(d, h->fdid);
-                if (l && l->borrowers) {
+                struct ntbf__rpc_conn *oc = ntbf__rpc_call_conn(call);
+                /* A SISCI process of the lender shares the device with its borrowers. */
+                if (l && l->borrowers && !(oc && ntbf__sx_pid_holds(d, oc->pid, h->fdid))) {
                         free(h);
                         return ntbf__rpc_fail(call, NTBF_RPC_FAILED, NTBF_EBUSY,
                                               "0x%04x is lent out and borrowed; it is used "
@@ -703,6 +705,7 @@ void ntbf__handle_close(struct ntbf__d *d, struct ntbf__handle *h)
 void ntbf__methods_conn_gone(void *ctx, struct ntbf__rpc_conn *c)
 {
         struct ntbf__d *d = ctx;
+        ntbf__sx_conn_gone(d, c);
         for (struct ntbf__handle *h = d->handles, *next; h; h = next) {
                 next = h->next;
                 if (h->conn == c)
@@ -1004,6 +1007,7 @@ const struct ntbf__rpc_method ntbf__methods[] = {
     {"device.unmap_peer",
      m_unmap_peer,
      {HANDLE, {"device_addr", NTBF_P_UINT, true, 0, UINT64_MAX, NULL}}},
+    NTBF__SX_METHODS,
 };
 
 const size_t ntbf__nmethods = sizeof(ntbf__methods) / sizeof(ntbf__methods[0]);

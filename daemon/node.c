@@ -408,7 +408,7 @@ static bool fm_method(const char *m)
 void ntbf__d_request(struct ntbf__d *d, uint32_t from, const char *m, struct json_object *p,
                      ntbf__done_fn cb, void *arg)
 {
-        if (fm_method(m)) {
+        if (fm_method(m) || ntbf__sx_fm_method(m)) {
                 if (!d->fm)
                         return cb(arg, -EINVAL, "this node is not the fabric manager", NULL);
                 return ntbf__fm_request(d->fm, from, m, p, cb, arg);
@@ -422,6 +422,8 @@ void ntbf__d_request(struct ntbf__d *d, uint32_t from, const char *m, struct jso
                 return do_program(d, p, false, cb, arg);
         if (!strcmp(m, "cfg"))
                 return do_cfg(d, from, p, cb, arg);
+        if (from == d->manager && ntbf__sx_request(d, m, p, cb, arg))
+                return;
         cb(arg, -ENOSYS, "unknown peer request", NULL);
 }
 
@@ -445,7 +447,10 @@ void ntbf__d_note(struct ntbf__d *d, uint32_t from, const char *m, struct json_o
         ntbf__jget_s(p, "reason", &reason);
         if (from != d->manager && from != d->self)
                 return; /* events come from the manager only */
+        if (ntbf__sx_note(d, m, p))
+                return;
         if (!strcmp(m, "lost")) {
+                ntbf__sx_device_lost(d, (uint32_t)fdid);
                 LOG_W("borrowed device 0x%04x lost: %s", (uint32_t)fdid, reason ? reason : "?");
                 ntbf__node_drop_borrow(d, (uint32_t)fdid, reason ? reason : "lost");
                 return;
@@ -579,6 +584,7 @@ void ntbf__node_join(struct ntbf__d *d)
                 json_object_array_add(l, e);
         }
         json_object_object_add(p, "lends", l);
+        json_object_object_add(p, "sx", ntbf__sx_register_params(d));
         ntbf__peer_request(d, d->manager, "register", p, registered, d);
 }
 

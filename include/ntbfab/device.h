@@ -134,4 +134,35 @@ enum ntbf_dev_event_kind { NTBF_DEV_EVENT_NONE, NTBF_DEV_EVENT_LOST };
 NTBF_EXPORT int ntbf_dev_event_fd(struct ntbf_dev *dev);
 NTBF_EXPORT int ntbf_dev_event(struct ntbf_dev *dev, enum ntbf_dev_event_kind *kind);
 
+/* ---- for frontends built on a context (libsisci) ------------------------------------------ */
+
+/*
+ * A frontend that has its own control methods (libsisci's segments, interrupts, DMA queues)
+ * still needs what a context already holds: who the process is, the topology, and the
+ * backend attachment for its data path (window mappings, DMA engines, interrupt vectors).
+ * These give it read access; the context keeps ownership of all of it.
+ */
+struct ntbf_topo;
+struct ntbf_backend_ops;
+struct ntbf_backend;
+struct ntbf_adapter_h;
+
+/* The cluster topology the context loaded (valid until ntbf_ctx_close), or NULL. */
+NTBF_EXPORT const struct ntbf_topo *ntbf_ctx_topo(const struct ntbf_ctx *ctx);
+/* The node the context acts as (its index in the topology), or NTBF_NONE. */
+NTBF_EXPORT uint32_t ntbf_ctx_node(const struct ntbf_ctx *ctx);
+/* The instance directory the context attached to, or NULL. */
+NTBF_EXPORT const char *ntbf_ctx_dir(const struct ntbf_ctx *ctx);
+/* The backend the context attached to. 0, or -EINVAL for a NULL argument. */
+NTBF_EXPORT int ntbf_ctx_backend(struct ntbf_ctx *ctx, const struct ntbf_backend_ops **ops,
+                                 struct ntbf_backend **b);
+/* The handle of this node's adapter (topology index), or NULL (not one of this node's). */
+NTBF_EXPORT struct ntbf_adapter_h *ntbf_ctx_adapter(struct ntbf_ctx *ctx, uint32_t adapter);
+/*
+ * The bus address (host-physical) of [ptr, ptr + len) of memory from ntbf_dma_alloc of this
+ * context: what a device of this host, or an NTB slot onto this host, reaches it at.
+ * 0, or -EFAULT when the range is not inside one allocation chunk of the context.
+ */
+NTBF_EXPORT int ntbf_dma_bus(struct ntbf_ctx *ctx, const void *ptr, size_t len, uint64_t *bus);
+
 #endif
