@@ -4,10 +4,12 @@
 #include "ntbfab/backend.h"
 
 extern const struct ntbf_backend_ops ntbf__sim_ops;
+extern const struct ntbf_backend_ops ntbf__ivshmem_ops;
 
 /* Add a backend here (and nowhere else): the simulated fabric is the default and first. */
 static const struct ntbf_backend_ops *const backends[] = {
     &ntbf__sim_ops,
+    &ntbf__ivshmem_ops,
 };
 
 const struct ntbf_backend_ops *ntbf_backend_at(size_t i)

@@ -19,6 +19,7 @@ run load "$build/bench/bench_load" --json "$out/load.json" \
 run admit "$build/bench/bench_admit" --json "$out/admit.json" \
 	"$root/config/examples/cluster-60.yaml" "$gen"
 run borrow "$build/bench/bench_borrow" --json "$out/borrow.json" --build "$build" --src "$root"
+run sisci "$build/bench/bench_sisci" --json "$out/sisci.json" --build "$build"
 # The distributed NVMe driver (when libsisci, and so ntbfab-nvme, is built).
 if [ -x "$build/bench/bench_nvme_latency" ]; then
 	run nvme_latency "$build/bench/bench_nvme_latency" --json "$out/nvme_latency.json" \

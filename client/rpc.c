@@ -17,6 +17,7 @@
 
 #define MAX_MESSAGE       (1 << 20)
 #define MAX_QUEUED_EVENTS 1024
+#define MAX_FDS           8 /* descriptors one answer may carry */
 
 struct ntbf_rpc {
         int fd;
@@ -25,8 +26,61 @@ struct ntbf_rpc {
         size_t len, cap;
         struct json_object **events; /* queued notifications (params) */
         size_t nevents, evcap;
+        /* Descriptors received (SCM_RIGHTS) and not yet claimed by an answer, in order;
+         * and those of the last answer, until taken. */
+        int fdq[4 * MAX_FDS];
+        unsigned nfdq;
+        bool fd_overflow; /* the kernel or the queue dropped some: answers cannot be trusted */
+        int last[MAX_FDS];
+        unsigned nlast;
         char error[512];
 };
+
+static void close_last(struct ntbf_rpc *c)
+{
+        for (unsigned i = 0; i < c->nlast; i++)
+                close(c->last[i]);
+        c->nlast = 0;
+}
+
+/* The number of descriptors an answer announces: result.fds, an array of their names. */
+static unsigned announced_fds(struct json_object *result)
+{
+        struct json_object *f;
+        if (result && json_object_is_type(result, json_type_object) &&
+            json_object_object_get_ex(result, "fds", &f) && json_object_is_type(f, json_type_array))
+                return (unsigned)json_object_array_length(f);
+        return 0;
+}
+
+/* Move the first n queued descriptors to last (keep true) or close them. */
+static int claim_fds(struct ntbf_rpc *c, unsigned n, bool keep)
+{
+        if (n > c->nfdq || n > MAX_FDS || c->fd_overflow) {
+                snprintf(c->error, sizeof(c->error),
+                         "the daemon's answer announces %u file descriptors but %u arrived%s", n,
+                         c->nfdq, c->fd_overflow ? " (some were dropped)" : "");
+                return NTBF_EPROTO;
+        }
+        for (unsigned i = 0; i < n; i++) {
+                if (keep)
+                        c->last[c->nlast++] = c->fdq[i];
+                else
+                        close(c->fdq[i]);
+        }
+        memmove(c->fdq, c->fdq + n, (c->nfdq - n) * sizeof(int));
+        c->nfdq -= n;
+        return 0;
+}
+
+int ntbf_rpc_take_fds(struct ntbf_rpc *c, int *fds, unsigned max)
+{
+        unsigned n = c->nlast < max ? c->nlast : max;
+        memcpy(fds, c->last, n * sizeof(int));
+        memmove(c->last, c->last + n, (c->nlast - n) * sizeof(int));
+        c->nlast -= n;
+        return (int)n;
+}
 
 static void set_error(struct ntbf_rpc *c, const char *fmt, ...) NTBF_PRINTF(2, 3);
 static void set_error(struct ntbf_rpc *c, const char *fmt, ...)
@@ -116,6 +170,9 @@ void ntbf_rpc_close(struct ntbf_rpc *c)
         if (!c)
                 return;
         close(c->fd);
+        close_last(c);
+        for (unsigned i = 0; i < c->nfdq; i++)
+                close(c->fdq[i]);
         for (size_t i = 0; i < c->nevents; i++)
                 json_object_put(c->events[i]);
         free(c->events);
@@ -201,9 +258,38 @@ static int read_line(struct ntbf_rpc *c, char **line, uint64_t deadline, bool wa
                         c->buf = b;
                         c->cap = cap;
                 }
-                ssize_t n = recv(c->fd, c->buf + c->len, c->cap - c->len, 0);
+                /* Answers may carry descriptors (docs/rpc.md): queue what arrives. */
+                union {
+                        char buf[CMSG_SPACE(sizeof(int) * MAX_FDS)];
+                        struct cmsghdr align;
+                } cb;
+                struct iovec iov = {c->buf + c->len, c->cap - c->len};
+                struct msghdr mh = {.msg_iov = &iov,
+                                    .msg_iovlen = 1,
+                                    .msg_control = cb.buf,
+                                    .msg_controllen = sizeof(cb.buf)};
+                ssize_t n = recvmsg(c->fd, &mh, MSG_CMSG_CLOEXEC);
                 if (n < 0 && errno == EINTR)
                         continue;
+                for (struct cmsghdr *h = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL; h;
+                     h = CMSG_NXTHDR(&mh, h)) {
+                        if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
+                                continue;
+                        size_t k = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                        int *v = (int *)(void *)CMSG_DATA(h);
+                        for (size_t i = 0; i < k; i++) {
+                                int fd;
+                                memcpy(&fd, v + i, sizeof(fd));
+                                if (c->nfdq < sizeof(c->fdq) / sizeof(c->fdq[0]))
+                                        c->fdq[c->nfdq++] = fd;
+                                else {
+                                        close(fd);
+                                        c->fd_overflow = true;
+                                }
+                        }
+                }
+                if (n > 0 && (mh.msg_flags & MSG_CTRUNC))
+                        c->fd_overflow = true;
                 if (n <= 0) {
                         set_error(c, "the daemon closed the connection");
                         return -EPIPE;
@@ -262,6 +348,7 @@ int ntbf_rpc_call(struct ntbf_rpc *c, const char *method, struct json_object *pa
 {
         c->error[0] = 0;
         *result = NULL;
+        close_last(c); /* the previous answer's descriptors, if nobody took them */
         uint64_t id = c->next_id++;
         struct json_object *req = json_object_new_object();
         json_object_object_add(req, "jsonrpc", json_object_new_string("2.0"));
@@ -307,8 +394,14 @@ int ntbf_rpc_call(struct ntbf_rpc *c, const char *method, struct json_object *pa
                 }
                 uint64_t got = (uint64_t)json_object_get_int64(rid);
                 if (got < id) {
-                        /* The late answer of a call that timed out: drop it. */
+                        /* The late answer of a call that timed out: drop it (and what it
+                         * carried, so that the next answer's descriptors stay in order). */
+                        struct json_object *res = NULL;
+                        json_object_object_get_ex(o, "result", &res);
+                        r = claim_fds(c, announced_fds(res), false);
                         json_object_put(o);
+                        if (r)
+                                return r;
                         continue;
                 }
                 if (got != id) {
@@ -330,6 +423,11 @@ int ntbf_rpc_call(struct ntbf_rpc *c, const char *method, struct json_object *pa
                         json_object_put(o);
                         set_error(c, "the daemon's answer has neither result nor error");
                         return NTBF_EPROTO;
+                }
+                r = claim_fds(c, announced_fds(v), true);
+                if (r) {
+                        json_object_put(o);
+                        return r;
                 }
                 *result = json_object_get(v);
                 json_object_put(o);

@@ -622,8 +622,8 @@ enum {
 };
 static const struct key adapter_keys[] = {
     {"name", "'name: NAME'"},
-    {"model", "'model: MODEL' (pxh830, mxh930, intel-gen3, intel-gen4, amd-ntb or "
-              "switchtec-pfx)"},
+    {"model", "'model: MODEL' (pxh830, mxh930, intel-gen3, intel-gen4, amd-ntb, "
+              "switchtec-pfx or ivshmem)"},
     {"ports", NULL},
     {"window", NULL},
     {"window_base", NULL},
@@ -659,6 +659,7 @@ enum {
         D_CHASSIS,
         D_SIM,
         D_ISOLATE,
+        D_VFIO,
         D_N
 };
 static const struct key device_keys[] = {
@@ -677,6 +678,7 @@ static const struct key device_keys[] = {
     {"chassis", NULL},
     {"sim", NULL},
     {"isolate", NULL},
+    {"vfio", NULL},
 };
 static const struct schema device_schema = {"in device", device_keys, D_N, NULL, NULL, NULL};
 
@@ -732,7 +734,7 @@ static const struct key link_keys[] = {
 };
 static const struct schema link_schema = {"in link", link_keys, L_N, NULL, NULL, NULL};
 
-static const char *const backends[] = {"sim", "linux-ntb", "switchtec", "dolphin"};
+static const char *const backends[] = {"sim", "linux-ntb", "switchtec", "dolphin", "ivshmem"};
 static const char *const xlats[] = {"outbound", "inbound", "both"};
 static const uint32_t xlat_bits[] = {NTBF_XLAT_OUTBOUND, NTBF_XLAT_INBOUND,
                                      NTBF_XLAT_OUTBOUND | NTBF_XLAT_INBOUND};
@@ -1424,6 +1426,11 @@ static void load_device(struct ld *ld, uint32_t v, uint32_t node)
                     show(s, b, sizeof(b)));
         get_bool(ld, vals[D_LEND], "'lend'", &d.lend);
         get_bool(ld, vals[D_ISOLATE], "'isolate'", &d.isolate);
+        get_bool(ld, vals[D_VFIO], "'vfio'", &d.vfio);
+        if (d.vfio && vals[D_SIM] != NONE)
+                err(ld, at(ld, vals[D_VFIO]),
+                    "'vfio: true' cannot be combined with 'sim': a simulated device is not a real "
+                    "PCIe device that vfio-pci could drive; remove 'vfio' or 'sim'");
         if (vals[D_SIM] != NONE) {
                 /* The model defines identity and BARs; a second source would disagree. */
                 static const int clash[] = {D_CLASS, D_VENDOR, D_DEVICE, D_BARS};

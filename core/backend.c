@@ -42,8 +42,9 @@ static bool all_or_none(const struct cb *v, size_t n, const char *group, char *w
 /*
  * The rules, checked in the order backend.h lists the callbacks, so the first broken one
  * is reported: a name; the mandatory callbacks (instance and adapters, link, events, reset
- * and counters); at least one complete translation pair; every pair complete; every group
- * all or none. xlat_get and fault are optional on their own.
+ * and counters); at least one complete translation pair; every pair complete; window_write
+ * only with map_window; every group all or none. xlat_get and fault are optional on their
+ * own.
  */
 bool ntbf_backend_ops_valid(const struct ntbf_backend_ops *ops, char *why, size_t whylen)
 {
@@ -80,6 +81,9 @@ bool ntbf_backend_ops_valid(const struct ntbf_backend_ops *ops, char *why, size_
         for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++)
                 if (!all_or_none(pairs[i], 2, NULL, why, whylen))
                         return false;
+        /* A write through the window is what a CPU mapping would do: it needs the pair. */
+        if (ops->window_write && !ops->map_window)
+                return fail(why, whylen, "window_write without map_window");
         const struct cb db[] = {CB(db_read), CB(db_clear), CB(db_set_mask), CB(db_clear_mask),
                                 CB(peer_db_set)};
         if (!all_or_none(db, 5, "doorbell", why, whylen))

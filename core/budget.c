@@ -1637,6 +1637,43 @@ static int admit_join(struct adm *a)
         return take_target(a, ai, ai, N, reg, x, size, g, "multicast overlay", fix, &near);
 }
 
+/*
+ * REQUESTER: a device of a node issues transactions into the window of one of the node's
+ * adapters (a GPU reaching segments the node's CPU connected, SCIRegisterPCIeRequester): its
+ * ID in that adapter's table, and on every switch of the adapter's network since the
+ * mappings it uses may lead anywhere there.
+ */
+static int admit_requester(struct adm *a)
+{
+        const struct ntbf_topo *t = a->t;
+        const struct ntbf_state *s = a->s;
+        struct ntbf_plan *p = a->p;
+        struct ntbf_requester rq = p->req.requester;
+        int r = check_device(a, rq.device, rq.function);
+        if (r)
+                return r;
+        rq.node = t->devices[rq.device].node;
+        p->req.requester = rq;
+        uint32_t ai = p->req.via_adapter;
+        if (ai >= t->nadapters || t->adapters[ai].node != rq.node)
+                return invalid(a, "the adapter is not an adapter of node '%s'",
+                               t->nodes[rq.node].name);
+        p->path.from = (struct ntbf_endpoint){NTBF_EP_DEVICE, rq.node, rq.device};
+        p->path.to = p->path.from;
+        p->path.first_adapter = p->path.last_adapter = ai;
+        char an[72], fix[160];
+        adapter_name(t, ai, an, sizeof(an));
+        snprintf(fix, sizeof(fix), "unregister another requester of %s or return a device", an);
+        if ((r = take_rid(a, ai, &rq, fix)))
+                return r;
+        uint32_t net = s->adapter_net[ai];
+        for (uint32_t k = net == NTBF_NONE ? 0 : s->net_first[net];
+             net != NTBF_NONE && k < s->net_first[net + 1]; k++)
+                if ((r = take_switch(a, s->net_sw[k], &rq)))
+                        return r;
+        return 0;
+}
+
 int ntbf_admit(const struct ntbf_state *s, const struct ntbf_request *req, struct ntbf_plan *plan)
 {
         ntbf_plan_init(plan);
@@ -1659,6 +1696,10 @@ int ntbf_admit(const struct ntbf_state *s, const struct ntbf_request *req, struc
         case NTBF_REQ_MCAST_JOIN:
                 a.verb = "this join";
                 r = admit_join(&a);
+                break;
+        case NTBF_REQ_REQUESTER:
+                a.verb = "this registration";
+                r = admit_requester(&a);
                 break;
         default:
                 r = invalid(&a, "unknown request kind %d", (int)req->kind);

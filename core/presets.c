@@ -104,6 +104,23 @@ static const struct ntbf_adapter_params adapter_presets[] = {
         .hop_ns = 170, /* article 8.6: PM8536 PFX */
         .xlat = NTBF_XLAT_OUTBOUND | NTBF_XLAT_INBOUND,
     },
+    {
+        /* Shared memory between two QEMU guests (ivshmem-plain), presented as one link by
+         * backends/ivshmem (docs/vm.md): every figure is that backend's choice. */
+        .model = "ivshmem",
+        .ports = 1,
+        .window = 8 * NTBF_MiB, /* half of a 16 MiB region: the other side's half */
+        .lut_entries = 32,      /* slots of 256 KiB, applied when the window is mapped */
+        .rid_table = 0,         /* nothing to enforce: no requesters cross */
+        .rid_reserved = 0,
+        .addr_bits = 64,
+        .doorbells = 64, /* bits in the control block, polled */
+        .scratchpads = 16,
+        .messages = 0,
+        .dma_channels = 0,
+        .hop_ns = 0, /* assumption: a shared page costs what local memory costs */
+        .xlat = NTBF_XLAT_OUTBOUND | NTBF_XLAT_INBOUND,
+    },
 };
 
 static const struct ntbf_switch_params switch_presets[] = {

@@ -12,6 +12,7 @@
 #include "keyfile.h"
 #include "ntbfab/backend.h"
 #include "rpc.h"
+#include "sisci.h"
 #include "store.h"
 
 #define NTBF_HEARTBEAT_MS    1000
@@ -22,6 +23,7 @@
 #define NTBF_SHADOW_BUS      0xf0 /* shadow devices of borrows: 0000:f0:00.0 and up */
 
 struct ntbf__peers;
+struct ntbf__vfio_d;
 
 /* A device this node borrowed (docs/daemon.md: the shadow device). */
 struct ntbf__borrow {
@@ -98,6 +100,9 @@ struct ntbf__d {
         struct ntbf__borrow *borrows;
         struct ntbf__handle *handles;
         uint64_t next_handle;
+        struct ntbf__vfio_d *vfio; /* real devices held through vfio-pci (vfio.c) */
+
+        struct ntbf__sx *sx; /* SISCI sessions (sisci.c) */
 
         uv_timer_t beat, lease_tick, shutdown_timer;
         uv_signal_t sigterm, sigint;

@@ -9,8 +9,8 @@
 #include "ntbfab/units.h"
 #include "state.h"
 
-static const char *const kind_names[NTBF_ENT_KINDS] = {"swrid",  "rid",    "iommu",
-                                                       "deviso", "devmap", "slot"};
+static const char *const kind_names[NTBF_ENT_KINDS] = {"swrid",  "rid",   "iommu", "deviso",
+                                                       "devmap", "mcast", "slot"};
 
 #define PAGE UINT64_C(4096)
 
@@ -33,6 +33,10 @@ const char *ntbf__ent_key(const struct ntbf__ent *e, char *buf, size_t len)
         case NTBF_ENT_DEVMAP:
                 snprintf(buf, len, "%s %u %u %u %u %u 0x%" PRIx64 " 0x%" PRIx64, k, e->prog, e->obj,
                          e->rid.node, e->rid.rid, e->rid.mask, e->addr, e->len);
+                break;
+        case NTBF_ENT_MCAST:
+                snprintf(buf, len, "%s %u %u %u 0x%" PRIx64 " 0x%" PRIx64, k, e->prog, e->obj,
+                         e->group, e->addr, e->len);
                 break;
         default:
                 snprintf(buf, len, "%s %u %u %u %u %u %u 0x%" PRIx64, k, e->prog, e->obj, e->slot,
@@ -71,7 +75,7 @@ int ntbf__ent_parse(const struct ntbf_topo *t, const char *key, struct ntbf__ent
         for (int k = 0; k < NTBF_ENT_KINDS; k++)
                 if (!strcmp(f[0], kind_names[k]))
                         kind = k;
-        static const int fields[NTBF_ENT_KINDS] = {6, 6, 6, 6, 8, 8};
+        static const int fields[NTBF_ENT_KINDS] = {6, 6, 6, 6, 8, 6, 8};
         if (kind < 0 || n != fields[kind])
                 return -EINVAL;
         uint64_t v[9];
@@ -112,6 +116,14 @@ int ntbf__ent_parse(const struct ntbf_topo *t, const char *key, struct ntbf__ent
                 if (e->obj >= t->nnodes || !e->len || e->addr % PAGE || e->phys % PAGE ||
                     e->len % PAGE)
                         return -EINVAL;
+                return 0;
+        case NTBF_ENT_MCAST:
+                if (e->obj >= t->nadapters || t->adapters[e->obj].node != e->prog ||
+                    v[2] > UINT32_MAX || !v[4] || v[3] % PAGE)
+                        return -EINVAL;
+                e->group = (uint32_t)v[2];
+                e->addr = v[3];
+                e->len = v[4];
                 return 0;
         default:
                 if (e->obj >= t->nadapters || v[2] >= t->adapters[e->obj].p.lut_entries ||
@@ -154,6 +166,12 @@ const char *ntbf__ent_describe(const struct ntbf_topo *t, const struct ntbf__ent
                 snprintf(buf, len, "%s.%s may reach 0x%" PRIx64 "..0x%" PRIx64,
                          t->nodes[t->devices[e->obj].node].name, t->devices[e->obj].name, e->addr,
                          e->addr + e->len);
+                break;
+        case NTBF_ENT_MCAST:
+                snprintf(buf, len,
+                         "%s.%s receives multicast group %u at 0x%" PRIx64 " (%" PRIu64 " bytes)",
+                         t->nodes[t->adapters[e->obj].node].name, t->adapters[e->obj].name,
+                         e->group, e->addr, e->len);
                 break;
         default:
                 if (e->group != NTBF_NONE)
@@ -315,6 +333,8 @@ static int add_isolation(const struct ntbf_topo *t, const struct ntbf_plan *p,
                          struct ntbf__entset *out)
 {
         uint32_t dev = p->req.kind == NTBF_REQ_BORROW ? p->req.device : p->req.requester.device;
+        if (p->req.kind == NTBF_REQ_REQUESTER)
+                return 0; /* a local device's own traffic: not a lent device's domain */
         if (dev == NTBF_NONE || dev >= t->ndevices || !t->devices[dev].isolate)
                 return 0;
         struct ntbf__ent iso = {.kind = NTBF_ENT_DEVISO,
@@ -344,14 +364,58 @@ static int add_isolation(const struct ntbf_topo *t, const struct ntbf_plan *p,
         return 0;
 }
 
-static int plan_ents(const struct ntbf_topo *t, const struct ntbf_plan *p, struct ntbf__entset *out)
+/*
+ * A multicast join (docs/sisci.md): the member's overlay, where group writes land, is its
+ * buffer as its adapter's inbound traffic addresses it (the IOVA the join reserved when the
+ * node has an IOMMU), under the group's slot number on the switches. The window slots the
+ * join accounts for are the overlay's budget, not translations to program.
+ */
+static int add_join(const struct ntbf_topo *t, const struct ntbf_plan *p, const struct ntbf_res *x,
+                    struct ntbf__entset *out)
 {
+        uint32_t slot = NTBF_NONE;
+        uint64_t addr = p->req.target.addr;
+        for (uint32_t i = 0; i < p->nres; i++) {
+                const struct ntbf_res *y = &p->res[i];
+                if (y->kind == NTBF_RES_MCAST)
+                        slot = y->first;
+                if (y->kind == NTBF_RES_RANGE && y->maps_to && t->nodes[y->obj].iommu)
+                        addr = y->addr + p->req.target.addr % PAGE;
+        }
+        if (slot == NTBF_NONE)
+                return 0;
+        struct ntbf__ent e = {.kind = NTBF_ENT_MCAST,
+                              .prog = t->adapters[x->obj].node,
+                              .obj = x->obj,
+                              .group = slot,
+                              .addr = addr,
+                              .len = p->req.target.size};
+        return add(out, &e);
+}
+
+static int plan_ents(const struct ntbf_state *s, const struct ntbf_plan *p,
+                     struct ntbf__entset *out)
+{
+        const struct ntbf_topo *t = ntbf_state_topo(s);
         int r = 0;
         for (uint32_t i = 0; i < p->nres && !r; i++) {
                 const struct ntbf_res *x = &p->res[i];
                 switch (x->kind) {
                 case NTBF_RES_LUT: {
                         uint64_t E = t->adapters[x->obj].lut_entry_size;
+                        uint32_t group = NTBF_NONE;
+                        if (x->group != NTBF_NONE && x->dest != NTBF_DEST_MCAST) {
+                                r = add_join(t, p, x, out);
+                                break;
+                        }
+                        if (x->dest == NTBF_DEST_MCAST) {
+                                /* The group's slot on the sender's network; none: no member. */
+                                uint32_t net = s->adapter_net[x->obj];
+                                group = net == NTBF_NONE ? NTBF_NONE
+                                                         : ntbf__group_slot(s, net, x->group, NULL);
+                                if (group == NTBF_NONE)
+                                        break;
+                        }
                         for (uint32_t k = 0; k < x->count && !r; k++) {
                                 struct ntbf__ent e = {
                                     .kind = NTBF_ENT_SLOT,
@@ -362,7 +426,7 @@ static int plan_ents(const struct ntbf_topo *t, const struct ntbf_plan *p, struc
                                         x->dest == NTBF_DEST_MCAST ? NTBF_NONE : x->dst_node,
                                     .dst_adapter =
                                         x->dest == NTBF_DEST_MCAST ? NTBF_NONE : x->dst_adapter,
-                                    .group = x->dest == NTBF_DEST_MCAST ? x->group : NTBF_NONE,
+                                    .group = group,
                                     .addr = x->dst_addr + k * E};
                                 r = add(out, &e);
                         }
@@ -388,7 +452,7 @@ static int plan_ents(const struct ntbf_topo *t, const struct ntbf_plan *p, struc
                         }
                         break;
                 case NTBF_RES_MCAST:
-                        break; /* multicast is not the daemon's yet */
+                        break; /* switch group slots: the members' joins program them */
                 }
         }
         return r ? r : add_isolation(t, p, out);
@@ -403,7 +467,7 @@ int ntbf__ents_of_state(const struct ntbf_state *s, struct ntbf__entset *out)
                 r = add_requester(t, out, NTBF_ENT_SWRID, s->base[i].sw, &cpu);
         }
         for (uint32_t i = 0; i < s->nallocs && !r; i++)
-                r = plan_ents(t, &s->allocs[i]->plan, out);
+                r = plan_ents(s, &s->allocs[i]->plan, out);
         ntbf__entset_sort(out);
         return r;
 }

@@ -24,9 +24,11 @@
  *   iommu  PROG NODE IOVA PHYS LEN            host IOMMU pages for inbound traffic
  *   deviso PROG DEVICE NODE RID MASK          the device in its own IOMMU domain
  *   devmap PROG DEVICE NODE RID MASK IOVA LEN identity pages of that domain
+ *   mcast  PROG ADAPTER GROUP ADDR LEN        multicast membership: group writes land at ADDR
  *   slot   PROG ADAPTER SLOT DNODE DADAPTER GROUP ADDR   a LUT slot's translation
  * (numbers decimal, addresses 0x-hex, GROUP 4294967295 for none). The kinds are listed in
- * the order they are programmed: what a slot leads to exists before the slot does.
+ * the order they are programmed: what a slot leads to exists before the slot does. A GROUP is
+ * the group's slot number on the switches (what the hardware knows), not the core's label.
  */
 enum ntbf__ent_kind {
         NTBF_ENT_SWRID,
@@ -34,6 +36,7 @@ enum ntbf__ent_kind {
         NTBF_ENT_IOMMU,
         NTBF_ENT_DEVISO,
         NTBF_ENT_DEVMAP,
+        NTBF_ENT_MCAST,
         NTBF_ENT_SLOT,
         NTBF_ENT_KINDS
 };
@@ -41,12 +44,13 @@ enum ntbf__ent_kind {
 struct ntbf__ent {
         enum ntbf__ent_kind kind;
         uint32_t prog; /* node index of the programmer */
-        uint32_t obj;  /* SLOT, RID: adapter; SWRID: switch; IOMMU: node; DEVISO, DEVMAP: device */
+        uint32_t obj;  /* SLOT, RID, MCAST: adapter; SWRID: switch; IOMMU: node; DEVISO, DEVMAP:
+                          device */
         uint32_t slot;
-        uint32_t dst_node, dst_adapter, group; /* SLOT */
-        uint64_t addr;                         /* SLOT: far-side address; IOMMU, DEVMAP: iova */
-        uint64_t phys, len;                    /* IOMMU (phys, len), DEVMAP (len) */
-        struct ntbf_rid rid;                   /* RID, SWRID, DEVISO, DEVMAP */
+        uint32_t dst_node, dst_adapter, group; /* SLOT; MCAST: group */
+        uint64_t addr; /* SLOT: far-side address; IOMMU, DEVMAP: iova; MCAST: overlay address */
+        uint64_t phys, len;  /* IOMMU (phys, len), DEVMAP, MCAST (len) */
+        struct ntbf_rid rid; /* RID, SWRID, DEVISO, DEVMAP */
 };
 
 #define NTBF_ENT_KEY_MAX 128

@@ -8,74 +8,10 @@
 
 #include "entry.h"
 #include "fm.h"
+#include "fm_int.h"
 #include "log.h"
 #include "ntbfab/error.h"
 #include "ntbfab/units.h"
-
-enum alloc_kind { A_BORROW, A_MAP };
-
-/* One borrowable function of the topology, as the registry sees it. */
-struct fm_fn {
-        uint32_t device, function, fdid;
-        bool lent, available, lost;
-};
-
-/* A committed plan: a borrow, or a mapping for a device's DMA (map_peer). */
-struct fm_alloc {
-        struct fm_alloc *next;
-        uint64_t seq; /* database key: the order of commits */
-        uint32_t sid; /* allocation id in the budget state */
-        enum alloc_kind kind;
-        uint32_t fdid; /* BORROW: the device; MAP: the source device */
-        uint32_t node; /* BORROW: the borrower; MAP: the node that asked */
-        bool exclusive;
-        bool active;          /* programmed everywhere */
-        uint64_t parent;      /* MAP: the borrow of the source, 0 if it is local */
-        uint32_t target_fdid; /* MAP */
-        uint32_t bar;         /* MAP */
-};
-
-struct fm_node {
-        uint64_t last_seen;
-        bool expired; /* its lease ran out; reset when it is heard from again */
-        bool registered;
-        bool *port_up; /* per adapter port of the node (heartbeats) */
-        bool ports_known;
-};
-
-struct fm_op {
-        struct fm_op *next;
-        char m[16];
-        uint32_t from;
-        struct json_object *p;
-        ntbf__done_fn cb;
-        void *arg;
-};
-
-struct ntbf__fm {
-        const struct ntbf_topo *t;
-        uint32_t self;
-        struct ntbf__store *st;
-        struct ntbf__fm_net net;
-        struct ntbf_state *s;
-        struct fm_fn *fn;
-        uint32_t nfn;
-        struct fm_alloc *allocs; /* in seq order */
-        uint64_t next_seq;
-        struct fm_node *nodes;
-        struct fm_op *qhead, *qtail, *cur;
-        bool running;
-        unsigned queued;
-        /* The running mutation's programming round. */
-        int pending, err;
-        char msg[512];
-        void (*then)(struct ntbf__fm *fm);
-        struct ntbf__entset delta;   /* entries being programmed or cleared */
-        struct fm_alloc *cur_alloc;  /* borrow/map being made */
-        struct json_object *cur_res; /* answer prepared while programming */
-        int fail_err;                /* why the round being rolled back failed */
-        char fail_msg[512];
-};
 
 static void run_queue(struct ntbf__fm *fm);
 
@@ -190,7 +126,9 @@ static void save_alloc(struct ntbf__fm *fm, const struct fm_alloc *a)
 {
         const struct ntbf_plan *p = ntbf_alloc_plan(fm->s, a->sid);
         struct json_object *o = json_object_new_object();
-        ntbf__jput_s(o, "kind", a->kind == A_BORROW ? "borrow" : "map");
+        const char *kn = ntbf__fm_sx_kind_name(a->kind);
+        ntbf__jput_s(o, "kind", kn ? kn : a->kind == A_BORROW ? "borrow" : "map");
+        ntbf__fm_sx_save(a, o);
         ntbf__jput_u(o, "fdid", a->fdid);
         ntbf__jput_s(o, "node", node_name(fm, a->node));
         ntbf__jput_b(o, "exclusive", a->exclusive);
@@ -446,6 +384,8 @@ static void release_into_delta(struct ntbf__fm *fm, struct fm_alloc **v, size_t 
         struct ntbf__entset before, after;
         desired(fm, &before);
         for (size_t i = 0; i < n; i++) {
+                if (v[i]->kind >= A_SX_CONNECT)
+                        ntbf__fm_sx_released(fm, v[i]);
                 ntbf_release(fm->s, v[i]->sid);
                 forget_alloc(fm, v[i]);
                 unlink_alloc(fm, v[i]);
@@ -547,7 +487,9 @@ static void borrow_programmed(struct ntbf__fm *fm)
         a->active = true;
         save_alloc(fm, a);
         ntbf__entset_free(&fm->delta);
-        struct json_object *res = a->kind == A_BORROW ? borrow_json(fm, a) : map_json(fm, a);
+        struct json_object *res = a->kind >= A_SX_CONNECT ? ntbf__fm_sx_result(fm, a)
+                                  : a->kind == A_BORROW   ? borrow_json(fm, a)
+                                                          : map_json(fm, a);
         if (a->kind == A_BORROW) {
                 struct fm_fn *f = fn_of(fm, a->fdid);
                 char nm[96];
@@ -641,6 +583,9 @@ static void op_borrow(struct ntbf__fm *fm, struct fm_op *op)
                                        "borrower to return it (or borrow it with --shared)",
                                        nm, node_name(fm, a->node));
         }
+        char hw[256];
+        if (ntbf__fm_sx_hold_conflict(fm, f, exclusive, hw, sizeof(hw)))
+                return op_fail(fm, NTBF_EBUSY, "%s %s", nm, hw);
         if (!f->available)
                 return op_fail(fm, NTBF_EBUSY,
                                "%s is unavailable (its lender took it out of the pool); ask "
@@ -717,7 +662,7 @@ static void release_many(struct ntbf__fm *fm,
                 }
         /* Mappings of a released borrow go with it. */
         for (struct fm_alloc *a = fm->allocs; a; a = a->next) {
-                if (a->kind != A_MAP || !a->parent)
+                if ((a->kind != A_MAP && a->kind != A_SX_DMAP) || !a->parent)
                         continue;
                 bool have = false, parent_gone = false;
                 for (size_t i = 0; i < n; i++) {
@@ -803,6 +748,8 @@ static bool pick_expired(struct ntbf__fm *fm, struct fm_alloc *a, void *ctx)
         uint32_t n = ((struct expire_ctx *)ctx)->node;
         if (a->node == n)
                 return true; /* a borrow or mapping of the silent node */
+        if (ntbf__fm_sx_uses_node(fm, a, n))
+                return true; /* a connection to one of its segments or interrupts */
         struct fm_fn *f = fn_of(fm, a->fdid),
                      *g = a->kind == A_MAP ? fn_of(fm, a->target_fdid) : NULL;
         return (f && fn_node(fm, f) == n) || (g && fn_node(fm, g) == n);
@@ -837,6 +784,7 @@ static void op_expire(struct ntbf__fm *fm, struct fm_op *op)
         snprintf(reason, sizeof(reason), "its lender '%s' stopped answering (lease expired)",
                  node_name(fm, n));
         struct expire_ctx c = {n};
+        ntbf__fm_sx_expire(fm, n);
         release_many(fm, pick_expired, &c, reason);
         round_start(fm, false, released);
 }
@@ -956,6 +904,8 @@ static void start_op(struct ntbf__fm *fm, struct fm_op *op)
                 op_unlend(fm, op);
         else if (!strcmp(op->m, "expire"))
                 op_expire(fm, op);
+        else if (ntbf__fm_sx_start(fm, op))
+                ;
         else
                 op_fail(fm, -ENOSYS, "no such fabric manager request '%s'", op->m);
 }
@@ -993,6 +943,7 @@ static void do_register(struct ntbf__fm *fm, uint32_t from, struct json_object *
                         save_fn(fm, f);
                 }
         }
+        ntbf__fm_sx_register(fm, from, p);
         fm->nodes[from].registered = true;
         fm->nodes[from].expired = false;
         fm->nodes[from].last_seen = now(fm);
@@ -1012,7 +963,7 @@ static void do_sync(struct ntbf__fm *fm, uint32_t from, ntbf__done_fn cb, void *
                 json_object_array_add(e, json_object_new_string(want.v[i]));
         ntbf__entset_free(&want);
         for (struct fm_alloc *a = fm->allocs; a; a = a->next) {
-                if (a->node != from || !a->active)
+                if (a->node != from || !a->active || a->kind >= A_SX_CONNECT)
                         continue;
                 json_object_array_add(a->kind == A_BORROW ? b : m,
                                       a->kind == A_BORROW ? borrow_json(fm, a) : map_json(fm, a));
@@ -1189,7 +1140,7 @@ static void do_status(struct ntbf__fm *fm, ntbf__done_fn cb, void *arg)
                         json_object_array_add(devs, device_json(fm, &fm->fn[i]));
         json_object_object_add(o, "devices", devs);
         for (struct fm_alloc *a = fm->allocs; a; a = a->next) {
-                if (!a->active)
+                if (!a->active || a->kind >= A_SX_CONNECT)
                         continue;
                 if (a->kind == A_BORROW)
                         json_object_array_add(borrows, borrow_json(fm, a));
@@ -1223,6 +1174,8 @@ void ntbf__fm_request(struct ntbf__fm *fm, uint32_t from, const char *m, struct 
         if (!strcmp(m, "borrow") || !strcmp(m, "return") || !strcmp(m, "map") ||
             !strcmp(m, "unmap") || !strcmp(m, "unlend"))
                 return enqueue(fm, from, m, p, cb, arg);
+        if (ntbf__fm_sx_request(fm, from, m, p, cb, arg))
+                return;
         fail(cb, arg, -ENOSYS, "no such fabric manager request '%s'", m);
 }
 
@@ -1334,6 +1287,8 @@ static int load_alloc(void *arg, const char *key, const char *json)
                 ntbf__jget_u(o, "bar", &bar);
                 a->seq = seq;
                 a->kind = !strcmp(kind, "map") ? A_MAP : A_BORROW;
+                if (ntbf__fm_sx_kind(kind, &a->kind))
+                        ntbf__fm_sx_load(a, o);
                 a->fdid = (uint32_t)fdid;
                 a->node = ntbf_topo_find_node(fm->t, node);
                 a->parent = parent;
@@ -1385,6 +1340,10 @@ int ntbf__fm_new(const struct ntbf_topo *t, uint32_t self, struct ntbf__store *s
         fm->st = st;
         fm->net = *net;
         fm->next_seq = 1;
+        if (ntbf__fm_sx_new(fm)) {
+                free(fm);
+                return -ENOMEM;
+        }
         struct ntbf_diags d;
         ntbf_diags_init(&d);
         int r = ntbf_state_new(t, &fm->s, &d);
@@ -1474,5 +1433,67 @@ void ntbf__fm_free(struct ntbf__fm *fm)
         json_object_put(fm->cur_res);
         free(fm->cur_alloc);
         ntbf_state_free(fm->s);
+        ntbf__fm_sx_free(fm);
         free(fm);
+}
+
+/* ---- for fm_sisci.c (fm_int.h) ------------------------------------------------------------- */
+
+void ntbf__fm_finish(struct ntbf__fm *fm, int err, const char *msg, struct json_object *res)
+{
+        op_finish(fm, err, msg, res);
+}
+
+void ntbf__fm_commit(struct ntbf__fm *fm, struct fm_alloc *a, struct ntbf_plan *plan)
+{
+        commit_and_program(fm, a, plan);
+}
+
+void ntbf__fm_release(struct ntbf__fm *fm, struct fm_alloc **v, size_t n, struct json_object *res)
+{
+        release_into_delta(fm, v, n);
+        json_object_put(fm->cur_res);
+        fm->cur_res = res;
+        round_start(fm, false, released);
+}
+
+void ntbf__fm_enqueue(struct ntbf__fm *fm, uint32_t from, const char *m, struct json_object *p,
+                      ntbf__done_fn cb, void *arg)
+{
+        enqueue(fm, from, m, p, cb, arg);
+}
+
+struct fm_fn *ntbf__fm_fn(struct ntbf__fm *fm, uint32_t fdid)
+{
+        return fn_of(fm, fdid);
+}
+
+uint32_t ntbf__fm_fn_node(const struct ntbf__fm *fm, const struct fm_fn *f)
+{
+        return fn_node(fm, f);
+}
+
+const char *ntbf__fm_node_name(const struct ntbf__fm *fm, uint32_t n)
+{
+        return node_name(fm, n);
+}
+
+bool ntbf__fm_connected(struct ntbf__fm *fm, uint32_t node)
+{
+        return connected(fm, node);
+}
+
+void ntbf__fm_save_fn(struct ntbf__fm *fm, const struct fm_fn *f)
+{
+        save_fn(fm, f);
+}
+
+struct fm_alloc *ntbf__fm_find_borrow(struct ntbf__fm *fm, uint32_t fdid, uint32_t node)
+{
+        return find_borrow(fm, fdid, node);
+}
+
+void ntbf__fm_save_alloc(struct ntbf__fm *fm, const struct fm_alloc *a)
+{
+        save_alloc(fm, a);
 }

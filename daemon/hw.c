@@ -244,6 +244,22 @@ int ntbf__hw_apply(struct ntbf__d *d, const struct ntbf__ent *e, bool set, char 
                         return missing(why, whylen, "isolate its devices (no lender-side IOMMU)");
                 r = o->dev_isolate(h, &e->rid, set);
                 break;
+        case NTBF_ENT_MCAST:
+                h = e->obj < t->nadapters ? d->h[e->obj] : NULL;
+                if (!h || !o->mcast_join)
+                        return missing(why, whylen, "receive multicast groups");
+                if (set) {
+                        r = o->mcast_join(h, e->group, e->addr, e->len);
+                        if (r == NTBF_EBUSY) { /* make it exactly this membership */
+                                o->mcast_leave(h, e->group);
+                                r = o->mcast_join(h, e->group, e->addr, e->len);
+                        }
+                } else {
+                        r = o->mcast_leave(h, e->group);
+                        if (r == -ENOENT)
+                                r = 0;
+                }
+                break;
         case NTBF_ENT_DEVMAP:
                 h = ntbf__hw_any(d, NTBF_CAP_DEV_IOMMU);
                 if (!h)

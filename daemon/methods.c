@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "daemon.h"
+#include "vfio.h"
 #include "log.h"
 #include "ntbfab/error.h"
 #include "ntbfab/sim.h"
@@ -195,12 +196,17 @@ struct lendop {
         uint32_t fdid;
         int kind; /* 0 lend, 1 unlend, 2 avail */
         bool available;
+        bool real; /* a real device, taken for VFIO by this lend (daemon/vfio.c) */
 };
 
 static void lend_done(void *arg, int err, const char *msg, struct json_object *res)
 {
         struct lendop *op = arg;
         struct ntbf__d *d = op->d;
+        uint32_t dev, fn;
+        if (op->real && ((op->kind == 0 && err) || (op->kind == 1 && !err)) &&
+            !ntbf__fdid_resolve(d->t, op->fdid, &dev, &fn))
+                ntbf__vfiod_unlend(d, dev, fn); /* back to its driver unless handles hold it */
         if (!err) {
                 if (op->kind == 1) {
                         for (struct ntbf__lend **pp = &d->lends; *pp; pp = &(*pp)->next)
@@ -243,8 +249,19 @@ static void lend_common(struct ntbf__d *d, struct ntbf__rpc_call *call, struct j
                                       node_name(d, d->self), bdf, node_name(d, d->self));
         if (!need_fm(d, call))
                 return;
+        bool real = ntbf__vfiod_is(d, dev);
+        if (real && kind == 0) {
+                /* The lender binds itself as the device's driver first (seed 002). */
+                bool force = false;
+                char why[1024];
+                ntbf__jget_b(p, "force", &force);
+                int r = ntbf__vfiod_lend(d, dev, fn, force, why, sizeof(why));
+                if (r)
+                        return ntbf__rpc_fail(call, NTBF_RPC_FAILED, r, "cannot lend %s: %s", bdf,
+                                              why);
+        }
         struct lendop *op = calloc(1, sizeof(*op));
-        *op = (struct lendop){d, call, ntbf__fdid_of(d->t, dev, fn), kind, available};
+        *op = (struct lendop){d, call, ntbf__fdid_of(d->t, dev, fn), kind, available, real};
         struct json_object *q = json_object_new_object();
         ntbf__jput_u(q, "fdid", op->fdid);
         if (kind == 1) {
@@ -626,7 +643,9 @@ static void m_open(void *ctx, struct ntbf__rpc_call *call, struct json_object *p
                 h->device = dev;
                 h->function = fn;
                 struct ntbf__lend *l = ntbf__node_lend(d, h->fdid);
-                if (l && l->borrowers) {
+                struct ntbf__rpc_conn *oc = ntbf__rpc_call_conn(call);
+                /* A SISCI process of the lender shares the device with its borrowers. */
+                if (l && l->borrowers && !(oc && ntbf__sx_pid_holds(d, oc->pid, h->fdid))) {
                         free(h);
                         return ntbf__rpc_fail(call, NTBF_RPC_FAILED, NTBF_EBUSY,
                                               "0x%04x is lent out and borrowed; it is used "
@@ -634,8 +653,19 @@ static void m_open(void *ctx, struct ntbf__rpc_call *call, struct json_object *p
                                               (uint32_t)fdid);
                 }
         }
+        if (h->local && ntbf__vfiod_is(d, dev)) {
+                char why[1024], name[32];
+                int r = ntbf__vfiod_open(d, h, why, sizeof(why));
+                if (r) {
+                        free(h);
+                        return ntbf__rpc_fail(call, NTBF_RPC_FAILED, r, "cannot open %s: %s",
+                                              ntbf__func_bdf(t, dev, fn, name, sizeof(name)), why);
+                }
+        }
         h->next = d->handles;
         d->handles = h;
+        if (h->local && ntbf__vfiod_is(d, dev))
+                return ntbf__vfiod_answer(d, call, h, open_json(d, h));
         ntbf__rpc_result(call, open_json(d, h));
 }
 
@@ -667,12 +697,15 @@ void ntbf__handle_close(struct ntbf__d *d, struct ntbf__handle *h)
         struct ntbf__borrow *b = h->local ? NULL : ntbf__node_borrow(d, h->fdid);
         if (b && h->share >= 0)
                 b->shares &= ~(1u << h->share);
+        if (h->local && ntbf__vfiod_is(d, h->device))
+                ntbf__vfiod_close(d, h);
         free(h);
 }
 
 void ntbf__methods_conn_gone(void *ctx, struct ntbf__rpc_conn *c)
 {
         struct ntbf__d *d = ctx;
+        ntbf__sx_conn_gone(d, c);
         for (struct ntbf__handle *h = d->handles, *next; h; h = next) {
                 next = h->next;
                 if (h->conn == c)
@@ -928,7 +961,11 @@ const struct ntbf__rpc_method ntbf__methods[] = {
     {"cluster.status", m_cluster_status, {{NULL}}},
     {"node.shutdown", m_node_shutdown, {{NULL}}},
     {"events.subscribe", m_subscribe, {{NULL}}},
-    {"device.lend", m_lend, {BDF, {"available", NTBF_P_BOOL, false, 0, 0, NULL}}},
+    {"device.lend",
+     m_lend,
+     {BDF,
+      {"available", NTBF_P_BOOL, false, 0, 0, NULL},
+      {"force", NTBF_P_BOOL, false, 0, 0, NULL}}},
     {"device.unlend", m_unlend, {BDF, {"force", NTBF_P_BOOL, false, 0, 0, NULL}}},
     {"device.available", m_available, {BDF}},
     {"device.unavailable", m_unavailable, {BDF}},
@@ -970,6 +1007,7 @@ const struct ntbf__rpc_method ntbf__methods[] = {
     {"device.unmap_peer",
      m_unmap_peer,
      {HANDLE, {"device_addr", NTBF_P_UINT, true, 0, UINT64_MAX, NULL}}},
+    NTBF__SX_METHODS,
 };
 
 const size_t ntbf__nmethods = sizeof(ntbf__methods) / sizeof(ntbf__methods[0]);

@@ -8,6 +8,7 @@
 
 #include "cfgspace.h"
 #include "daemon.h"
+#include "vfio.h"
 #include "log.h"
 #include "ntbfab/error.h"
 #include "ntbfab/sim.h"
@@ -320,6 +321,8 @@ int ntbf__node_cfg(struct ntbf__d *d, uint32_t device, uint32_t function, bool w
 {
         if (!ntbf__icpt_valid(off, size))
                 return -EINVAL;
+        if (ntbf__vfiod_is(d, device))
+                return ntbf__vfiod_cfg(d, device, function, write, off, size, val);
         uint8_t *region = ntbf_sim_is(d->b) ? ntbf_sim_cfg(d->b, device, function) : NULL;
         if (!region)
                 return NTBF_EUNSUPPORTED;
@@ -343,9 +346,18 @@ static void do_cfg(struct ntbf__d *d, uint32_t from, struct json_object *p, ntbf
         if (from != d->self && (!l || !(l->borrowers >> from & 1)))
                 return cb(arg, -EPERM, "the device is not borrowed by the asking node", NULL);
         uint8_t *region = ntbf_sim_is(d->b) ? ntbf_sim_cfg(d->b, dev, fn) : NULL;
-        if (!region)
+        bool real = ntbf__vfiod_is(d, dev);
+        if (!region && !real)
                 return cb(arg, NTBF_EUNSUPPORTED, "this backend has no config-space access", NULL);
         struct json_object *o = json_object_new_object();
+        if (real && !strcmp(op, "info")) {
+                uint32_t cap = 0;
+                bool msi64 = false;
+                ntbf__vfiod_msi_cap(d, dev, fn, &cap, &msi64);
+                ntbf__jput_u(o, "msi", cap);
+                ntbf__jput_b(o, "msi64", msi64);
+                return cb(arg, 0, NULL, o);
+        }
         if (!strcmp(op, "info")) {
                 uint32_t cap = ntbf_sim_cfg_find_cap(region, 0x05); /* MSI */
                 ntbf__jput_u(o, "msi", cap);
@@ -396,7 +408,7 @@ static bool fm_method(const char *m)
 void ntbf__d_request(struct ntbf__d *d, uint32_t from, const char *m, struct json_object *p,
                      ntbf__done_fn cb, void *arg)
 {
-        if (fm_method(m)) {
+        if (fm_method(m) || ntbf__sx_fm_method(m)) {
                 if (!d->fm)
                         return cb(arg, -EINVAL, "this node is not the fabric manager", NULL);
                 return ntbf__fm_request(d->fm, from, m, p, cb, arg);
@@ -410,6 +422,8 @@ void ntbf__d_request(struct ntbf__d *d, uint32_t from, const char *m, struct jso
                 return do_program(d, p, false, cb, arg);
         if (!strcmp(m, "cfg"))
                 return do_cfg(d, from, p, cb, arg);
+        if (from == d->manager && ntbf__sx_request(d, m, p, cb, arg))
+                return;
         cb(arg, -ENOSYS, "unknown peer request", NULL);
 }
 
@@ -433,7 +447,10 @@ void ntbf__d_note(struct ntbf__d *d, uint32_t from, const char *m, struct json_o
         ntbf__jget_s(p, "reason", &reason);
         if (from != d->manager && from != d->self)
                 return; /* events come from the manager only */
+        if (ntbf__sx_note(d, m, p))
+                return;
         if (!strcmp(m, "lost")) {
+                ntbf__sx_device_lost(d, (uint32_t)fdid);
                 LOG_W("borrowed device 0x%04x lost: %s", (uint32_t)fdid, reason ? reason : "?");
                 ntbf__node_drop_borrow(d, (uint32_t)fdid, reason ? reason : "lost");
                 return;
@@ -567,6 +584,7 @@ void ntbf__node_join(struct ntbf__d *d)
                 json_object_array_add(l, e);
         }
         json_object_object_add(p, "lends", l);
+        json_object_object_add(p, "sx", ntbf__sx_register_params(d));
         ntbf__peer_request(d, d->manager, "register", p, registered, d);
 }
 

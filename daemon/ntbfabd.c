@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "vfio.h"
 #include "log.h"
 #include "ntbfab/config.h"
 #include "ntbfab/error.h"
@@ -211,6 +212,9 @@ static int start(struct ntbf__d *d, const char *config, const char *node, const 
                 return r;
         if ((r = ntbf__hw_open(d, why, whylen)) || (r = ntbf__node_load(d, why, whylen)))
                 return r;
+        ntbf__vfiod_start(d);
+        if ((r = ntbf__sx_new(d)))
+                return r;
         snprintf(d->sock_path, sizeof(d->sock_path), "%s/run/%s.sock", d->dir, node);
         if ((r = ntbf__sock_listen(d, why, whylen)) || (r = ntbf__peers_start(d, why, whylen)))
                 return r;
@@ -313,6 +317,8 @@ int main(int argc, char **argv)
         if (!r)
                 remove_pid(d);
         ntbf__fm_free(d->fm);
+        ntbf__sx_free(d);
+        ntbf__vfiod_stop(d);
         while (d->handles) {
                 struct ntbf__handle *h = d->handles;
                 d->handles = h->next;

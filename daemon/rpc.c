@@ -71,7 +71,8 @@ void ntbf__rpc_conn_free(struct ntbf__rpc_conn *c)
         free(c);
 }
 
-static int send_obj(struct ntbf__rpc_conn *c, struct json_object *o)
+static int send_obj_fds(struct ntbf__rpc_conn *c, struct json_object *o, const int *fds,
+                        unsigned nfds)
 {
         const char *s = ntbf__json_text(o);
         size_t n = strlen(s);
@@ -80,11 +81,17 @@ static int send_obj(struct ntbf__rpc_conn *c, struct json_object *o)
                 return -ENOMEM;
         memcpy(line, s, n);
         line[n] = '\n';
-        int r = c->ops->send(c->tctx, line, n + 1);
+        int r = nfds ? c->ops->send_fds(c->tctx, line, n + 1, fds, nfds)
+                     : c->ops->send(c->tctx, line, n + 1);
         free(line);
         if (r)
                 close_conn(c);
         return r;
+}
+
+static int send_obj(struct ntbf__rpc_conn *c, struct json_object *o)
+{
+        return send_obj_fds(c, o, NULL, 0);
 }
 
 static struct json_object *envelope(struct json_object *id)
@@ -163,6 +170,33 @@ void ntbf__rpc_result(struct ntbf__rpc_call *call, struct json_object *result)
         } else {
                 json_object_put(result);
         }
+        finish(call);
+}
+
+void ntbf__rpc_result_fds(struct ntbf__rpc_call *call, struct json_object *result, const int *fds,
+                          const char *const *names, unsigned nfds)
+{
+        struct ntbf__rpc_conn *c = call->conn;
+        if (!c || c->closing) {
+                json_object_put(result);
+                return finish(call);
+        }
+        if (nfds && !c->ops->send_fds) {
+                json_object_put(result);
+                return ntbf__rpc_fail(call, NTBF_RPC_FAILED, NTBF_EUNSUPPORTED,
+                                      "this connection cannot pass file descriptors (connect "
+                                      "through the daemon's Unix socket)");
+        }
+        if (!result)
+                result = json_object_new_object();
+        struct json_object *a = json_object_new_array();
+        for (unsigned i = 0; i < nfds; i++)
+                json_object_array_add(a, json_object_new_string(names[i]));
+        json_object_object_add(result, "fds", a);
+        struct json_object *o = envelope(call->id);
+        json_object_object_add(o, "result", result);
+        send_obj_fds(c, o, fds, nfds);
+        json_object_put(o);
         finish(call);
 }
 

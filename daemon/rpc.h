@@ -95,6 +95,13 @@ const char *ntbf__rpc_call_method(const struct ntbf__rpc_call *call);
 /* Answer with result (ownership taken; NULL means {}). */
 void ntbf__rpc_result(struct ntbf__rpc_call *call, struct json_object *result);
 /*
+ * Answer with result and file descriptors (docs/rpc.md, "File descriptors"): result gets
+ * "fds": names (nfds strings, taken), and the fds travel with the answer's bytes. The
+ * caller keeps its fds. A transport that cannot pass fds answers an error instead.
+ */
+void ntbf__rpc_result_fds(struct ntbf__rpc_call *call, struct json_object *result, const int *fds,
+                          const char *const *names, unsigned nfds);
+/*
  * Answer with an error. code is a JSON-RPC code; for NTBF_RPC_FAILED, err (an ntbfab or
  * -errno code) is given as data {error, errno}.
  */

@@ -19,6 +19,10 @@ struct ntbf__tran_ops {
         /* Flush what was sent, then close; the connection is freed by the transport when
          * its close completes (ntbf__rpc_conn_free). */
         void (*close)(void *tctx);
+        /* Optional: queue bytes with file descriptors attached (SCM_RIGHTS), delivered with
+         * them and in order with everything else sent (docs/rpc.md, "File descriptors"). The
+         * transport duplicates what it cannot send at once: the caller keeps its fds. */
+        int (*send_fds)(void *tctx, const char *buf, size_t len, const int *fds, unsigned nfds);
 };
 
 /* The in-memory transport: what the connection sent, and the state it asked for. */
@@ -27,6 +31,8 @@ struct ntbf__tran_mem {
         size_t len, cap;
         bool paused, closed;
         int fail_send; /* if non-zero, send returns it */
+        int fds[16];   /* descriptors sent with send_fds (the numbers, not duplicates) */
+        unsigned nfds;
 };
 extern const struct ntbf__tran_ops ntbf__tran_mem_ops;
 void ntbf__tran_mem_reset(struct ntbf__tran_mem *m); /* forget the output */

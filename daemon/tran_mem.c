@@ -36,7 +36,16 @@ static void mem_close(void *tctx)
         ((struct ntbf__tran_mem *)tctx)->closed = true;
 }
 
-const struct ntbf__tran_ops ntbf__tran_mem_ops = {mem_send, mem_pause, mem_close};
+static int mem_send_fds(void *tctx, const char *buf, size_t len, const int *fds, unsigned nfds)
+{
+        struct ntbf__tran_mem *m = tctx;
+        int r = mem_send(tctx, buf, len);
+        for (unsigned i = 0; !r && i < nfds && m->nfds < 16; i++)
+                m->fds[m->nfds++] = fds[i];
+        return r;
+}
+
+const struct ntbf__tran_ops ntbf__tran_mem_ops = {mem_send, mem_pause, mem_close, mem_send_fds};
 
 void ntbf__tran_mem_reset(struct ntbf__tran_mem *m)
 {

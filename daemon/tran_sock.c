@@ -1,5 +1,6 @@
 /* daemon/tran_sock.c: the RPC transport on the Unix socket, with SO_PEERCRED access control. */
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -18,11 +19,28 @@
 #define SO_PEERGROUPS 59
 #endif
 
+/*
+ * Bytes that carry file descriptors go out with sendmsg(SCM_RIGHTS), which libuv cannot do
+ * for arbitrary fds; they must not overtake what libuv still queues. So while libuv has
+ * bytes queued, such a message (and everything sent after it) waits here, and goes when
+ * libuv's queue is empty again.
+ */
+struct pend {
+        struct pend *next;
+        char *data;
+        size_t len;
+        int fds[8]; /* duplicates, closed once sent */
+        unsigned nfds;
+};
+
 struct sconn {
         uv_pipe_t pipe;
         uv_shutdown_t shut;
+        uv_timer_t retry; /* the socket buffer was full: try the pending messages again */
+        bool retry_on;
         struct ntbf__rpc_conn *c;
         bool closing;
+        struct pend *pend, **pend_tail;
         char rbuf[65536];
 };
 
@@ -31,19 +49,46 @@ struct wreq {
         char *data;
 };
 
+static void flush_pending(struct sconn *s);
+
 static void wrote(uv_write_t *w, int status)
 {
         (void)status;
         struct wreq *r = (struct wreq *)w;
+        struct sconn *s = w->handle->data;
         free(r->data);
         free(r);
+        if (s && s->pend && !s->closing)
+                flush_pending(s);
 }
+
+static int libuv_send(struct sconn *s, const char *buf, size_t len);
 
 static int s_send(void *tctx, const char *buf, size_t len)
 {
         struct sconn *s = tctx;
         if (s->closing)
                 return -EPIPE;
+        if (s->pend) {
+                /* Behind a message waiting with fds: keep the order. */
+                struct pend *p = calloc(1, sizeof(*p));
+                char *copy = malloc(len);
+                if (!p || !copy) {
+                        free(p);
+                        free(copy);
+                        return -ENOMEM;
+                }
+                memcpy(copy, buf, len);
+                *p = (struct pend){NULL, copy, len, {0}, 0};
+                *s->pend_tail = p;
+                s->pend_tail = &p->next;
+                return 0;
+        }
+        return libuv_send(s, buf, len);
+}
+
+static int libuv_send(struct sconn *s, const char *buf, size_t len)
+{
         uv_buf_t b = uv_buf_init((char *)buf, (unsigned)len);
         int n = uv_try_write((uv_stream_t *)&s->pipe, &b, 1);
         if (n == (int)len)
@@ -67,6 +112,134 @@ static int s_send(void *tctx, const char *buf, size_t len)
                 free(r);
                 return e;
         }
+        return 0;
+}
+
+/* sendmsg with fds on the first byte: bytes sent (>= 1), 0 if the socket is full, or -errno. */
+static ssize_t send_with_fds(struct sconn *s, const char *buf, size_t len, const int *fds,
+                             unsigned nfds)
+{
+        uv_os_fd_t fd;
+        if (uv_fileno((uv_handle_t *)&s->pipe, &fd))
+                return -EBADF;
+        union {
+                char buf[CMSG_SPACE(sizeof(int) * 8)];
+                struct cmsghdr align;
+        } cb;
+        memset(&cb, 0, sizeof(cb));
+        struct iovec iov = {(void *)buf, len};
+        struct msghdr mh = {.msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = cb.buf,
+                            .msg_controllen = CMSG_SPACE(sizeof(int) * nfds)};
+        struct cmsghdr *h = CMSG_FIRSTHDR(&mh);
+        h->cmsg_level = SOL_SOCKET;
+        h->cmsg_type = SCM_RIGHTS;
+        h->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+        memcpy(CMSG_DATA(h), fds, sizeof(int) * nfds);
+        for (;;) {
+                ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+                if (n >= 0)
+                        return n;
+                if (errno == EINTR)
+                        continue;
+                return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+        }
+}
+
+static void retry_cb(uv_timer_t *t)
+{
+        struct sconn *s = t->data;
+        s->retry_on = false;
+        if (!s->closing)
+                flush_pending(s);
+}
+
+/* Send what waits, in order, while libuv has nothing queued. */
+static void flush_pending(struct sconn *s)
+{
+        while (s->pend && !uv_stream_get_write_queue_size((uv_stream_t *)&s->pipe)) {
+                struct pend *p = s->pend;
+                if (p->nfds) {
+                        ssize_t n = send_with_fds(s, p->data, p->len, p->fds, p->nfds);
+                        if (n == 0) {
+                                /* The socket buffer is full; libuv is not watching it for us. */
+                                if (!s->retry_on && !uv_timer_start(&s->retry, retry_cb, 1, 0))
+                                        s->retry_on = true;
+                                return;
+                        }
+                        if (n < 0) {
+                                ntbf__rpc_conn_eof(s->c);
+                                return;
+                        }
+                        for (unsigned i = 0; i < p->nfds; i++)
+                                close(p->fds[i]);
+                        p->nfds = 0;
+                        if ((size_t)n < p->len && libuv_send(s, p->data + n, p->len - (size_t)n)) {
+                                ntbf__rpc_conn_eof(s->c);
+                                return;
+                        }
+                } else if (libuv_send(s, p->data, p->len)) {
+                        ntbf__rpc_conn_eof(s->c);
+                        return;
+                }
+                s->pend = p->next;
+                if (!s->pend)
+                        s->pend_tail = &s->pend;
+                free(p->data);
+                free(p);
+        }
+}
+
+static void free_pending(struct sconn *s)
+{
+        while (s->pend) {
+                struct pend *p = s->pend;
+                s->pend = p->next;
+                for (unsigned i = 0; i < p->nfds; i++)
+                        close(p->fds[i]);
+                free(p->data);
+                free(p);
+        }
+        s->pend_tail = &s->pend;
+}
+
+static int s_send_fds(void *tctx, const char *buf, size_t len, const int *fds, unsigned nfds)
+{
+        struct sconn *s = tctx;
+        if (s->closing)
+                return -EPIPE;
+        if (!len || nfds > 8)
+                return -EINVAL;
+        if (!s->pend && !uv_stream_get_write_queue_size((uv_stream_t *)&s->pipe)) {
+                ssize_t n = send_with_fds(s, buf, len, fds, nfds);
+                if (n < 0)
+                        return (int)n;
+                if (n > 0)
+                        return (size_t)n < len ? libuv_send(s, buf + n, len - (size_t)n) : 0;
+        }
+        struct pend *p = calloc(1, sizeof(*p));
+        char *copy = malloc(len);
+        if (!p || !copy) {
+                free(p);
+                free(copy);
+                return -ENOMEM;
+        }
+        memcpy(copy, buf, len);
+        *p = (struct pend){NULL, copy, len, {0}, 0};
+        for (unsigned i = 0; i < nfds; i++) {
+                int d = fcntl(fds[i], F_DUPFD_CLOEXEC, 0);
+                if (d < 0) {
+                        free_pending(s);
+                        free(copy);
+                        free(p);
+                        return -errno;
+                }
+                p->fds[p->nfds++] = d;
+        }
+        *s->pend_tail = p;
+        s->pend_tail = &p->next;
+        flush_pending(s);
         return 0;
 }
 
@@ -105,11 +278,18 @@ static void free_sconn(uv_handle_t *h)
         free(h->data);
 }
 
+static void retry_closed(uv_handle_t *h)
+{
+        free(h->data);
+}
+
 static void closed(uv_handle_t *h)
 {
         struct sconn *s = h->data;
         ntbf__rpc_conn_free(s->c);
-        free(s);
+        free_pending(s);
+        /* The timer goes last: its close frees the connection's memory. */
+        uv_close((uv_handle_t *)&s->retry, retry_closed);
 }
 
 static void shut(uv_shutdown_t *req, int status)
@@ -133,7 +313,7 @@ static void s_close(void *tctx)
                 uv_close((uv_handle_t *)&s->pipe, closed);
 }
 
-static const struct ntbf__tran_ops sock_ops = {s_send, s_pause, s_close};
+static const struct ntbf__tran_ops sock_ops = {s_send, s_pause, s_close, s_send_fds};
 
 /* ---- access control ------------------------------------------------------------------------ */
 
@@ -185,6 +365,7 @@ static void on_connection(uv_stream_t *server, int status)
                 return;
         }
         s->pipe.data = s;
+        s->pend_tail = &s->pend;
         if (uv_accept(server, (uv_stream_t *)&s->pipe)) {
                 uv_close((uv_handle_t *)&s->pipe, free_sconn);
                 return;
@@ -214,6 +395,8 @@ static void on_connection(uv_stream_t *server, int status)
                 uv_close((uv_handle_t *)&s->pipe, free_sconn);
                 return;
         }
+        uv_timer_init(d->loop, &s->retry);
+        s->retry.data = s;
         s->c->pid = cred.pid;
         s->c->uid = cred.uid;
         LOG_D("RPC connection %llu from pid %d uid %u", (unsigned long long)s->c->id, (int)cred.pid,

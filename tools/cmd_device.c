@@ -47,10 +47,14 @@ static int lend_like(const char *verb, const char *method, int argc, char **argv
         struct fab_opts o = {0};
         struct lend_opts lo = {0};
         static const struct option force[] = {{"force", no_argument, NULL, 'f'}},
-                                   unavail[] = {{"unavailable", no_argument, NULL, 'u'}};
+                                   lendopts[] = {{"unavailable", no_argument, NULL, 'u'},
+                                                 {"force", no_argument, NULL, 'f'}};
         bool lend = !strcmp(verb, "lend"), unlend = !strcmp(verb, "unlend");
-        int r = fab_parse(v, argc, argv, lend ? unavail : force, lend || unlend ? 1 : 0, &o,
-                          lend_opt, &lo);
+        int r = fab_parse(v, argc, argv, lend ? lendopts : force,
+                          lend     ? 2
+                          : unlend ? 1
+                                   : 0,
+                          &o, lend_opt, &lo);
         if (r)
                 return r;
         if (optind + 2 != argc)
@@ -65,8 +69,10 @@ static int lend_like(const char *verb, const char *method, int argc, char **argv
         }
         struct json_object *p = json_object_new_object(), *res;
         json_object_object_add(p, "bdf", json_str(bdf));
-        if (!strcmp(verb, "lend"))
+        if (lend)
                 json_object_object_add(p, "available", json_object_new_boolean(!lo.unavailable));
+        if (lend && lo.force)
+                json_object_object_add(p, "force", json_object_new_boolean(true));
         if (!strcmp(verb, "unlend"))
                 json_object_object_add(p, "force", json_object_new_boolean(lo.force));
         if (fab_call(&f, node, method, p, &res))
@@ -383,10 +389,12 @@ static int run_lspci(int argc, char **argv)
 }
 
 const struct verb verbs_device[] = {
-    {"lend", "[--json] [--dir DIR] [--unavailable] NODE BDF",
+    {"lend", "[--json] [--dir DIR] [--unavailable] [--force] NODE BDF",
      "Lend a device function of NODE to the cluster.",
      "\nRegisters the function at BDF (its address in NODE) with the fabric manager. With\n"
-     "--unavailable it is registered but not borrowable yet.\n",
+     "--unavailable it is registered but not borrowable yet. A real device (vfio: true in\n"
+     "the cluster file) is bound to vfio-pci first; one in use by a kernel driver is refused\n"
+     "unless --force, which unbinds that driver (it gets the device back when unlent).\n",
      run_lend},
     {"unlend", "[--json] [--dir DIR] [--force] NODE BDF", "Take a lent device back.",
      "\nRefused while it is borrowed, unless --force: its borrowers then lose it (they get a\n"

@@ -582,6 +582,19 @@ static int sim_unmap_window(struct ntbf_adapter_h *h, void *addr, uint64_t size)
         return ntbf__sim_unmap(S(h), h->adapter, addr, size);
 }
 
+/* A CPU store routed like any transaction: MSI writes interrupt, multicast is replicated. */
+static int sim_window_write(struct ntbf_adapter_h *h, uint64_t offset, const void *buf,
+                            uint64_t len)
+{
+        struct ntbf_sim *s = S(h);
+        const struct ntbf_adapter *ad = &s->t->adapters[h->adapter];
+        if (!buf || !len || offset >= ad->p.window || len > ad->p.window - offset)
+                return -EINVAL;
+        /* The router only reads the buffer of a write. */
+        return ntbf__sim_xfer(s, ad->node, NTBF_NONE, NTBF_SIM_RID_CPU, ad->window_base + offset,
+                              (void *)(uintptr_t)buf, (size_t)len, true, NULL);
+}
+
 static int sim_mem_alloc(struct ntbf_adapter_h *h, uint64_t size, uint64_t align,
                          struct ntbf_mem *out)
 {
@@ -964,6 +977,7 @@ const struct ntbf_backend_ops ntbf__sim_ops = {
     .switch_rid_del = sim_switch_rid_del,
     .map_window = sim_map_window,
     .unmap_window = sim_unmap_window,
+    .window_write = sim_window_write,
     .mem_alloc = sim_mem_alloc,
     .mem_free = sim_mem_free,
     .db_read = sim_db_read,

@@ -118,7 +118,16 @@ int ntbf__ctx_connected(struct ntbf_ctx *ctx)
 int ntbf__call(struct ntbf_ctx *ctx, uint64_t gen, const char *method, struct json_object *params,
                struct json_object **result)
 {
+        return ntbf__call_fds(ctx, gen, method, params, result, NULL, 0, NULL);
+}
+
+int ntbf__call_fds(struct ntbf_ctx *ctx, uint64_t gen, const char *method,
+                   struct json_object *params, struct json_object **result, int *fds,
+                   unsigned maxfds, unsigned *nfds)
+{
         *result = NULL;
+        if (nfds)
+                *nfds = 0;
         pthread_mutex_lock(&ctx->rpc_lock);
         int r;
         if (!method) {
@@ -163,6 +172,17 @@ int ntbf__call(struct ntbf_ctx *ctx, uint64_t gen, const char *method, struct js
                 } else if (r) {
                         const char *m = ntbf_rpc_error(ctx->rpc);
                         ntbf__fail(ctx, r, "%s: %s", method, *m ? m : ntbf_strerror(r));
+                }
+        }
+        if (!r && !ctx->rpc_dead) {
+                /* Descriptors of this answer are taken now, under the lock, or closed. */
+                int got[8];
+                int n = ntbf_rpc_take_fds(ctx->rpc, got, 8);
+                for (int k = 0; k < n; k++) {
+                        if (fds && nfds && *nfds < maxfds)
+                                fds[(*nfds)++] = got[k];
+                        else
+                                close(got[k]);
                 }
         }
         /*
@@ -424,8 +444,11 @@ int ntbf_ctx_open(const char *dir, const char *node, struct ntbf_ctx **out)
                 r = ntbf__fail(NULL, -errno, "eventfd: %s", strerror(errno));
                 goto fail;
         }
+        /* The simulated fabric's DMA memory is node RAM; on hardware it is memfd memory,
+         * which VFIO pins when a device maps it (docs/device-api.md, "DMA memory"). */
         ctx->mem.ops = ctx->ops;
         ctx->mem.h = ctx->h0;
+        ctx->mem.memfd = !ctx->sim;
         *out = ctx;
         return 0;
 fail:
@@ -463,7 +486,7 @@ int ntbf_dma_alloc(struct ntbf_ctx *ctx, size_t size, size_t align, void **ptr)
         if (align & (align - 1))
                 return ntbf__fail(ctx, -EINVAL,
                                   "ntbf_dma_alloc: alignment %zu is not a power of two", align);
-        if (!ctx->h0)
+        if (!ctx->h0 && !ctx->mem.memfd)
                 return ntbf__fail(ctx, NTBF_EUNSUPPORTED,
                                   "node %s has no adapter to allocate DMA memory through",
                                   ctx->node);
@@ -484,4 +507,23 @@ void ntbf_dma_free(struct ntbf_ctx *ctx, void *ptr)
         if (ntbf__dmamem_free(&ctx->mem, ptr))
                 ntbf__fail(ctx, -EINVAL,
                            "ntbf_dma_free: %p is not a live allocation of ntbf_dma_alloc", ptr);
+}
+
+int ntbf_dma_fd(struct ntbf_ctx *ctx, const void *ptr, int *fd, uint64_t *offset)
+{
+        if (!ctx)
+                return -EINVAL;
+        if (!ptr || !fd || !offset)
+                return ntbf__fail(ctx, -EINVAL, "ntbf_dma_fd: %s is NULL",
+                                  !ptr  ? "ptr"
+                                  : !fd ? "fd"
+                                        : "offset");
+        int r = ntbf__dmamem_fd(&ctx->mem, ptr, fd, offset);
+        if (r == -EFAULT)
+                return ntbf__fail(ctx, r, "ntbf_dma_fd: %p is not memory from ntbf_dma_alloc", ptr);
+        if (r)
+                return ntbf__fail(ctx, r,
+                                  "the DMA memory at %p has no file descriptor (%s backend)", ptr,
+                                  ctx->ops->name);
+        return 0;
 }

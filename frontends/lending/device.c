@@ -323,7 +323,66 @@ static int setup_dma(struct parse *p, struct json_object *res)
         return 0;
 }
 
-static int parse_open(struct ntbf_dev *d, struct json_object *res)
+/*
+ * A local device behind vfio-pci (docs/device-api.md, "Real devices: VFIO"): the daemon
+ * passed the container and device fds with the answer, and named this handle's IOVA share.
+ * Config space, BARs, DMA mapping and MSI-X go through the fds from now on.
+ */
+static int setup_vfio(struct parse *p, struct json_object *res, struct json_object *vf,
+                      const int *fds, unsigned nfds)
+{
+        struct ntbf_dev *d = p->d;
+        struct ntbf_ctx *ctx = d->ctx;
+        struct json_object *names, *share = get_obj(vf, "iova");
+        int container = -1, device = -1;
+        /* result.fds names the descriptors that came with the answer, in order. */
+        if (!json_object_object_get_ex(res, "fds", &names) ||
+            !json_object_is_type(names, json_type_array))
+                return bad(p, "for a VFIO device has no '%s' list", "fds");
+        for (size_t k = 0; k < json_object_array_length(names) && k < nfds; k++) {
+                const char *n = json_object_get_string(json_object_array_get_idx(names, k));
+                if (n && !strcmp(n, "container"))
+                        container = fds[k];
+                else if (n && !strcmp(n, "device"))
+                        device = fds[k];
+        }
+        if (container < 0 || device < 0)
+                return bad(p, "for a VFIO device lacks the container or device fd in '%s'", "fds");
+        if (!share)
+                return bad(p, "for a VFIO device has no '%s' share", "vfio.iova");
+        if (get_u64(p, share, "base", true, &d->share_iova) < 0 ||
+            get_u64(p, share, "size", true, &d->share_size) < 0)
+                return p->err;
+        if (d->share_iova % PAGE || d->share_size % PAGE || !d->share_size ||
+            d->share_size / PAGE >= NTBF__IOVA_NONE)
+                return bad(p, "has a '%s' share that is not a page-aligned range", "vfio.iova");
+        d->vfio = calloc(1, sizeof(*d->vfio));
+        if (!d->vfio)
+                return ntbf__fail(ctx, -ENOMEM, "out of memory");
+        char why[256];
+        /* The fds become the device's: from here on they are closed with it. */
+        int r = ntbf__vfio_adopt(dup(container), dup(device), d->vfio, why, sizeof(why));
+        if (r) {
+                free(d->vfio);
+                d->vfio = NULL;
+                return ntbf__fail(ctx, r, "device.open: the VFIO fds of %s are unusable: %s",
+                                  d->info.bdf, why);
+        }
+        d->vfio->msix_on = get_bool(vf, "msix_enabled", false);
+        d->mode = NTBF__DMA_VFIO;
+        d->dev_base = d->share_iova;
+        d->dma_dev = d->share_iova;
+        if (!d->info.msix_vectors)
+                d->info.msix_vectors = d->vfio->msix_count;
+        if (ntbf__iova_init(&d->iova, (uint32_t)(d->share_size / PAGE)))
+                return ntbf__fail(ctx, -ENOMEM, "out of memory for the IOVA allocator");
+        /* A previous holder of the share that died left nothing (the daemon unmapped it), but
+         * make sure: the container is shared by every handle of the device. */
+        ntbf__vfio_dma_unmap(d->vfio, d->share_iova, d->share_size, NULL);
+        return 0;
+}
+
+static int parse_open(struct ntbf_dev *d, struct json_object *res, const int *fds, unsigned nfds)
 {
         struct parse p = {d, "device.open", 0};
         uint64_t handle = 0;
@@ -340,13 +399,26 @@ static int parse_open(struct ntbf_dev *d, struct json_object *res)
         d->info.local = get_bool(info, "local", !get_obj(res, "dma"));
         find_in_topology(d);
         int r = parse_bars(&p, res);
-        return r ? r : setup_dma(&p, res);
+        if (r)
+                return r;
+        struct json_object *vf = get_obj(res, "vfio");
+        if (vf) {
+                if (!d->info.local)
+                        return bad(&p, "has a '%s' object for a borrowed device", "vfio");
+                return setup_vfio(&p, res, vf, fds, nfds);
+        }
+        return setup_dma(&p, res);
 }
 
 /* ---- open and close --------------------------------------------------------------------- */
 
 static void dev_free(struct ntbf_dev *d)
 {
+        if (d->vfio) {
+                ntbf__vfio_close(d->vfio);
+                free(d->vfio);
+        }
+        free(d->wins);
         ntbf__iova_fini(&d->iova);
         ntbf__maptab_fini(&d->maps);
         ntbf__maptab_fini(&d->pages);
@@ -389,13 +461,17 @@ static int dev_open(struct ntbf_ctx *ctx, struct json_object *params, struct ntb
         d->gen = ctx->gen;
         pthread_mutex_unlock(&ctx->rpc_lock);
         struct json_object *res;
-        r = ntbf__call(ctx, d->gen, "device.open", params, &res);
+        int fds[8];
+        unsigned nfds = 0;
+        r = ntbf__call_fds(ctx, d->gen, "device.open", params, &res, fds, 8, &nfds);
         if (r) {
                 dev_free(d);
                 return r;
         }
-        r = parse_open(d, res);
+        r = parse_open(d, res, fds, nfds);
         json_object_put(res);
+        for (unsigned k = 0; k < nfds; k++)
+                close(fds[k]); /* setup_vfio kept duplicates of those it uses */
         if (!r) {
                 d->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
                 if (d->evfd < 0)
@@ -480,6 +556,15 @@ int ntbf_dev_cfg_read(struct ntbf_dev *dev, uint32_t off, unsigned size, uint32_
         int r = cfg_check(dev, "ntbf_dev_cfg_read", off, size);
         if (r)
                 return r;
+        if (dev->vfio) {
+                /* Straight to the device fd: VFIO virtualizes what must be (BARs, MSI-X). */
+                r = ntbf__vfio_cfg_read(dev->vfio, off, size, val);
+                if (r)
+                        return ntbf__fail(dev->ctx, r,
+                                          "ntbf_dev_cfg_read: %u bytes at 0x%x of %s: %s", size,
+                                          off, dev->info.bdf, ntbf_strerror(r));
+                return 0;
+        }
         struct json_object *params = json_object_new_object(), *res, *v;
         json_object_object_add(params, "handle", json_object_new_int64(dev->handle));
         json_object_object_add(params, "offset", json_object_new_int64(off));
@@ -510,6 +595,14 @@ int ntbf_dev_cfg_write(struct ntbf_dev *dev, uint32_t off, unsigned size, uint32
         if (size < 4 && val >> (8 * size))
                 return ntbf__fail(dev->ctx, -EINVAL,
                                   "ntbf_dev_cfg_write: 0x%x does not fit in %u bytes", val, size);
+        if (dev->vfio) {
+                r = ntbf__vfio_cfg_write(dev->vfio, off, size, val);
+                if (r)
+                        return ntbf__fail(dev->ctx, r,
+                                          "ntbf_dev_cfg_write: %u bytes at 0x%x of %s: %s", size,
+                                          off, dev->info.bdf, ntbf_strerror(r));
+                return 0;
+        }
         struct json_object *params = json_object_new_object(), *res;
         json_object_object_add(params, "handle", json_object_new_int64(dev->handle));
         json_object_object_add(params, "offset", json_object_new_int64(off));
@@ -529,6 +622,19 @@ static int bar_map(struct ntbf_dev *d, unsigned b)
         struct ntbf__bar *B = &d->bars[b];
         void *p = NULL;
         int r;
+        if (B->adapter == NTBF_NONE && d->vfio) {
+                /* A BAR of a device behind vfio-pci: mmap of the device fd, no daemon. */
+                r = ntbf__vfio_map_bar(d->vfio, b, &p);
+                if (r)
+                        return ntbf__fail(ctx, r, "cannot map BAR %u of %s through VFIO: %s%s", b,
+                                          d->info.bdf, ntbf_strerror(r),
+                                          r == NTBF_EUNSUPPORTED
+                                              ? " (VFIO does not allow mmap of this BAR)"
+                                              : "");
+                B->ptr = p;
+                B->map_base = NULL;
+                return 0;
+        }
         if (B->adapter == NTBF_NONE) {
                 /* A BAR of this host. Only the simulated fabric can hand out a direct pointer;
                  * on hardware this is the sysfs resource file (not written yet). */
@@ -568,7 +674,9 @@ static int bar_map(struct ntbf_dev *d, unsigned b)
 static void bar_unmap(struct ntbf_dev *d, unsigned b)
 {
         struct ntbf__bar *B = &d->bars[b];
-        if (B->map_base)
+        if (d->vfio && B->adapter == NTBF_NONE)
+                ntbf__vfio_unmap_bar(d->vfio, b, B->ptr);
+        else if (B->map_base)
                 d->ctx->ops->unmap_window(d->ctx->ah[B->adapter], B->map_base, B->map_size);
         B->ptr = B->map_base = NULL;
 }
@@ -691,6 +799,53 @@ static int domain_map(struct ntbf_dev *d, uint64_t first, uint64_t n)
         return 0;
 }
 
+/* Whether a window mapping starts at ioaddr (its IOVA is not ntbf_dev_dma_unmap's). Caller holds
+ * dev->lock. */
+static bool window_at(const struct ntbf_dev *dev, uint64_t ioaddr)
+{
+        for (uint32_t i = 0; i < dev->nwins; i++)
+                if ((dev->wins[i].ioaddr & ~(uint64_t)(PAGE - 1)) == ioaddr)
+                        return true;
+        return false;
+}
+
+/*
+ * A device behind VFIO: an IOVA range of this handle's share, and VFIO_IOMMU_MAP_DMA of the
+ * pages of [va, va + pages) there (the kernel pins them). The ioctl runs outside the spinlock:
+ * it takes microseconds, and the range is this call's alone once allocated.
+ */
+static int vfio_map(struct ntbf_dev *dev, const void *va, uint64_t pages, uint32_t *idx_out)
+{
+        struct ntbf_ctx *ctx = dev->ctx;
+        if (pages > dev->iova.npages)
+                return ntbf__fail(ctx, -EINVAL,
+                                  "%" PRIu64 " pages exceed the %" PRIu64
+                                  " bytes of this handle's IOVA share",
+                                  pages, dev->share_size);
+        spin_lock(&dev->lock);
+        uint32_t idx = ntbf__iova_alloc(&dev->iova, (uint32_t)pages);
+        spin_unlock(&dev->lock);
+        if (idx == NTBF__IOVA_NONE)
+                return dma_fail_window(dev, pages * PAGE);
+        uint64_t iova = dev->share_iova + (uint64_t)idx * PAGE;
+        int r = ntbf__vfio_dma_map(dev->vfio, iova, va, pages * PAGE);
+        if (r) {
+                spin_lock(&dev->lock);
+                ntbf__iova_free(&dev->iova, idx);
+                spin_unlock(&dev->lock);
+                return ntbf__fail(
+                    ctx, r,
+                    "VFIO_IOMMU_MAP_DMA of %" PRIu64 " bytes at IOVA 0x%" PRIx64 " for %s: %s%s",
+                    pages * PAGE, iova, dev->info.bdf, ntbf_strerror(r),
+                    r == -EEXIST   ? " (the IOVA is mapped already: a stale mapping)"
+                    : r == -ENOSPC ? " (the container's limit of mappings is reached)"
+                    : r == -ENOMEM ? " (the locked-memory limit, ulimit -l, is reached)"
+                                   : "");
+        }
+        *idx_out = idx;
+        return 0;
+}
+
 int ntbf_dev_dma_map(struct ntbf_dev *dev, void *ptr, size_t size, uint64_t *ioaddr)
 {
         if (!dev)
@@ -711,6 +866,14 @@ int ntbf_dev_dma_map(struct ntbf_dev *dev, void *ptr, size_t size, uint64_t *ioa
         uint64_t pages = (off + size + PAGE - 1) / PAGE;
         int r = 0;
         switch (dev->mode) {
+        case NTBF__DMA_VFIO: {
+                /* Chunks are page aligned in the process too: the page offset is the same. */
+                uint32_t idx;
+                r = vfio_map(dev, (const uint8_t *)ptr - off, pages, &idx);
+                if (!r)
+                        *ioaddr = dev->share_iova + (uint64_t)idx * PAGE + off;
+                return r;
+        }
         case NTBF__DMA_IOVA: {
                 if (pages > dev->iova.npages)
                         return ntbf__fail(ctx, -EINVAL,
@@ -788,6 +951,25 @@ int ntbf_dev_dma_unmap(struct ntbf_dev *dev, uint64_t ioaddr, size_t size)
                                   size);
         uint64_t pages = (off + size + PAGE - 1) / PAGE;
         int r = 0;
+        if (dev->mode == NTBF__DMA_VFIO) {
+                uint64_t rel = first - dev->share_iova;
+                if (first < dev->share_iova || rel >= dev->share_size)
+                        goto notmapped;
+                uint32_t idx = (uint32_t)(rel / PAGE);
+                spin_lock(&dev->lock);
+                bool ok = ntbf__iova_len(&dev->iova, idx) == pages && !window_at(dev, first);
+                spin_unlock(&dev->lock);
+                if (!ok)
+                        goto notmapped;
+                r = ntbf__vfio_dma_unmap(dev->vfio, first, pages * PAGE, NULL);
+                spin_lock(&dev->lock);
+                ntbf__iova_free(&dev->iova, idx);
+                spin_unlock(&dev->lock);
+                if (r)
+                        return ntbf__fail(ctx, r, "VFIO_IOMMU_UNMAP_DMA at IOVA 0x%" PRIx64 ": %s",
+                                          first, ntbf_strerror(r));
+                return 0;
+        }
         if (dev->mode == NTBF__DMA_IOVA) {
                 uint64_t rel = first - dev->dev_base;
                 if (first < dev->dev_base || rel >= dev->share_size)
@@ -898,6 +1080,133 @@ int ntbf_dev_unmap_peer(struct ntbf_dev *dev, uint64_t ioaddr)
         return r;
 }
 
+/* ---- windows -------------------------------------------------------------------------------- */
+
+int ntbf_dev_map_window(struct ntbf_dev *dev, uint32_t adapter, uint64_t offset, uint64_t size,
+                        uint64_t *ioaddr)
+{
+        if (!dev)
+                return -EINVAL;
+        struct ntbf_ctx *ctx = dev->ctx;
+        if (!ioaddr || !size)
+                return ntbf__fail(ctx, -EINVAL, "ntbf_dev_map_window: %s",
+                                  !ioaddr ? "ioaddr is NULL" : "size is 0");
+        const struct ntbf_topo *t = ctx->topo;
+        if (adapter >= t->nadapters || t->adapters[adapter].node != ctx->node_idx ||
+            !ctx->ah[adapter])
+                return ntbf__fail(ctx, -EINVAL,
+                                  "ntbf_dev_map_window: adapter %u is not one of node %s's",
+                                  adapter, ctx->node);
+        uint64_t win = t->adapters[adapter].p.window;
+        if (offset >= win || size > win - offset)
+                return ntbf__fail(ctx, -EINVAL,
+                                  "ntbf_dev_map_window: [0x%" PRIx64 ", +%" PRIu64
+                                  ") is outside the %" PRIu64 "-byte window of %s.%s",
+                                  offset, size, win, ctx->node, t->adapters[adapter].name);
+        uint64_t off = offset % PAGE, first = offset - off;
+        uint64_t pages = (off + size + PAGE - 1) / PAGE;
+        struct ntbf__winmap w = {0, adapter, NULL, pages * PAGE, 0};
+        int r;
+        if (dev->mode == NTBF__DMA_VFIO) {
+                /* The window's CPU mapping is what VFIO pins: the IOMMU then leads the device's
+                 * DMA wherever the window's slots lead the CPU's loads and stores. */
+                if (!ctx->ops->map_window)
+                        return ntbf__fail(ctx, NTBF_EUNSUPPORTED,
+                                          "the %s backend cannot map windows into a process",
+                                          ctx->ops->name);
+                r = ctx->ops->map_window(ctx->ah[adapter], first, w.map_size, 0, &w.map);
+                if (r)
+                        return ntbf__fail(ctx, r, "cannot map the window of %s.%s: %s", ctx->node,
+                                          t->adapters[adapter].name, ntbf_strerror(r));
+                r = vfio_map(dev, w.map, pages, &w.idx);
+                if (r) {
+                        ctx->ops->unmap_window(ctx->ah[adapter], w.map, w.map_size);
+                        return r;
+                }
+                w.ioaddr = dev->share_iova + (uint64_t)w.idx * PAGE + off;
+        } else if (dev->mode == NTBF__DMA_PHYS) {
+                struct ntbf_caps caps;
+                r = ctx->ops->caps(ctx->ah[adapter], &caps);
+                if (r)
+                        return ntbf__fail(ctx, r, "cannot read the capabilities of %s.%s: %s",
+                                          ctx->node, t->adapters[adapter].name, ntbf_strerror(r));
+                w.ioaddr = caps.window_base + offset;
+                if (dev->addr_end && (w.ioaddr >= dev->addr_end || size > dev->addr_end - w.ioaddr))
+                        return ntbf__fail(ctx, NTBF_EADDRLIMIT,
+                                          "the window of %s.%s at 0x%" PRIx64
+                                          " is beyond what %s can address (below 0x%" PRIx64 ")",
+                                          ctx->node, t->adapters[adapter].name, w.ioaddr,
+                                          dev->info.bdf, dev->addr_end);
+        } else {
+                return ntbf__fail(ctx, NTBF_EUNSUPPORTED,
+                                  "ntbf_dev_map_window: %s is %s; map remote memory for it through "
+                                  "the daemon (ntbf_dev_map_peer)",
+                                  dev->info.bdf,
+                                  dev->info.local ? "in an isolation domain" : "borrowed");
+        }
+        spin_lock(&dev->lock);
+        if (dev->nwins == dev->capwins) {
+                uint32_t cap = dev->capwins ? dev->capwins * 2 : 4;
+                struct ntbf__winmap *v = realloc(dev->wins, cap * sizeof(*v));
+                if (v) {
+                        dev->wins = v;
+                        dev->capwins = cap;
+                }
+        }
+        bool kept = dev->nwins < dev->capwins;
+        if (kept)
+                dev->wins[dev->nwins++] = w;
+        spin_unlock(&dev->lock);
+        if (!kept) {
+                if (w.map) {
+                        ntbf__vfio_dma_unmap(dev->vfio, w.ioaddr - off, w.map_size, NULL);
+                        spin_lock(&dev->lock);
+                        ntbf__iova_free(&dev->iova, w.idx);
+                        spin_unlock(&dev->lock);
+                        ctx->ops->unmap_window(ctx->ah[adapter], w.map, w.map_size);
+                }
+                return ntbf__fail(ctx, -ENOMEM, "out of memory");
+        }
+        *ioaddr = w.ioaddr;
+        return 0;
+}
+
+/* Undo a window mapping (its entry already taken out of dev->wins). */
+static void window_undo(struct ntbf_dev *dev, const struct ntbf__winmap *w)
+{
+        if (!w->map)
+                return;
+        ntbf__vfio_dma_unmap(dev->vfio, w->ioaddr & ~(uint64_t)(PAGE - 1), w->map_size, NULL);
+        spin_lock(&dev->lock);
+        ntbf__iova_free(&dev->iova, w->idx);
+        spin_unlock(&dev->lock);
+        dev->ctx->ops->unmap_window(dev->ctx->ah[w->adapter], w->map, w->map_size);
+}
+
+int ntbf_dev_unmap_window(struct ntbf_dev *dev, uint64_t ioaddr)
+{
+        if (!dev)
+                return -EINVAL;
+        struct ntbf__winmap w;
+        bool found = false;
+        spin_lock(&dev->lock);
+        for (uint32_t i = 0; i < dev->nwins && !found; i++) {
+                if (dev->wins[i].ioaddr != ioaddr)
+                        continue;
+                w = dev->wins[i];
+                dev->wins[i] = dev->wins[--dev->nwins];
+                found = true;
+        }
+        spin_unlock(&dev->lock);
+        if (!found)
+                return ntbf__fail(dev->ctx, -EINVAL,
+                                  "ntbf_dev_unmap_window: 0x%" PRIx64
+                                  " is not a window mapping of %s",
+                                  ioaddr, dev->info.bdf);
+        window_undo(dev, &w);
+        return 0;
+}
+
 /* ---- MSI-X -------------------------------------------------------------------------------- */
 
 /* Find the MSI-X capability through config space, once. Caller holds ctl. */
@@ -978,6 +1287,60 @@ static void msix_mask(struct ntbf_dev *d, unsigned v)
         atomic_thread_fence(memory_order_seq_cst);
 }
 
+/*
+ * MSI-X of a device behind VFIO: the kernel owns the MSI-X table (it programs the host's
+ * interrupt addresses, remapped by the IOMMU) and signals an eventfd per vector
+ * (VFIO_DEVICE_SET_IRQS); the API only hands the eventfd over.
+ */
+static int vfio_irq_enable(struct ntbf_dev *dev, unsigned vector, int *eventfd_out)
+{
+        struct ntbf_ctx *ctx = dev->ctx;
+        pthread_mutex_lock(&dev->ctl);
+        int r = 0;
+        if (!dev->msix_known) {
+                dev->msix_n = dev->vfio->msix_count;
+                dev->vecs = dev->msix_n ? calloc(dev->msix_n, sizeof(*dev->vecs)) : NULL;
+                if (dev->msix_n && !dev->vecs) {
+                        r = ntbf__fail(ctx, -ENOMEM, "out of memory");
+                        goto out;
+                }
+                dev->msix_known = true;
+        }
+        if (!dev->msix_n) {
+                r = ntbf__fail(ctx, NTBF_EUNSUPPORTED, "device %s has no MSI-X capability",
+                               dev->info.bdf);
+                goto out;
+        }
+        if (vector >= dev->msix_n) {
+                r = ntbf__fail(ctx, -EINVAL,
+                               "ntbf_dev_irq_enable: %s has MSI-X vectors 0 to %u, not %u",
+                               dev->info.bdf, dev->msix_n - 1, vector);
+                goto out;
+        }
+        if (dev->vecs[vector].on) {
+                r = ntbf__fail(ctx, NTBF_EBUSY, "ntbf_dev_irq_enable: vector %u of %s is enabled",
+                               vector, dev->info.bdf);
+                goto out;
+        }
+        int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (efd < 0) {
+                r = ntbf__fail(ctx, -errno, "eventfd: %s", strerror(errno));
+                goto out;
+        }
+        r = ntbf__vfio_irq_set(dev->vfio, vector, efd);
+        if (r) {
+                close(efd);
+                r = ntbf__fail(ctx, r, "VFIO_DEVICE_SET_IRQS for MSI-X vector %u of %s: %s", vector,
+                               dev->info.bdf, ntbf_strerror(r));
+                goto out;
+        }
+        dev->vecs[vector] = (struct ntbf__vec){true, {0, 0, efd, vector}};
+        *eventfd_out = efd;
+out:
+        pthread_mutex_unlock(&dev->ctl);
+        return r;
+}
+
 int ntbf_dev_irq_enable(struct ntbf_dev *dev, unsigned vector, int *eventfd_out)
 {
         if (!dev)
@@ -985,6 +1348,8 @@ int ntbf_dev_irq_enable(struct ntbf_dev *dev, unsigned vector, int *eventfd_out)
         struct ntbf_ctx *ctx = dev->ctx;
         if (!eventfd_out)
                 return ntbf__fail(ctx, -EINVAL, "ntbf_dev_irq_enable: eventfd is NULL");
+        if (dev->vfio)
+                return vfio_irq_enable(dev, vector, eventfd_out);
         if (!ctx->ops->irq_alloc || !ctx->h0)
                 return ntbf__fail(ctx, NTBF_EUNSUPPORTED,
                                   "the %s backend has no host interrupt vectors", ctx->ops->name);
@@ -1075,6 +1440,12 @@ out:
 static void vec_off(struct ntbf_dev *d, unsigned v)
 {
         struct ntbf_ctx *ctx = d->ctx;
+        if (d->vfio) {
+                ntbf__vfio_irq_set(d->vfio, v, -1);
+                close(d->vecs[v].irq.fd);
+                d->vecs[v].on = false;
+                return;
+        }
         struct ntbf_adapter_h *h = d->dh ? d->dh : ctx->h0;
         msix_mask(d, v);
         msi_unmap(d, d->vecs[v].irq.addr);
@@ -1162,9 +1533,15 @@ void ntbf_dev_close(struct ntbf_dev *dev)
                         bar_unmap(dev, b);
         }
         pthread_mutex_unlock(&dev->ctl);
+        while (dev->nwins) {
+                struct ntbf__winmap w = dev->wins[--dev->nwins];
+                window_undo(dev, &w);
+        }
         /* The share goes back to the daemon with the handle: leave nothing mapped in it. */
         if (dev->mode == NTBF__DMA_IOVA)
                 ntbf__iova_each(&dev->iova, unmap_iova, dev);
+        if (dev->mode == NTBF__DMA_VFIO)
+                ntbf__vfio_dma_unmap(dev->vfio, dev->share_iova, dev->share_size, NULL);
         if (dev->mode == NTBF__DMA_ISOLATED)
                 ntbf__maptab_each(&dev->pages, unmap_page, dev);
         if (dev->handle >= 0)

@@ -2,6 +2,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "ntbfab/error.h"
 #include "dmamem.h"
@@ -38,9 +40,51 @@ void ntbf__dmamem_init(struct ntbf__dmamem *m, const struct ntbf_backend_ops *op
         m->h = h;
 }
 
+/*
+ * A chunk of memfd memory: shared, so another process can map it (ntbf_dma_fd), and pinned
+ * by VFIO when a device maps it. Its "bus address" is its address in this process: VFIO
+ * maps by virtual address, and there is no physical address a process could use anyway.
+ */
+static int memfd_alloc(uint64_t size, uint64_t align, struct ntbf_mem *out)
+{
+        int fd = memfd_create("ntbfab-dma", MFD_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        if (ftruncate(fd, (off_t)size)) {
+                int e = -errno;
+                close(fd);
+                return e;
+        }
+        /* Reserve room to align the start, then place the file there. */
+        uint64_t extra = align > 4096 ? align : 0;
+        uint8_t *res = mmap(NULL, size + extra, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (res == MAP_FAILED) {
+                close(fd);
+                return -ENOMEM;
+        }
+        uint8_t *at =
+            extra ? (uint8_t *)(((uintptr_t)res + align - 1) & ~(uintptr_t)(align - 1)) : res;
+        void *p = mmap(at, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+        if (p == MAP_FAILED) {
+                int e = -errno;
+                munmap(res, size + extra);
+                close(fd);
+                return e;
+        }
+        if (at > res)
+                munmap(res, (size_t)(at - res));
+        if (res + size + extra > at + size)
+                munmap(at + size, (size_t)(res + size + extra - (at + size)));
+        *out = (struct ntbf_mem){p, size, (uint64_t)(uintptr_t)p, fd, 0};
+        return 0;
+}
+
 static void chunk_free(struct ntbf__dmamem *m, struct ntbf__dmachunk *c)
 {
-        if (m->ops && m->ops->mem_free && c->mem.addr)
+        if (m->memfd && c->mem.addr) {
+                munmap(c->mem.addr, c->mem.size);
+                close(c->mem.fd);
+        } else if (m->ops && m->ops->mem_free && c->mem.addr)
                 m->ops->mem_free(m->h, &c->mem);
         free(c->freemap[0]);
         free(c);
@@ -231,7 +275,8 @@ static struct ntbf__dmachunk *chunk_new(struct ntbf__dmamem *m, uint64_t size, u
                 c->nfree[NTBF__DMA_ORDERS - 1] = 1;
         }
         c->big = big;
-        int r = m->ops->mem_alloc(m->h, size, align, &c->mem);
+        int r = m->memfd ? memfd_alloc(size, align, &c->mem)
+                         : m->ops->mem_alloc(m->h, size, align, &c->mem);
         if (r) {
                 c->mem.addr = NULL;
                 chunk_free(m, c);
@@ -317,7 +362,7 @@ int ntbf__dmamem_alloc(struct ntbf__dmamem *m, size_t size, size_t align, void *
                 align = 4096;
         if (size > UINT64_MAX / 2 || align > UINT64_MAX / 2)
                 return -ENOMEM;
-        if (!m->ops || !m->ops->mem_alloc)
+        if (!m->memfd && (!m->ops || !m->ops->mem_alloc))
                 return NTBF_EUNSUPPORTED;
         int r = 0;
         pthread_mutex_lock(&m->lock);
@@ -386,6 +431,22 @@ int ntbf__dmamem_free(struct ntbf__dmamem *m, void *ptr)
                                 break;
                         }
                 }
+        }
+        pthread_mutex_unlock(&m->lock);
+        return r;
+}
+
+int ntbf__dmamem_fd(struct ntbf__dmamem *m, const void *ptr, int *fd, uint64_t *offset)
+{
+        int r = -EFAULT;
+        const uint8_t *p = ptr;
+        pthread_mutex_lock(&m->lock);
+        uint32_t i = chunk_index(m, p);
+        struct ntbf__dmachunk *c = i ? m->chunks[i - 1] : NULL;
+        if (c && p < (const uint8_t *)c->mem.addr + c->mem.size) {
+                r = c->mem.fd >= 0 ? 0 : NTBF_EUNSUPPORTED;
+                *fd = c->mem.fd;
+                *offset = c->mem.offset + (uint64_t)(p - (const uint8_t *)c->mem.addr);
         }
         pthread_mutex_unlock(&m->lock);
         return r;

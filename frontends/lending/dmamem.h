@@ -10,8 +10,9 @@
 #include "ntbfab/backend.h"
 
 /*
- * Memory comes from the backend's mem_alloc (physically contiguous, pinned): small requests
- * are carved from 2 MiB chunks by a buddy allocator with 64-byte granules, so they cost no
+ * Memory comes from the backend's mem_alloc (physically contiguous, pinned), or, with
+ * memfd set, from memfd files (devices behind VFIO: the IOMMU makes them contiguous): small
+ * requests are carved from 2 MiB chunks by a buddy allocator with 64-byte granules, so they cost no
  * backend call once a chunk exists; requests over 1 MiB get a backend allocation of their
  * own. Small chunks are kept until the context closes; big ones go back when freed.
  *
@@ -45,6 +46,7 @@ struct ntbf__dmamem {
         pthread_mutex_t lock; /* allocations, frees, table updates */
         const struct ntbf_backend_ops *ops;
         struct ntbf_adapter_h *h; /* mem_alloc goes through this adapter of the node */
+        bool memfd;               /* chunks are memfd memory instead (hardware backends) */
         struct ntbf__dmachunk **chunks;
         uint32_t nchunks, capchunks;
         /* The lookup table, sorted by addr. Grown by replacing the array: old arrays are
@@ -70,5 +72,7 @@ int ntbf__dmamem_free(struct ntbf__dmamem *m, void *ptr);
  * ntbf__dmamem_alloc). Returns 0, or -EFAULT. Lock-free; safe against concurrent allocs.
  */
 int ntbf__dmamem_bus(struct ntbf__dmamem *m, const void *ptr, uint64_t len, uint64_t *bus);
+/* The fd and offset of the memory at ptr (to share it: mmap fd at offset). -EFAULT if not ours. */
+int ntbf__dmamem_fd(struct ntbf__dmamem *m, const void *ptr, int *fd, uint64_t *offset);
 
 #endif

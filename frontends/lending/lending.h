@@ -13,6 +13,7 @@
 #include "dmamem.h"
 #include "iova.h"
 #include "maptab.h"
+#include "vfio.h"
 
 struct json_object;
 
@@ -22,6 +23,16 @@ enum ntbf__dma_mode {
         NTBF__DMA_WINDOW,   /* borrowed, borrower without IOMMU: window over physical RAM */
         NTBF__DMA_PHYS,     /* local: host-physical addresses */
         NTBF__DMA_ISOLATED, /* local, in its own IOMMU domain: host-physical, identity-mapped */
+        NTBF__DMA_VFIO,     /* local, behind vfio-pci: IOVA of this handle's share, MAP_DMA */
+};
+
+/* A window range made reachable by a device's DMA (ntbf_dev_map_window). */
+struct ntbf__winmap {
+        uint64_t ioaddr;
+        uint32_t adapter;
+        void *map; /* VFIO: the process mapping of the window that MAP_DMA pinned */
+        uint64_t map_size;
+        uint32_t idx; /* VFIO: first page of the IOVA share */
 };
 
 struct ntbf_ctx {
@@ -93,6 +104,7 @@ struct ntbf_dev {
         struct ntbf__iova iova;
         struct ntbf__maptab maps;  /* WINDOW, PHYS, ISOLATED: live mappings */
         struct ntbf__maptab pages; /* ISOLATED: pages mapped in the domain, counted */
+        struct ntbf__vfio *vfio;   /* VFIO: the container and device fds the daemon passed */
 
         /* Control state: BAR mappings, vectors, peer mappings. */
         pthread_mutex_t ctl;
@@ -102,6 +114,8 @@ struct ntbf_dev {
         struct ntbf__vec *vecs;
         uint64_t *peers;
         uint32_t npeers, cappeers;
+        struct ntbf__winmap *wins;
+        uint32_t nwins, capwins;
 
         int evfd;
         atomic_int lost; /* 0, 1 lost and not yet reported, 2 reported (a device is lost once:
@@ -118,6 +132,11 @@ int ntbf__fail(const struct ntbf_ctx *ctx, int code, const char *fmt, ...) NTBF_
  */
 int ntbf__call(struct ntbf_ctx *ctx, uint64_t gen, const char *method, struct json_object *params,
                struct json_object **result);
+/* The same, taking up to maxfds file descriptors that came with the answer (docs/rpc.md):
+ * *nfds of them land in fds, owned by the caller; any beyond maxfds are closed. */
+int ntbf__call_fds(struct ntbf_ctx *ctx, uint64_t gen, const char *method,
+                   struct json_object *params, struct json_object **result, int *fds,
+                   unsigned maxfds, unsigned *nfds);
 /* Reconnect if the daemon went away and came back; 0 or a failure (with its sentence). */
 int ntbf__ctx_connected(struct ntbf_ctx *ctx);
 /* Start the event connection and thread if they are not running (best effort). */

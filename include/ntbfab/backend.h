@@ -208,6 +208,18 @@ struct ntbf_backend_ops {
         int (*map_window)(struct ntbf_adapter_h *h, uint64_t offset, uint64_t size, unsigned flags,
                           void **addr);
         int (*unmap_window)(struct ntbf_adapter_h *h, void *addr, uint64_t size);
+        /*
+         * A posted write of len bytes at offset of the window, as this host's CPU issues it
+         * (optional; needs the map_window pair). It reaches what a direct mapping cannot:
+         * the far host's MSI range (an interrupt: how SISCI triggers a remote interrupt) and
+         * multicast groups (replicated to every member). Hardware backends store through a
+         * mapping; the simulated fabric routes the write. Returns once the write is issued;
+         * a write dropped on the way is counted on the adapter like any posted write (a
+         * backend that learns the drop reason may return it, as the sim does). -EINVAL when
+         * [offset, offset + len) is empty or leaves the window.
+         */
+        int (*window_write)(struct ntbf_adapter_h *h, uint64_t offset, const void *buf,
+                            uint64_t len);
 
         /* Local memory for export (pair). */
         int (*mem_alloc)(struct ntbf_adapter_h *h, uint64_t size, uint64_t align,

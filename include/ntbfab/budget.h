@@ -37,6 +37,7 @@ enum ntbf_req_kind {
         NTBF_REQ_MAP_DEVICE, /* make a target reachable by a device's DMA */
         NTBF_REQ_CONNECT,    /* make a target reachable by a node's CPU */
         NTBF_REQ_MCAST_JOIN, /* receive a multicast group into a buffer */
+        NTBF_REQ_REQUESTER,  /* a device of a node reaches that node's NTB mappings */
 };
 
 /* Default DMA window of a borrow (docs/model.md). */
@@ -57,7 +58,8 @@ struct ntbf_request {
         uint32_t by;
         uint64_t dma_window; /* BORROW; 0 means NTBF_DEFAULT_DMA_WINDOW */
         bool exclusive;      /* BORROW; recorded, the registry enforces it */
-        /* MAP_DEVICE: requester is the device function; CONNECT: requester.node's CPU. */
+        /* MAP_DEVICE, REQUESTER: requester is the device function; CONNECT: requester.node's
+         * CPU. REQUESTER: via_adapter is the adapter whose mappings the device uses. */
         struct ntbf_requester requester;
         struct ntbf_target target; /* MAP_DEVICE, CONNECT, MCAST_JOIN (node, addr, size, group) */
         /* Optional: leave the requester's host through this adapter / enter the target's. */

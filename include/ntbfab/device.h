@@ -38,6 +38,12 @@ NTBF_EXPORT const char *ntbf_ctx_error(const struct ntbf_ctx *ctx);
  */
 NTBF_EXPORT int ntbf_dma_alloc(struct ntbf_ctx *ctx, size_t size, size_t align, void **ptr);
 NTBF_EXPORT void ntbf_dma_free(struct ntbf_ctx *ctx, void *ptr);
+/*
+ * The file descriptor and offset behind DMA memory, so that another process can map it
+ * (mmap fd at offset; pass fd over a Unix socket). The fd stays the context's: do not close
+ * it. NTBF_EUNSUPPORTED when the memory has none; -EFAULT for memory not from ntbf_dma_alloc.
+ */
+NTBF_EXPORT int ntbf_dma_fd(struct ntbf_ctx *ctx, const void *ptr, int *fd, uint64_t *offset);
 
 /* ---- devices ------------------------------------------------------------------------------ */
 
@@ -101,6 +107,19 @@ NTBF_EXPORT int ntbf_dev_map_peer(struct ntbf_dev *dev, struct ntbf_dev *target,
 NTBF_EXPORT int ntbf_dev_unmap_peer(struct ntbf_dev *dev, uint64_t ioaddr);
 
 /*
+ * Make [offset, offset + size) of the window of this host's adapter `adapter` (its index in
+ * the cluster file) reachable by dev's DMA: the device then reaches whatever the window's
+ * translation slots lead to (a remote segment: peer-to-peer into another host's memory, as
+ * SISCI's SCIMapRemoteSegmentForDevice does). *ioaddr is the address dev uses. For a device
+ * behind VFIO the window's CPU mapping is mapped in the device's IOMMU domain; for a local
+ * device without one it is the window's host-physical address. Borrowed devices:
+ * NTBF_EUNSUPPORTED (their peer mappings go through the daemon: ntbf_dev_map_peer).
+ */
+NTBF_EXPORT int ntbf_dev_map_window(struct ntbf_dev *dev, uint32_t adapter, uint64_t offset,
+                                    uint64_t size, uint64_t *ioaddr);
+NTBF_EXPORT int ntbf_dev_unmap_window(struct ntbf_dev *dev, uint64_t ioaddr);
+
+/*
  * Enable MSI-X vector n and return an eventfd that counts its interrupts. The device's
  * MSI-X table entry is written with an address and data that reach this host.
  */
@@ -114,5 +133,36 @@ NTBF_EXPORT int ntbf_dev_irq_disable(struct ntbf_dev *dev, unsigned vector);
 enum ntbf_dev_event_kind { NTBF_DEV_EVENT_NONE, NTBF_DEV_EVENT_LOST };
 NTBF_EXPORT int ntbf_dev_event_fd(struct ntbf_dev *dev);
 NTBF_EXPORT int ntbf_dev_event(struct ntbf_dev *dev, enum ntbf_dev_event_kind *kind);
+
+/* ---- for frontends built on a context (libsisci) ------------------------------------------ */
+
+/*
+ * A frontend that has its own control methods (libsisci's segments, interrupts, DMA queues)
+ * still needs what a context already holds: who the process is, the topology, and the
+ * backend attachment for its data path (window mappings, DMA engines, interrupt vectors).
+ * These give it read access; the context keeps ownership of all of it.
+ */
+struct ntbf_topo;
+struct ntbf_backend_ops;
+struct ntbf_backend;
+struct ntbf_adapter_h;
+
+/* The cluster topology the context loaded (valid until ntbf_ctx_close), or NULL. */
+NTBF_EXPORT const struct ntbf_topo *ntbf_ctx_topo(const struct ntbf_ctx *ctx);
+/* The node the context acts as (its index in the topology), or NTBF_NONE. */
+NTBF_EXPORT uint32_t ntbf_ctx_node(const struct ntbf_ctx *ctx);
+/* The instance directory the context attached to, or NULL. */
+NTBF_EXPORT const char *ntbf_ctx_dir(const struct ntbf_ctx *ctx);
+/* The backend the context attached to. 0, or -EINVAL for a NULL argument. */
+NTBF_EXPORT int ntbf_ctx_backend(struct ntbf_ctx *ctx, const struct ntbf_backend_ops **ops,
+                                 struct ntbf_backend **b);
+/* The handle of this node's adapter (topology index), or NULL (not one of this node's). */
+NTBF_EXPORT struct ntbf_adapter_h *ntbf_ctx_adapter(struct ntbf_ctx *ctx, uint32_t adapter);
+/*
+ * The bus address (host-physical) of [ptr, ptr + len) of memory from ntbf_dma_alloc of this
+ * context: what a device of this host, or an NTB slot onto this host, reaches it at.
+ * 0, or -EFAULT when the range is not inside one allocation chunk of the context.
+ */
+NTBF_EXPORT int ntbf_dma_bus(struct ntbf_ctx *ctx, const void *ptr, size_t len, uint64_t *bus);
 
 #endif

@@ -28,6 +28,12 @@ NTBF_EXPORT void ntbf_rpc_close(struct ntbf_rpc *c);
  */
 NTBF_EXPORT int ntbf_rpc_call(struct ntbf_rpc *c, const char *method, struct json_object *params,
                               struct json_object **result, int timeout_ms);
+/*
+ * File descriptors that came with the last answer (docs/rpc.md, "File descriptors"): up to
+ * max of them are moved to fds, owned by the caller from then on; returns how many. Those
+ * not taken are closed by the next call on the connection, or when it closes.
+ */
+NTBF_EXPORT int ntbf_rpc_take_fds(struct ntbf_rpc *c, int *fds, unsigned max);
 /* The message of the last error answer or failure on this connection ("" if none). */
 NTBF_EXPORT const char *ntbf_rpc_error(const struct ntbf_rpc *c);
 

@@ -182,6 +182,7 @@ struct ntbf_device {
         uint32_t chassis; /* the expansion chassis it sits in (index), NTBF_NONE: a host slot */
         bool lend;        /* lent at start */
         bool isolate;     /* lender-side IOMMU isolation while borrowed (docs/daemon.md) */
+        bool vfio;        /* a real device of its host, driven through vfio-pci (docs/vm.md) */
         struct ntbf_sim_params sim;
         struct ntbf_loc loc, loc_bars;
         /* Filled by finalize: VF BARs are placed as arrays (VF BAR n of VF i at vf_bar_addr[n] +

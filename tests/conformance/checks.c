@@ -68,6 +68,10 @@ const struct cf_check cf_checks[] = {
     {"irq", CF_PAIR, cf_check_irq,
      "irq_alloc gives distinct vectors; the data written to the address from A through a slot "
      "signals that vector's eventfd and no other"},
+    {"window_write", CF_PAIR, cf_check_window_write,
+     "a posted write through A's window lands exactly at B (any alignment), into an "
+     "unprogrammed slot is dropped and counted, into B's MSI range signals the vector; "
+     "empty and out-of-window writes are refused"},
     {"mcast", CF_SWITCH_PAIR, cf_check_mcast,
      "a write to a group slot of A reaches every member's overlay at the offset; a member "
      "that left receives nothing"},

@@ -29,6 +29,7 @@ int cf_check_iommu(struct cf_run *r);
 int cf_check_dev_iommu(struct cf_run *r);
 int cf_check_irq(struct cf_run *r);
 int cf_check_mcast(struct cf_run *r);
+int cf_check_window_write(struct cf_run *r);
 int cf_check_dma_copy(struct cf_run *r);
 int cf_check_dma_order(struct cf_run *r);
 int cf_check_dma_error(struct cf_run *r);

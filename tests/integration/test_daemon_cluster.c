@@ -184,6 +184,31 @@ static void up_again(const char *node)
         if (st)
                 fail_msg("ntbfab up again: %d: %s", st, out);
         assert_true(dfx_wait_ready(&F, node, 5000));
+        /* The others' sessions with it come back a little later (they redial): calls from
+         * them to it (config cycles) fail until then. */
+        for (uint32_t i = 0; i < F.t->nnodes; i++) {
+                const char *other = F.t->nodes[i].name;
+                bool up = !strcmp(other, node);
+                for (int t = 0; t < 5000 && !up; t += 20) {
+                        int err;
+                        struct json_object *s =
+                            dfx_call(&F, other, "node.status", NULL, &err, NULL, 0);
+                        struct json_object *peers, *v;
+                        for (size_t k = 0; !err && json_object_object_get_ex(s, "peers", &peers) &&
+                                           k < json_object_array_length(peers);
+                             k++) {
+                                struct json_object *e = json_object_array_get_idx(peers, k);
+                                if (json_object_object_get_ex(e, "node", &v) &&
+                                    !strcmp(json_object_get_string(v), node) &&
+                                    json_object_object_get_ex(e, "connected", &v))
+                                        up = json_object_get_boolean(v);
+                        }
+                        json_object_put(s);
+                        if (!up)
+                                dfx_nap(20);
+                }
+                assert_true(up);
+        }
 }
 
 static bool has(const char *out, const char *text)

@@ -45,6 +45,18 @@ static void m_fail(void *ctx, struct ntbf__rpc_call *call, struct json_object *p
         ntbf__rpc_fail(call, NTBF_RPC_FAILED, -4001, "lender.ntb0: requester-ID table is full");
 }
 
+/* An answer with two descriptors (the fd numbers 7 and 9: the memory transport only records). */
+static void m_fds(void *ctx, struct ntbf__rpc_call *call, struct json_object *params)
+{
+        (void)params;
+        ((struct fx *)ctx)->calls++;
+        static const char *const names[] = {"container", "device"};
+        static const int fds[] = {7, 9};
+        struct json_object *o = json_object_new_object();
+        json_object_object_add(o, "x", json_object_new_int(1));
+        ntbf__rpc_result_fds(call, o, fds, names, 2);
+}
+
 static const struct ntbf__rpc_method methods[] = {
     {"t.echo",
      m_echo,
@@ -55,6 +67,7 @@ static const struct ntbf__rpc_method methods[] = {
       {"e", NTBF_P_ENUM, false, 0, 0, colours}}},
     {"t.later", m_later, {{NULL}}},
     {"t.fail", m_fail, {{NULL}}},
+    {"t.fds", m_fds, {{NULL}}},
 };
 
 static void gone(void *ctx, struct ntbf__rpc_conn *c)
@@ -405,6 +418,43 @@ static void test_detach(void **state)
         f->c = ntbf__rpc_conn_new(&f->srv, &ntbf__tran_mem_ops, &f->mem);
 }
 
+/* docs/rpc.md, "File descriptors": the answer names them, the transport carries them. */
+static void test_fds(void **state)
+{
+        struct fx *f = *state;
+        in(f, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"t.fds\"}\n");
+        struct json_object *o = answer(f), *r, *names;
+        assert_true(json_object_object_get_ex(o, "result", &r));
+        assert_true(json_object_object_get_ex(r, "fds", &names));
+        assert_int_equal(json_object_array_length(names), 2);
+        assert_string_equal(json_object_get_string(json_object_array_get_idx(names, 0)),
+                            "container");
+        assert_string_equal(json_object_get_string(json_object_array_get_idx(names, 1)), "device");
+        json_object_put(o);
+        assert_int_equal(f->mem.nfds, 2);
+        assert_int_equal(f->mem.fds[0], 7);
+        assert_int_equal(f->mem.fds[1], 9);
+}
+
+/* A transport that cannot carry descriptors answers an error instead, and nothing leaks. */
+static void test_fds_unsupported(void **state)
+{
+        struct fx *f = *state;
+        static struct ntbf__tran_ops plain;
+        plain = ntbf__tran_mem_ops;
+        plain.send_fds = NULL;
+        f->c->ops = &plain;
+        in(f, "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"t.fds\"}\n");
+        struct json_object *o = answer(f), *e, *m;
+        assert_int_equal(error_code(o), NTBF_RPC_FAILED);
+        assert_true(json_object_object_get_ex(o, "error", &e));
+        assert_true(json_object_object_get_ex(e, "message", &m));
+        assert_non_null(strstr(json_object_get_string(m), "cannot pass file descriptors"));
+        json_object_put(o);
+        assert_int_equal(f->mem.nfds, 0);
+        f->c->ops = &ntbf__tran_mem_ops;
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -417,6 +467,8 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_order_and_back_pressure, setup, teardown),
             cmocka_unit_test_setup_teardown(test_send_failure, setup, teardown),
             cmocka_unit_test_setup_teardown(test_detach, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_fds, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_fds_unsupported, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <cmocka.h>
 
 #include "ntbfab/error.h"
@@ -292,6 +293,46 @@ static void test_dmamem(void **state)
         assert_int_equal(mem_frees, mem_calls);
 }
 
+/*
+ * Off the simulated fabric DMA memory is memfd memory (devices behind VFIO): shareable with
+ * another process through its fd, and its "bus address" is its address in this process.
+ */
+static void test_dmamem_memfd(void **state)
+{
+        (void)state;
+        struct ntbf__dmamem m;
+        ntbf__dmamem_init(&m, NULL, NULL);
+        m.memfd = true;
+        void *small, *big, *aligned;
+        assert_int_equal(ntbf__dmamem_alloc(&m, 100, 0, &small), 0);
+        assert_int_equal(ntbf__dmamem_alloc(&m, 3 << 20, 0, &big), 0);
+        assert_int_equal(ntbf__dmamem_alloc(&m, 4096, 2 << 20, &aligned), 0);
+        assert_int_equal((uintptr_t)aligned % (2 << 20), 0);
+        uint64_t bus;
+        assert_int_equal(ntbf__dmamem_bus(&m, (char *)big + 4096, 8, &bus), 0);
+        assert_int_equal(bus, (uint64_t)(uintptr_t)big + 4096);
+        /* The same bytes through the fd, as another process would map them. */
+        int fd;
+        uint64_t off;
+        memset(big, 0x3c, 3 << 20);
+        assert_int_equal(ntbf__dmamem_fd(&m, (char *)big + 8192, &fd, &off), 0);
+        assert_int_equal(off, 8192);
+        uint8_t *view = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        assert_ptr_not_equal(view, MAP_FAILED);
+        assert_int_equal(view[100], 0x3c);
+        view[0] = 0x77;
+        assert_int_equal(((uint8_t *)big)[0], 0x77);
+        munmap(view, 4096);
+        assert_int_equal(ntbf__dmamem_fd(&m, small, &fd, &off), 0);
+        assert_true(fd >= 0);
+        int x;
+        assert_int_equal(ntbf__dmamem_fd(&m, &x, &fd, &off), -EFAULT);
+        assert_int_equal(ntbf__dmamem_free(&m, big), 0);
+        assert_int_equal(ntbf__dmamem_free(&m, small), 0);
+        assert_int_equal(ntbf__dmamem_free(&m, aligned), 0);
+        ntbf__dmamem_fini(&m);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -300,6 +341,7 @@ int main(void)
             cmocka_unit_test(test_iova_random),
             cmocka_unit_test(test_maptab),
             cmocka_unit_test(test_dmamem),
+            cmocka_unit_test(test_dmamem_memfd),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

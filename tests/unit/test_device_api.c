@@ -609,6 +609,46 @@ static void test_local_device(void **state)
 }
 
 /*
+ * ntbf_dev_map_window: a local device without an IOMMU of its own reaches a window at its
+ * host-physical address; other adapters, ranges and borrowed devices are refused.
+ */
+static void test_map_window(void **state)
+{
+        (void)state;
+        static struct rig g;
+        rig_up(&g, "lender");
+        struct ntbf_dev *acc = open_ok(&g, g.acc->fdid);
+        uint32_t mine = g.f.t->nodes[LENDER].adapters[0],
+                 other = g.f.t->nodes[BORROWER].adapters[0];
+        const struct ntbf_adapter *a = &g.f.t->adapters[mine];
+        uint64_t io, io2;
+        assert_int_equal(ntbf_dev_map_window(acc, mine, 3 * 4096 + 8, 4096, &io), 0);
+        assert_int_equal(io, a->window_base + 3 * 4096 + 8);
+        const struct ntbf_region *reg = ntbf_addrmap_lookup(g.f.t, LENDER, io);
+        assert_non_null(reg);
+        assert_int_equal(reg->kind, NTBF_REGION_WINDOW);
+        assert_int_equal(ntbf_dev_map_window(acc, mine, 0, a->p.window, &io2), 0);
+        assert_int_equal(ntbf_dev_map_window(acc, other, 0, 4096, &io), -EINVAL);
+        assert_non_null(strstr(ntbf_ctx_error(g.ctx), "not one of node lender's"));
+        assert_int_equal(ntbf_dev_map_window(acc, mine, a->p.window - 4096, 8192, &io), -EINVAL);
+        assert_non_null(strstr(ntbf_ctx_error(g.ctx), "outside the"));
+        assert_int_equal(ntbf_dev_unmap_window(acc, io2 + 4096), -EINVAL);
+        assert_int_equal(ntbf_dev_unmap_window(acc, io2), 0);
+        assert_int_equal(ntbf_dev_unmap_window(acc, io2), -EINVAL);
+        ntbf_dev_close(acc); /* undoes the window mapping left */
+        rig_down(&g);
+
+        /* A borrowed device maps remote memory through the daemon (map_peer), not here. */
+        rig_up(&g, "borrower");
+        acc = open_ok(&g, g.acc->fdid);
+        mine = g.f.t->nodes[BORROWER].adapters[0];
+        assert_int_equal(ntbf_dev_map_window(acc, mine, 0, 4096, &io), NTBF_EUNSUPPORTED);
+        assert_non_null(strstr(ntbf_ctx_error(g.ctx), "borrowed"));
+        ntbf_dev_close(acc);
+        rig_down(&g);
+}
+
+/*
  * A local device in its own IOMMU domain (lender-side isolation, article 4.3): addresses stay
  * host-physical, but only what is mapped is reachable. Skipped where the backend has no
  * isolation domains.
@@ -980,6 +1020,7 @@ int main(void)
             cmocka_unit_test_teardown(test_window_without_iommu, teardown),
             cmocka_unit_test_teardown(test_local_device, teardown),
             cmocka_unit_test_teardown(test_local_isolated, teardown),
+            cmocka_unit_test_teardown(test_map_window, teardown),
             cmocka_unit_test_teardown(test_map_peer, teardown),
             cmocka_unit_test_teardown(test_lost_event, teardown),
             cmocka_unit_test_teardown(test_no_events, teardown),

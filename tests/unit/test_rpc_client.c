@@ -1,6 +1,8 @@
 /* tests/unit/test_rpc_client.c: the JSON-RPC client against a scripted daemon in a thread. */
 #include <json-c/json.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,7 +18,37 @@
 #include "ntbfab/error.h"
 #include "ntbfab/rpc.h"
 
-/* The fake daemon answers each request line with the next scripted reply ("%ID%" is the id). */
+/*
+ * The fake daemon answers each request line with the next scripted reply ("%ID%" is the id).
+ * A reply starting with "FDS " goes out with two descriptors attached (SCM_RIGHTS): the
+ * read and write ends of a fresh pipe; "LATEFDS " is such a reply sent after the client
+ * gave up on it; "NOFDS " announces descriptors it does not send.
+ */
+
+static int pipe_msgs[2][2]; /* the pipes sent, kept so the test can check what arrived */
+static int npipes;
+
+static void send_fds(int fd, const char *text)
+{
+        int p[2];
+        assert_int_equal(pipe(p), 0);
+        char cb[CMSG_SPACE(2 * sizeof(int))] = {0};
+        struct iovec iov = {(void *)text, strlen(text)};
+        struct msghdr mh = {
+            .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cb, .msg_controllen = sizeof(cb)};
+        struct cmsghdr *h = CMSG_FIRSTHDR(&mh);
+        h->cmsg_level = SOL_SOCKET;
+        h->cmsg_type = SCM_RIGHTS;
+        h->cmsg_len = CMSG_LEN(2 * sizeof(int));
+        memcpy(CMSG_DATA(h), p, sizeof(p));
+        ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
+        (void)w;
+        if (npipes < 2) {
+                pipe_msgs[npipes][0] = p[0];
+                pipe_msgs[npipes][1] = p[1];
+                npipes++;
+        }
+}
 struct script {
         const char *replies[8];
         int listen_fd;
@@ -53,6 +85,26 @@ static void *serve(void *arg)
                         goto hangup;
                 if (!strcmp(r, "SILENT")) {
                         usleep(400 * 1000);
+                        continue;
+                }
+                bool fds = !strncmp(r, "FDS ", 4), late_fds = !strncmp(r, "LATEFDS ", 8);
+                if (late_fds)
+                        usleep(300 * 1000);
+                if (fds || late_fds || !strncmp(r, "NOFDS ", 6)) {
+                        char out[512];
+                        snprintf(out, sizeof(out),
+                                 "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"fds\":[\"r\",\"w\"],"
+                                 "\"n\":%s}}\n",
+                                 idstr, strchr(r, ' ') + 1);
+                        if (fds || late_fds)
+                                send_fds(fd, out);
+                        else if (send(fd, out, strlen(out), MSG_NOSIGNAL) < 0)
+                                goto out;
+                        if (late_fds) {
+                                /* Only the client's copy of the read end is left open now. */
+                                close(pipe_msgs[npipes - 1][0]);
+                                pipe_msgs[npipes - 1][0] = -1;
+                        }
                         continue;
                 }
                 if (!strcmp(r, "LATE")) {
@@ -202,6 +254,53 @@ static void test_late_answer_skipped(void **state)
         stop(&s, th, c);
 }
 
+/* Descriptors that come with an answer reach the caller, in order, once (docs/rpc.md). */
+static void test_fds_with_answers(void **state)
+{
+        (void)state;
+        npipes = 0;
+        struct script s = {.replies = {"LATEFDS 1", "FDS 2", "FDS 3", "NOFDS 4"}};
+        pthread_t th;
+        struct ntbf_rpc *c = start(&s, &th);
+        struct json_object *res;
+        int fds[4];
+        /* A call that times out: its answer, and the descriptors with it, are dropped. */
+        assert_int_equal(ntbf_rpc_call(c, "a", NULL, &res, 100), -ETIMEDOUT);
+        assert_int_equal(ntbf_rpc_call(c, "b", NULL, &res, 2000), 0);
+        struct json_object *n;
+        assert_true(json_object_object_get_ex(res, "n", &n));
+        assert_int_equal(json_object_get_int(n), 2);
+        json_object_put(res);
+        assert_int_equal(ntbf_rpc_take_fds(c, fds, 4), 2);
+        /* They are the second pipe's ends (the late answer's pipe was the first). */
+        assert_int_equal(write(pipe_msgs[1][1], "x", 1), 1);
+        char ch = 0;
+        assert_int_equal(read(fds[0], &ch, 1), 1);
+        assert_int_equal(ch, 'x');
+        assert_int_equal(write(fds[1], "y", 1), 1);
+        assert_int_equal(read(pipe_msgs[1][0], &ch, 1), 1);
+        assert_int_equal(ch, 'y');
+        close(fds[0]);
+        close(fds[1]);
+        assert_int_equal(ntbf_rpc_take_fds(c, fds, 4), 0); /* taken once */
+        /* Descriptors nobody takes are closed by the next call. */
+        assert_int_equal(ntbf_rpc_call(c, "c", NULL, &res, 2000), 0);
+        json_object_put(res);
+        /* An answer announcing descriptors that did not come is a protocol error. */
+        assert_int_equal(ntbf_rpc_call(c, "d", NULL, &res, 2000), NTBF_EPROTO);
+        assert_non_null(strstr(ntbf_rpc_error(c), "announces 2 file descriptors but 0 arrived"));
+        stop(&s, th, c);
+        /* The first pipe's read end was closed by the client: its writer sees EPIPE. */
+        signal(SIGPIPE, SIG_IGN);
+        assert_int_equal(write(pipe_msgs[0][1], "z", 1), -1);
+        assert_int_equal(errno, EPIPE);
+        for (int i = 0; i < 2; i++) {
+                if (pipe_msgs[i][0] >= 0)
+                        close(pipe_msgs[i][0]);
+                close(pipe_msgs[i][1]);
+        }
+}
+
 static void test_connect_full_backlog(void **state)
 {
         (void)state;
@@ -239,6 +338,7 @@ int main(void)
             cmocka_unit_test(test_hangup_and_timeout),
             cmocka_unit_test(test_late_answer_skipped),
             cmocka_unit_test(test_connect_full_backlog),
+            cmocka_unit_test(test_fds_with_answers),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

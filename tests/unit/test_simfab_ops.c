@@ -32,7 +32,12 @@ static void test_ops_valid_rules(void **state)
         const struct ntbf_backend_ops *sim = ntbf_backend_find("sim");
         assert_non_null(sim);
         assert_ptr_equal(ntbf_backend_at(0), sim);
-        assert_null(ntbf_backend_at(1));
+        /* Every backend of the registry keeps the rules (the shared-memory one too). */
+        const struct ntbf_backend_ops *ivs = ntbf_backend_find("ivshmem");
+        assert_non_null(ivs);
+        assert_ptr_equal(ntbf_backend_at(1), ivs);
+        assert_true(ntbf_backend_ops_valid(ivs, NULL, 0));
+        assert_null(ntbf_backend_at(2));
         assert_null(ntbf_backend_find("nope"));
         char why[256];
         assert_true(ntbf_backend_ops_valid(sim, why, sizeof(why)));
@@ -99,6 +104,13 @@ static void test_ops_valid_rules(void **state)
         o.mem_alloc = NULL;
         expect_invalid(&o, "mem_free without mem_alloc");
         o = *sim;
+        o.map_window = NULL;
+        o.unmap_window = NULL;
+        expect_invalid(&o, "window_write without map_window");
+        o = *sim;
+        o.window_write = NULL; /* optional with the pair */
+        assert_true(ntbf_backend_ops_valid(&o, why, sizeof(why)));
+        o = *sim;
         o.msg_read = NULL;
         expect_invalid(&o, "peer_msg_write without msg_read");
         o = *sim;
@@ -141,6 +153,7 @@ static void test_ops_valid_rules(void **state)
         o.switch_rid_del = NULL;
         o.map_window = NULL;
         o.unmap_window = NULL;
+        o.window_write = NULL;
         o.mem_alloc = NULL;
         o.mem_free = NULL;
         o.peer_msg_write = NULL;

@@ -36,9 +36,9 @@ static void test_presets(void **state)
         assert_int_equal(p->rid_table, 32);
         assert_int_equal(p->rid_reserved, 2);
         assert_int_equal(p->hop_ns, 132);
-        const char *want[] = {"pxh830",     "mxh930",  "intel-gen3",
-                              "intel-gen4", "amd-ntb", "switchtec-pfx"};
-        for (size_t i = 0; i < 6; i++) {
+        const char *want[] = {"pxh830",  "mxh930",        "intel-gen3", "intel-gen4",
+                              "amd-ntb", "switchtec-pfx", "ivshmem"};
+        for (size_t i = 0; i < 7; i++) {
                 const struct ntbf_adapter_params *q = ntbf_adapter_preset(want[i]);
                 assert_non_null(q);
                 /* Every preset must itself satisfy the slot rules finalize enforces. */
@@ -49,7 +49,7 @@ static void test_presets(void **state)
         assert_null(ntbf_adapter_preset("pxh831"));
         assert_int_equal(ntbf_switch_preset("mxs824")->ports, 24);
         assert_int_equal(ntbf_switch_preset("mxs824")->hop_ns, 170);
-        assert_null(ntbf_adapter_preset_at(6));
+        assert_null(ntbf_adapter_preset_at(7));
 }
 
 static void test_b2b_address_map(void **state)

@@ -1,0 +1,1100 @@
+/* daemon/fm_sisci.c: the fabric manager's SISCI side: exports, connections, device mappings. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fm_int.h"
+#include "log.h"
+#include "ntbfab/error.h"
+#include "ntbfab/units.h"
+#include "state.h"
+
+/*
+ * The cluster-wide registry of what SISCI processes offer (docs/sisci.md): segments,
+ * interrupts and data interrupts by (owner node, number), and device segments by (device,
+ * number, memory type). Node daemons tell the manager what their processes export
+ * (sx_export), and every connection to an export is an admission like a borrow: a CONNECT
+ * whose slots the connecting node programs, recorded with the client session that made it.
+ * The registry is soft state: after a restart of the manager every node registers its
+ * exports and live sessions again, and what a node does not list is released. The
+ * allocations themselves are stored with the others, so the budgets rebuild exactly.
+ */
+
+enum { SXE_SEG = 1, SXE_INT, SXE_DINT, SXE_DEVSEG };
+
+struct sx_export {
+        struct sx_export *next;
+        uint32_t node, kind, id; /* owner node (where the memory is), kind, number */
+        uint64_t session;        /* the owner's session at its node */
+        uint64_t addr, size;     /* SEG, DEVSEG: memory; INT, DINT: the interrupt address */
+        bool available, priv, broadcast;
+        uint32_t data;                 /* INT, DINT: MSI data */
+        uint64_t mbox_addr, mbox_size; /* DINT: the mailbox */
+        uint32_t lanes;
+        uint64_t lanes_used;
+        uint32_t fdid, memtype; /* DEVSEG */
+        uint32_t creator;       /* DEVSEG: the creating session's node */
+        uint64_t creator_session;
+        uint32_t tag; /* DEVSEG: the manager's number for it (allocations' eid) */
+        bool gone;    /* being removed: its users are told "lost", not its owner */
+};
+
+struct ntbf__fm_sx {
+        struct sx_export *ex;
+        uint32_t next_tag;
+};
+
+#define SX_MEMTYPE_PRIVATE 2u
+#define SX_MEMTYPE_SHARED  4u
+
+/* Access hints (sisci_types.h SCI_MEMACCESS_*). */
+#define SX_DEVICE_READ  0x1u
+#define SX_DEVICE_WRITE 0x2u
+#define SX_HOST_READ    0x4u
+#define SX_HOST_WRITE   0x8u
+#define SX_MULTIHOST    0x10u
+#define SX_P2P          0x20u
+
+int ntbf__fm_sx_new(struct ntbf__fm *fm)
+{
+        fm->sx = calloc(1, sizeof(*fm->sx));
+        if (!fm->sx)
+                return -ENOMEM;
+        fm->sx->next_tag = 1;
+        return 0;
+}
+
+void ntbf__fm_sx_free(struct ntbf__fm *fm)
+{
+        if (!fm->sx)
+                return;
+        while (fm->sx->ex) {
+                struct sx_export *e = fm->sx->ex;
+                fm->sx->ex = e->next;
+                free(e);
+        }
+        free(fm->sx);
+        fm->sx = NULL;
+}
+
+/* ---- small helpers ------------------------------------------------------------------------- */
+
+static void fail(ntbf__done_fn cb, void *arg, int err, const char *fmt, ...) NTBF_PRINTF(4, 5);
+static void fail(ntbf__done_fn cb, void *arg, int err, const char *fmt, ...)
+{
+        char msg[1024];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        cb(arg, err, msg, NULL);
+}
+
+static void op_fail(struct ntbf__fm *fm, int err, const char *fmt, ...) NTBF_PRINTF(3, 4);
+static void op_fail(struct ntbf__fm *fm, int err, const char *fmt, ...)
+{
+        char msg[1024];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        ntbf__fm_finish(fm, err, msg, NULL);
+}
+
+static const char *nname(struct ntbf__fm *fm, uint32_t n)
+{
+        return n < fm->t->nnodes ? ntbf__fm_node_name(fm, n) : "?";
+}
+
+static uint64_t u(struct json_object *p, const char *k, uint64_t dflt)
+{
+        uint64_t v;
+        return ntbf__jget_u(p, k, &v) ? v : dflt;
+}
+
+static bool b(struct json_object *p, const char *k)
+{
+        bool v = false;
+        ntbf__jget_b(p, k, &v);
+        return v;
+}
+
+static const char *kind_word(uint32_t k)
+{
+        return k == SXE_SEG    ? "segment"
+               : k == SXE_INT  ? "interrupt"
+               : k == SXE_DINT ? "data interrupt"
+                               : "device segment";
+}
+
+static struct sx_export *find_ex(struct ntbf__fm *fm, uint32_t node, uint32_t kind, uint32_t id)
+{
+        for (struct sx_export *e = fm->sx->ex; e; e = e->next)
+                if (e->node == node && e->kind == kind && e->id == id && kind != SXE_DEVSEG)
+                        return e;
+        return NULL;
+}
+
+/* A device segment: SHARED ones by (device, number), PRIVATE ones also by their creator. */
+static struct sx_export *find_devseg(struct ntbf__fm *fm, uint32_t fdid, uint32_t id,
+                                     uint32_t memtype, uint32_t creator, uint64_t session)
+{
+        for (struct sx_export *e = fm->sx->ex; e; e = e->next)
+                if (e->kind == SXE_DEVSEG && e->fdid == fdid && e->id == id &&
+                    e->memtype == memtype &&
+                    (memtype != SX_MEMTYPE_PRIVATE ||
+                     (e->creator == creator && e->creator_session == session)))
+                        return e;
+        return NULL;
+}
+
+/* Whether an allocation's (ekind, enode, eid) names export e (device segments by tag). */
+static bool names(const struct sx_export *e, uint32_t ekind, uint32_t enode, uint32_t eid)
+{
+        if (e->kind != ekind)
+                return false;
+        return e->kind == SXE_DEVSEG ? e->tag == eid : e->node == enode && e->id == eid;
+}
+
+/* The export an allocation uses, or NULL. */
+static struct sx_export *export_of(struct ntbf__fm *fm, const struct fm_alloc *a)
+{
+        if (!a->ekind)
+                return NULL;
+        for (struct sx_export *e = fm->sx->ex; e; e = e->next)
+                if (names(e, a->ekind, a->enode, a->eid))
+                        return e;
+        return NULL;
+}
+
+static void unlink_ex(struct ntbf__fm *fm, struct sx_export *x)
+{
+        for (struct sx_export **pp = &fm->sx->ex; *pp; pp = &(*pp)->next)
+                if (*pp == x) {
+                        *pp = x->next;
+                        return;
+                }
+}
+
+/* A note for a client session of a node (its daemon forwards it to the session's events). */
+static void note(struct ntbf__fm *fm, uint32_t node, uint64_t session, const char *what,
+                 struct json_object *p)
+{
+        ntbf__jput_u(p, "session", session);
+        ntbf__jput_s(p, "what", what);
+        if (ntbf__fm_connected(fm, node))
+                fm->net.notify(fm->net.ctx, node, "sx_event", p);
+        else
+                json_object_put(p);
+}
+
+/* The number of adapter ai among its node's adapters (SISCI adapter numbers). */
+static uint32_t adapter_no(const struct ntbf_topo *t, uint32_t ai)
+{
+        if (ai >= t->nadapters)
+                return 0;
+        const struct ntbf_node *n = &t->nodes[t->adapters[ai].node];
+        for (uint32_t i = 0; i < n->nadapters; i++)
+                if (n->adapters[i] == ai)
+                        return i;
+        return 0;
+}
+
+/* ---- database ------------------------------------------------------------------------------ */
+
+static const char *const kind_names[] = {[A_SX_CONNECT] = "connect",
+                                         [A_SX_DMAP] = "sx_map",
+                                         [A_SX_JOIN] = "join",
+                                         [A_SX_REQ] = "requester"};
+
+const char *ntbf__fm_sx_kind_name(enum alloc_kind k)
+{
+        return k >= A_SX_CONNECT && k <= A_SX_REQ ? kind_names[k] : NULL;
+}
+
+bool ntbf__fm_sx_kind(const char *name, enum alloc_kind *k)
+{
+        for (int i = A_SX_CONNECT; i <= A_SX_REQ; i++)
+                if (!strcmp(name, kind_names[i])) {
+                        *k = (enum alloc_kind)i;
+                        return true;
+                }
+        return false;
+}
+
+void ntbf__fm_sx_save(const struct fm_alloc *a, struct json_object *o)
+{
+        if (a->kind < A_SX_CONNECT)
+                return;
+        ntbf__jput_u(o, "session", a->session);
+        ntbf__jput_u(o, "ekind", a->ekind);
+        ntbf__jput_u(o, "enode", a->enode);
+        ntbf__jput_u(o, "eid", a->eid);
+        ntbf__jput_u(o, "lane", a->lane);
+}
+
+void ntbf__fm_sx_load(struct fm_alloc *a, struct json_object *o)
+{
+        a->session = u(o, "session", 0);
+        a->ekind = (uint32_t)u(o, "ekind", 0);
+        a->enode = (uint32_t)u(o, "enode", NTBF_NONE);
+        a->eid = (uint32_t)u(o, "eid", 0);
+        a->lane = (uint32_t)u(o, "lane", NTBF_NONE);
+}
+
+/* ---- answers and notes --------------------------------------------------------------------- */
+
+struct json_object *ntbf__fm_sx_result(struct ntbf__fm *fm, struct fm_alloc *a)
+{
+        const struct ntbf_topo *t = fm->t;
+        const struct ntbf_plan *p = ntbf_alloc_plan(fm->s, a->sid);
+        struct json_object *o = json_object_new_object();
+        ntbf__jput_u(o, "handle", a->seq);
+        if (!p)
+                return o;
+        if (a->kind == A_SX_DMAP) {
+                ntbf__jput_u(o, "device_addr", p->dma_addr);
+                ntbf__jput_u(o, "size", p->req.target.size);
+                json_object_object_add(o, "path", ntbf__path_json(t, &p->path));
+                return o;
+        }
+        if (a->kind != A_SX_CONNECT)
+                return o;
+        bool local = p->req.target.kind == NTBF_TARGET_MEM && p->req.target.node == a->node;
+        uint32_t ad = p->path.first_adapter;
+        for (uint32_t i = 0; i < p->nres && ad == NTBF_NONE; i++)
+                if (p->res[i].kind == NTBF_RES_LUT)
+                        ad = p->res[i].obj; /* a multicast send has no path, only its slots */
+        ntbf__jput_b(o, "local", local);
+        ntbf__jput_u(o, "addr", p->dma_addr);
+        ntbf__jput_u(o, "size", p->req.target.size);
+        if (!local && ad < t->nadapters) {
+                ntbf__jput_u(o, "adapter", ad);
+                ntbf__jput_u(o, "offset", p->dma_addr - t->adapters[ad].window_base);
+        }
+        struct sx_export *e = export_of(fm, a);
+        if (e) {
+                ntbf__jput_u(o, "owner_node", e->node);
+                ntbf__jput_u(o, "owner_addr", p->req.target.addr);
+                if (e->kind == SXE_INT || e->kind == SXE_DINT)
+                        ntbf__jput_u(o, "data", e->data);
+                if (a->lane != NTBF_NONE) {
+                        ntbf__jput_u(o, "lane", a->lane);
+                        ntbf__jput_u(o, "lanes", e->lanes);
+                }
+                if (e->kind == SXE_SEG || e->kind == SXE_DEVSEG) {
+                        struct json_object *n = json_object_new_object();
+                        ntbf__jput_u(n, "id", e->kind == SXE_SEG ? e->id : e->fdid);
+                        ntbf__jput_s(n, "reason", "connect");
+                        ntbf__jput_u(n, "node_id", t->nodes[a->node].id);
+                        ntbf__jput_u(n, "adapter", adapter_no(t, p->path.last_adapter));
+                        if (e->kind == SXE_SEG)
+                                note(fm, e->node, e->session, "seg", n);
+                        else
+                                json_object_put(n);
+                }
+        }
+        json_object_object_add(o, "path", ntbf__path_json(t, &p->path));
+        return o;
+}
+
+/*
+ * Who hears of a released allocation: the owner of a segment hears that a node disconnected
+ * (unless the segment itself is going); the session that made the allocation hears that it
+ * is lost, unless it asked for the release itself (self_quit). Only programmed allocations
+ * were ever seen by anyone.
+ */
+void ntbf__fm_sx_released(struct ntbf__fm *fm, struct fm_alloc *a)
+{
+        struct sx_export *e = export_of(fm, a);
+        if (a->kind == A_SX_CONNECT && e && e->kind == SXE_DINT && a->lane < 64)
+                e->lanes_used &= ~(UINT64_C(1) << a->lane);
+        if (!a->active)
+                return;
+        if (a->kind == A_SX_CONNECT && e && !e->gone) {
+                if (e->kind == SXE_SEG) {
+                        struct json_object *n = json_object_new_object();
+                        ntbf__jput_u(n, "id", e->id);
+                        ntbf__jput_s(n, "reason", "disconnect");
+                        ntbf__jput_u(n, "node_id", fm->t->nodes[a->node].id);
+                        ntbf__jput_u(n, "adapter", 0);
+                        note(fm, e->node, e->session, "seg", n);
+                }
+        }
+        if (!a->self_quit && (a->kind == A_SX_CONNECT || a->kind == A_SX_DMAP)) {
+                struct json_object *n = json_object_new_object();
+                ntbf__jput_u(n, "handle", a->seq);
+                note(fm, a->node, a->session, "lost", n);
+        }
+}
+
+bool ntbf__fm_sx_uses_node(struct ntbf__fm *fm, const struct fm_alloc *a, uint32_t n)
+{
+        (void)fm;
+        return a->kind >= A_SX_CONNECT && a->ekind && a->enode == n;
+}
+
+/* ---- exports ------------------------------------------------------------------------------- */
+
+static void free_export(struct ntbf__fm *fm, struct sx_export *e)
+{
+        if (e->kind == SXE_DEVSEG && e->addr) {
+                /* The memory was allocated by the placement node's daemon for this segment. */
+                struct json_object *n = json_object_new_object();
+                ntbf__jput_u(n, "addr", e->addr);
+                ntbf__jput_u(n, "size", e->size);
+                if (ntbf__fm_connected(fm, e->node))
+                        fm->net.notify(fm->net.ctx, e->node, "sx_memfree", n);
+                else
+                        json_object_put(n);
+        }
+        free(e);
+}
+
+/* Allocations that depend on export e (connections, device mappings, its multicast join). */
+static size_t users_of(struct ntbf__fm *fm, const struct sx_export *e, struct fm_alloc ***out)
+{
+        size_t n = 0, cap = 0;
+        struct fm_alloc **v = NULL;
+        for (struct fm_alloc *a = fm->allocs; a; a = a->next) {
+                if (a->kind < A_SX_CONNECT || !names(e, a->ekind, a->enode, a->eid))
+                        continue;
+                if (n == cap) {
+                        cap = cap ? cap * 2 : 8;
+                        struct fm_alloc **w = realloc(v, cap * sizeof(*v));
+                        if (!w)
+                                break;
+                        v = w;
+                }
+                v[n++] = a;
+        }
+        *out = v;
+        return n;
+}
+
+static unsigned connections_to(struct ntbf__fm *fm, const struct sx_export *e)
+{
+        struct fm_alloc **v;
+        size_t n = users_of(fm, e, &v);
+        unsigned c = 0;
+        for (size_t i = 0; i < n; i++)
+                c += v[i]->kind == A_SX_CONNECT;
+        free(v);
+        return c;
+}
+
+/*
+ * Export e goes: whoever uses it hears "lost" now (while it can still be found), then it
+ * leaves the registry and what used it is released quietly.
+ */
+static void tell_gone(struct ntbf__fm *fm, struct sx_export *e, struct fm_alloc **v, size_t n)
+{
+        e->gone = true;
+        for (size_t i = 0; i < n; i++) {
+                if (v[i]->kind == A_SX_JOIN)
+                        v[i]->self_quit = true;
+                ntbf__fm_sx_released(fm, v[i]);
+                v[i]->self_quit = true;
+        }
+}
+
+/* Remove export e and release what uses it. Ends the running mutation. */
+static void drop_export(struct ntbf__fm *fm, struct sx_export *e)
+{
+        struct fm_alloc **v;
+        size_t n = users_of(fm, e, &v);
+        tell_gone(fm, e, v, n);
+        unlink_ex(fm, e);
+        free_export(fm, e);
+        ntbf__fm_release(fm, v, n, NULL);
+        free(v);
+}
+
+static void fill_export(struct sx_export *e, struct json_object *p)
+{
+        e->session = u(p, "session", e->session);
+        e->addr = u(p, "addr", e->addr);
+        e->size = u(p, "size", e->size);
+        e->available = b(p, "available");
+        e->priv = b(p, "private");
+        e->broadcast = b(p, "broadcast");
+        e->data = (uint32_t)u(p, "data", e->data);
+        e->mbox_addr = u(p, "mbox_addr", e->mbox_addr);
+        e->mbox_size = u(p, "mbox_size", e->mbox_size);
+        e->lanes = (uint32_t)u(p, "lanes", e->lanes);
+        if (e->lanes > 64)
+                e->lanes = 64;
+}
+
+static uint32_t kind_of(struct json_object *p)
+{
+        const char *k = "";
+        ntbf__jget_s(p, "kind", &k);
+        return !strcmp(k, "seg")    ? SXE_SEG
+               : !strcmp(k, "int")  ? SXE_INT
+               : !strcmp(k, "dint") ? SXE_DINT
+                                    : 0;
+}
+
+static struct fm_alloc *join_of(struct ntbf__fm *fm, const struct sx_export *e)
+{
+        for (struct fm_alloc *a = fm->allocs; a; a = a->next)
+                if (a->kind == A_SX_JOIN && a->ekind == e->kind && a->enode == e->node &&
+                    a->eid == e->id)
+                        return a;
+        return NULL;
+}
+
+/* sx_export: create or update an export; a broadcast segment joins its group when available. */
+static void op_export(struct ntbf__fm *fm, struct fm_op *op)
+{
+        uint32_t kind = kind_of(op->p);
+        uint64_t id;
+        if (!kind || !ntbf__jget_u(op->p, "id", &id) || id > UINT32_MAX)
+                return op_fail(fm, -EINVAL, "sx_export needs a kind and an id");
+        struct sx_export *e = find_ex(fm, op->from, kind, (uint32_t)id);
+        if (!e) {
+                e = calloc(1, sizeof(*e));
+                if (!e)
+                        return op_fail(fm, -ENOMEM, "out of memory");
+                e->node = op->from;
+                e->kind = kind;
+                e->id = (uint32_t)id;
+                e->next = fm->sx->ex;
+                fm->sx->ex = e;
+        }
+        fill_export(e, op->p);
+        if (!(e->kind == SXE_SEG && e->broadcast && e->available) || join_of(fm, e))
+                return ntbf__fm_finish(fm, 0, NULL, json_object_new_object());
+        /* A broadcast segment receives its group (the segment id) into its memory. */
+        struct ntbf_request req;
+        ntbf_request_init(&req, NTBF_REQ_MCAST_JOIN);
+        req.target = (struct ntbf_target){NTBF_TARGET_MCAST, op->from, e->addr, e->size, e->id};
+        struct ntbf_plan plan;
+        int r = ntbf_admit(fm->s, &req, &plan);
+        if (r) {
+                char why[600];
+                snprintf(why, sizeof(why), "%s", plan.why[0] ? plan.why : ntbf_strerror(r));
+                ntbf_plan_free(&plan);
+                e->available = false;
+                return op_fail(fm, r, "broadcast segment %u of '%s' cannot join its group: %s",
+                               e->id, nname(fm, op->from), why);
+        }
+        struct fm_alloc *a = calloc(1, sizeof(*a));
+        if (!a) {
+                ntbf_plan_free(&plan);
+                return op_fail(fm, -ENOMEM, "out of memory");
+        }
+        *a = (struct fm_alloc){.kind = A_SX_JOIN,
+                               .fdid = NTBF_NONE,
+                               .node = op->from,
+                               .session = e->session,
+                               .ekind = e->kind,
+                               .enode = e->node,
+                               .eid = e->id,
+                               .lane = NTBF_NONE};
+        ntbf__fm_commit(fm, a, &plan);
+        ntbf_plan_free(&plan);
+}
+
+/* sx_unexport: the owner removes an export; with connections only if forced. */
+static void op_unexport(struct ntbf__fm *fm, struct fm_op *op)
+{
+        uint32_t kind = kind_of(op->p);
+        uint64_t id;
+        if (!ntbf__jget_u(op->p, "id", &id))
+                return op_fail(fm, -EINVAL, "sx_unexport needs a kind and an id");
+        struct sx_export *e = NULL;
+        if (kind)
+                e = find_ex(fm, op->from, kind, (uint32_t)id);
+        else
+                e = find_devseg(fm, (uint32_t)u(op->p, "fdid", NTBF_NONE), (uint32_t)id,
+                                (uint32_t)u(op->p, "memtype", 0), op->from, u(op->p, "session", 0));
+        if (!e)
+                return ntbf__fm_finish(fm, 0, NULL, json_object_new_object());
+        unsigned c = connections_to(fm, e);
+        if (c && !b(op->p, "force"))
+                return op_fail(fm, NTBF_EBUSY, "%s %u of '%s' has %u connection%s",
+                               kind_word(e->kind), e->id, nname(fm, e->node), c, c == 1 ? "" : "s");
+        drop_export(fm, e);
+}
+
+/* ---- connections ----------------------------------------------------------------------------- */
+
+/* sx_connect: a client of node `from` connects to an export (or sends to a group). */
+static void op_connect(struct ntbf__fm *fm, struct fm_op *op)
+{
+        const struct ntbf_topo *t = fm->t;
+        const char *k = "";
+        ntbf__jget_s(op->p, "kind", &k);
+        uint64_t id = u(op->p, "id", UINT64_MAX), node_id = u(op->p, "node_id", UINT64_MAX);
+        uint32_t via = (uint32_t)u(op->p, "adapter", NTBF_NONE);
+        if (id > UINT32_MAX ||
+            (via != NTBF_NONE && (via >= t->nadapters || t->adapters[via].node != op->from)))
+                return op_fail(fm, -EINVAL, "sx_connect needs an id and an adapter of '%s'",
+                               nname(fm, op->from));
+        struct ntbf_request req;
+        ntbf_request_init(&req, NTBF_REQ_CONNECT);
+        req.requester = (struct ntbf_requester){op->from, NTBF_NONE, 0};
+        req.via_adapter = via;
+        struct fm_alloc proto = {.kind = A_SX_CONNECT,
+                                 .fdid = NTBF_NONE,
+                                 .node = op->from,
+                                 .session = u(op->p, "session", 0),
+                                 .lane = NTBF_NONE};
+        struct sx_export *e = NULL;
+        if (!strcmp(k, "group")) {
+                /* Multicast: the group of broadcast segment `id`, as big as its members. */
+                uint64_t gsize = 0;
+                for (struct sx_export *x = fm->sx->ex; x; x = x->next)
+                        if (x->kind == SXE_SEG && x->broadcast && x->id == id && join_of(fm, x))
+                                gsize = x->size;
+                if (!gsize)
+                        return op_fail(fm, NTBF_ENOTFOUND,
+                                       "no node has joined broadcast segment %" PRIu64
+                                       " (multicast group) yet",
+                                       id);
+                req.target =
+                    (struct ntbf_target){NTBF_TARGET_MCAST, NTBF_NONE, 0, gsize, (uint32_t)id};
+                proto.eid = (uint32_t)id;
+        } else if (!strcmp(k, "devseg")) {
+                uint32_t fdid = (uint32_t)u(op->p, "fdid", NTBF_NONE),
+                         memtype = (uint32_t)u(op->p, "memtype", 0);
+                e = find_devseg(fm, fdid, (uint32_t)id, memtype, op->from, proto.session);
+                if (!e)
+                        return op_fail(fm, NTBF_ENOTFOUND,
+                                       "device 0x%04x has no %s segment %" PRIu64 " for this "
+                                       "session",
+                                       fdid, memtype == SX_MEMTYPE_SHARED ? "shared" : "private",
+                                       id);
+                req.target = (struct ntbf_target){NTBF_TARGET_MEM, e->node, e->addr, e->size, 0};
+        } else {
+                uint32_t kind = !strcmp(k, "seg")                          ? SXE_SEG
+                                : !strcmp(k, "int")                        ? SXE_INT
+                                : !strcmp(k, "dint") || !strcmp(k, "mbox") ? SXE_DINT
+                                                                           : 0;
+                uint32_t n =
+                    node_id > UINT32_MAX ? NTBF_NONE : ntbf_topo_find_node_id(t, (uint32_t)node_id);
+                if (!kind)
+                        return op_fail(fm, -EINVAL, "sx_connect: unknown kind '%s'", k);
+                if (n == NTBF_NONE)
+                        return op_fail(fm, -ENXIO, "no node has id %" PRIu64, node_id);
+                e = find_ex(fm, n, kind, (uint32_t)id);
+                if (!e)
+                        return op_fail(fm, NTBF_ENOTFOUND, "'%s' has no %s %" PRIu64, nname(fm, n),
+                                       kind_word(kind), id);
+                if (kind == SXE_SEG && !e->available)
+                        return op_fail(fm, NTBF_EBUSY,
+                                       "segment %" PRIu64 " of '%s' is not available", id,
+                                       nname(fm, n));
+                if (kind == SXE_SEG && e->broadcast)
+                        return op_fail(
+                            fm, -EPERM,
+                            "segment %" PRIu64 " of '%s' is a broadcast segment: connect "
+                            "to it with SCI_FLAG_BROADCAST and DIS_BROADCAST_NODEID_GROUP_ALL",
+                            id, nname(fm, n));
+                if (!strcmp(k, "mbox")) {
+                        uint32_t lane = NTBF_NONE;
+                        for (uint32_t i = 0; i < e->lanes && lane == NTBF_NONE; i++)
+                                if (!(e->lanes_used >> i & 1))
+                                        lane = i;
+                        if (lane == NTBF_NONE)
+                                return op_fail(fm, NTBF_ENOSPC_BUDGET,
+                                               "data interrupt %" PRIu64 " of '%s' has all its %u "
+                                               "lanes connected",
+                                               id, nname(fm, n), e->lanes);
+                        proto.lane = lane;
+                        req.target =
+                            (struct ntbf_target){NTBF_TARGET_MEM, n, e->mbox_addr, e->mbox_size, 0};
+                } else if (kind == SXE_SEG) {
+                        req.target = (struct ntbf_target){NTBF_TARGET_MEM, n, e->addr, e->size, 0};
+                } else {
+                        /* The interrupt address: a CPU write there is the interrupt. */
+                        req.target = (struct ntbf_target){NTBF_TARGET_MEM, n, e->addr, 4, 0};
+                }
+        }
+        if (e) {
+                proto.ekind = e->kind;
+                proto.enode = e->node;
+                proto.eid = e->kind == SXE_DEVSEG ? e->tag : e->id;
+        }
+        struct ntbf_plan plan;
+        int r = ntbf_admit(fm->s, &req, &plan);
+        if (r) {
+                char why[600];
+                snprintf(why, sizeof(why), "%s", plan.why[0] ? plan.why : ntbf_strerror(r));
+                ntbf_plan_free(&plan);
+                return op_fail(fm, r, "%s", why);
+        }
+        struct fm_alloc *a = calloc(1, sizeof(*a));
+        if (!a) {
+                ntbf_plan_free(&plan);
+                return op_fail(fm, -ENOMEM, "out of memory");
+        }
+        *a = proto;
+        if (e && e->kind == SXE_DINT && a->lane < 64)
+                e->lanes_used |= UINT64_C(1) << a->lane;
+        ntbf__fm_commit(fm, a, &plan);
+        ntbf_plan_free(&plan);
+}
+
+static struct fm_alloc *find_seq(struct ntbf__fm *fm, uint64_t seq)
+{
+        for (struct fm_alloc *a = fm->allocs; a; a = a->next)
+                if (a->seq == seq)
+                        return a;
+        return NULL;
+}
+
+/* sx_release: a client gives back one of its allocations. */
+static void op_release(struct ntbf__fm *fm, struct fm_op *op)
+{
+        uint64_t seq;
+        if (!ntbf__jget_u(op->p, "handle", &seq))
+                return op_fail(fm, -EINVAL, "sx_release needs a handle");
+        struct fm_alloc *a = find_seq(fm, seq);
+        if (!a || a->kind < A_SX_CONNECT || a->node != op->from)
+                return op_fail(fm, NTBF_ENOTFOUND, "'%s' holds no SISCI allocation %" PRIu64,
+                               nname(fm, op->from), seq);
+        a->self_quit = true;
+        struct fm_alloc *v[1] = {a};
+        ntbf__fm_release(fm, v, 1, NULL);
+}
+
+static bool listed(struct json_object *list, uint64_t session)
+{
+        for (size_t i = 0; list && i < json_object_array_length(list); i++)
+                if ((uint64_t)json_object_get_int64(json_object_array_get_idx(list, i)) == session)
+                        return true;
+        return false;
+}
+
+/*
+ * sx_end: client sessions of a node are gone (keep: false, the listed ones) or every session
+ * but the listed ones is (keep: true, a node registering after its daemon or the manager
+ * restarted). Their exports go (connectors are told), their allocations are released.
+ */
+static void op_end(struct ntbf__fm *fm, struct fm_op *op)
+{
+        struct json_object *list = NULL;
+        json_object_object_get_ex(op->p, "sessions", &list);
+        bool keep = b(op->p, "keep");
+        size_t n = 0, cap = 0;
+        struct fm_alloc **v = NULL;
+        /* Exports first: what uses them is told it is lost. */
+        for (struct sx_export **pp = &fm->sx->ex; *pp;) {
+                struct sx_export *e = *pp;
+                uint32_t node = e->kind == SXE_DEVSEG ? e->creator : e->node;
+                uint64_t s = e->kind == SXE_DEVSEG ? e->creator_session : e->session;
+                if (node != op->from || listed(list, s) == keep) {
+                        pp = &e->next;
+                        continue;
+                }
+                struct fm_alloc **w;
+                size_t k = users_of(fm, e, &w);
+                tell_gone(fm, e, w, k);
+                for (size_t i = 0; i < k; i++) {
+                        if (n == cap) {
+                                cap = cap ? cap * 2 : 16;
+                                v = realloc(v, cap * sizeof(*v));
+                        }
+                        v[n++] = w[i];
+                }
+                free(w);
+                *pp = e->next;
+                free_export(fm, e);
+        }
+        for (struct fm_alloc *a = fm->allocs; a; a = a->next) {
+                if (a->kind < A_SX_CONNECT || a->node != op->from ||
+                    listed(list, a->session) == keep)
+                        continue;
+                bool have = false;
+                for (size_t i = 0; i < n; i++)
+                        have |= v[i] == a;
+                if (have)
+                        continue;
+                a->self_quit = true;
+                if (n == cap) {
+                        cap = cap ? cap * 2 : 16;
+                        v = realloc(v, cap * sizeof(*v));
+                }
+                v[n++] = a;
+        }
+        if (n)
+                LOG_I("releasing %zu SISCI allocation%s of ended sessions of '%s'", n,
+                      n == 1 ? "" : "s", nname(fm, op->from));
+        ntbf__fm_release(fm, v, n, NULL);
+        free(v);
+}
+
+void ntbf__fm_sx_expire(struct ntbf__fm *fm, uint32_t n)
+{
+        /*
+         * The node's exports go. Their users elsewhere hear "lost" now; the expiry then releases
+         * them with the node's own allocations (ntbf__fm_sx_uses_node: they name the node as
+         * the export's owner, which device segments of the node's sessions placed elsewhere are
+         * made to do here).
+         */
+        for (struct sx_export **pp = &fm->sx->ex; *pp;) {
+                struct sx_export *e = *pp;
+                if (e->node != n && !(e->kind == SXE_DEVSEG && e->creator == n)) {
+                        pp = &e->next;
+                        continue;
+                }
+                struct fm_alloc **w;
+                size_t k = users_of(fm, e, &w);
+                tell_gone(fm, e, w, k);
+                for (size_t i = 0; i < k; i++)
+                        w[i]->enode = n;
+                free(w);
+                *pp = e->next;
+                free_export(fm, e);
+        }
+}
+
+/* ---- device mappings --------------------------------------------------------------------------
+ */
+
+/* sx_dmap: a device held by the node reaches memory (a segment, or a multicast group). */
+static void op_dmap(struct ntbf__fm *fm, struct fm_op *op)
+{
+        const struct ntbf_topo *t = fm->t;
+        uint32_t fdid = (uint32_t)u(op->p, "fdid", NTBF_NONE);
+        struct fm_fn *f = ntbf__fm_fn(fm, fdid);
+        if (!f)
+                return op_fail(fm, NTBF_ENOTFOUND, "no device has fdid 0x%04x", fdid);
+        struct fm_alloc *sb = NULL;
+        uint32_t lender = ntbf__fm_fn_node(fm, f);
+        if (lender != op->from && !(sb = ntbf__fm_find_borrow(fm, fdid, op->from)))
+                return op_fail(fm, -EPERM, "0x%04x is neither a device of '%s' nor borrowed by it",
+                               fdid, nname(fm, op->from));
+        struct ntbf_request req;
+        ntbf_request_init(&req, NTBF_REQ_MAP_DEVICE);
+        req.requester = (struct ntbf_requester){lender, f->device, f->function};
+        uint64_t group = u(op->p, "group", UINT64_MAX), size = u(op->p, "size", 0),
+                 addr = u(op->p, "addr", 0), node = u(op->p, "node", NTBF_NONE);
+        if (group <= UINT32_MAX)
+                req.target =
+                    (struct ntbf_target){NTBF_TARGET_MCAST, NTBF_NONE, addr, size, (uint32_t)group};
+        else if (node < t->nnodes)
+                req.target = (struct ntbf_target){NTBF_TARGET_MEM, (uint32_t)node, addr, size, 0};
+        else
+                return op_fail(fm, -EINVAL, "sx_dmap needs a target node or group");
+        struct ntbf_plan plan;
+        int r = ntbf_admit(fm->s, &req, &plan);
+        if (r) {
+                char why[600];
+                snprintf(why, sizeof(why), "%s", plan.why[0] ? plan.why : ntbf_strerror(r));
+                ntbf_plan_free(&plan);
+                return op_fail(fm, r, "%s", why);
+        }
+        struct fm_alloc *a = calloc(1, sizeof(*a));
+        if (!a) {
+                ntbf_plan_free(&plan);
+                return op_fail(fm, -ENOMEM, "out of memory");
+        }
+        *a = (struct fm_alloc){.kind = A_SX_DMAP,
+                               .fdid = fdid,
+                               .node = op->from,
+                               .parent = sb ? sb->seq : 0,
+                               .session = u(op->p, "session", 0),
+                               .ekind = (uint32_t)u(op->p, "ekind", 0),
+                               .enode = (uint32_t)u(op->p, "enode", NTBF_NONE),
+                               .eid = (uint32_t)u(op->p, "eid", 0),
+                               .lane = (uint32_t)u(op->p, "etag", NTBF_NONE)};
+        ntbf__fm_commit(fm, a, &plan);
+        ntbf_plan_free(&plan);
+}
+
+/* ---- device segments ------------------------------------------------------------------------- */
+
+struct memop {
+        struct ntbf__fm *fm;
+        struct sx_export *e;
+};
+
+static void mem_answer(void *arg, int err, const char *msg, struct json_object *res)
+{
+        struct memop *m = arg;
+        struct ntbf__fm *fm = m->fm;
+        struct sx_export *e = m->e;
+        free(m);
+        uint64_t addr = 0;
+        if (!err && !ntbf__jget_u(res, "addr", &addr))
+                err = NTBF_EPROTO;
+        json_object_put(res);
+        if (err) {
+                uint32_t node = e->node;
+                free(e);
+                return op_fail(fm, err, "cannot allocate device segment memory on '%s': %s",
+                               nname(fm, node), msg ? msg : ntbf_strerror(err));
+        }
+        e->addr = addr;
+        e->next = fm->sx->ex;
+        fm->sx->ex = e;
+        struct json_object *o = json_object_new_object();
+        ntbf__jput_s(o, "node", nname(fm, e->node));
+        ntbf__jput_u(o, "addr", addr);
+        ntbf__fm_finish(fm, 0, NULL, o);
+}
+
+/*
+ * sx_devseg: memory for a device's queues, placed by the access hints (docs/sisci.md): what
+ * the device reads and the host only writes (a submission queue), what devices read peer to
+ * peer, and what several hosts share sit in the device's host; what the host reads (a
+ * completion queue) sits in the creator's host.
+ */
+static void op_devseg(struct ntbf__fm *fm, struct fm_op *op)
+{
+        uint32_t fdid = (uint32_t)u(op->p, "fdid", NTBF_NONE), id = (uint32_t)u(op->p, "id", 0),
+                 memtype = (uint32_t)u(op->p, "memtype", 0), hints = (uint32_t)u(op->p, "hints", 0);
+        uint64_t size = u(op->p, "size", 0), session = u(op->p, "session", 0);
+        struct fm_fn *f = ntbf__fm_fn(fm, fdid);
+        if (!f)
+                return op_fail(fm, NTBF_ENOTFOUND, "no device has fdid 0x%04x", fdid);
+        uint32_t lender = ntbf__fm_fn_node(fm, f);
+        if (lender != op->from && !ntbf__fm_find_borrow(fm, fdid, op->from))
+                return op_fail(fm, -EPERM, "0x%04x is not borrowed by '%s'", fdid,
+                               nname(fm, op->from));
+        if (find_devseg(fm, fdid, id, memtype, op->from, session))
+                return op_fail(fm, NTBF_EEXISTS, "device 0x%04x already has %s segment %u", fdid,
+                               memtype == SX_MEMTYPE_SHARED ? "shared" : "private", id);
+        const char *place = "hints";
+        ntbf__jget_s(op->p, "place", &place);
+        bool near_device = ((hints & SX_DEVICE_READ) && !(hints & SX_HOST_READ)) ||
+                           (hints & SX_P2P) || (hints & SX_MULTIHOST);
+        if (!strcmp(place, "device"))
+                near_device = true;
+        else if (!strcmp(place, "host"))
+                near_device = false;
+        struct sx_export *e = calloc(1, sizeof(*e));
+        struct memop *m = calloc(1, sizeof(*m));
+        if (!e || !m) {
+                free(e);
+                free(m);
+                return op_fail(fm, -ENOMEM, "out of memory");
+        }
+        *e = (struct sx_export){.node = near_device ? lender : op->from,
+                                .kind = SXE_DEVSEG,
+                                .id = id,
+                                .size = size,
+                                .available = true,
+                                .fdid = fdid,
+                                .memtype = memtype,
+                                .creator = op->from,
+                                .creator_session = session,
+                                .tag = fm->sx->next_tag++};
+        if (!ntbf__fm_connected(fm, e->node)) {
+                free(e);
+                free(m);
+                return op_fail(fm, NTBF_EUNREACHABLE,
+                               "'%s' must hold the segment and is unreachable",
+                               nname(fm, near_device ? lender : op->from));
+        }
+        LOG_I("device segment %u of 0x%04x (%" PRIu64 " bytes, hints 0x%x) placed on '%s'", id,
+              fdid, size, hints, nname(fm, e->node));
+        m->fm = fm;
+        m->e = e;
+        struct json_object *p = json_object_new_object();
+        ntbf__jput_u(p, "size", size);
+        fm->net.request(fm->net.ctx, e->node, "sx_mem", p, mem_answer, m);
+}
+
+/* ---- holds: SISCI borrows by the lender's own processes ------------------------------------- */
+
+int ntbf__fm_sx_hold_conflict(struct ntbf__fm *fm, const struct fm_fn *f, bool exclusive, char *why,
+                              size_t len)
+{
+        (void)fm;
+        if (f->hold == 2) {
+                snprintf(why, len, "is held exclusively by a process on its lender");
+                return NTBF_EBUSY;
+        }
+        if (f->hold && exclusive) {
+                snprintf(why, len,
+                         "is used by a process on its lender; an exclusive borrow must "
+                         "wait until it returns the device");
+                return NTBF_EBUSY;
+        }
+        return 0;
+}
+
+/* sx_hold {fdid, mode}: the lender's processes hold its device (0 none, 1 shared, 2 excl). */
+static void op_hold(struct ntbf__fm *fm, struct fm_op *op)
+{
+        uint32_t fdid = (uint32_t)u(op->p, "fdid", NTBF_NONE), mode = (uint32_t)u(op->p, "mode", 0);
+        struct fm_fn *f = ntbf__fm_fn(fm, fdid);
+        if (!f || ntbf__fm_fn_node(fm, f) != op->from || mode > 2)
+                return op_fail(fm, NTBF_ENOTFOUND, "0x%04x is not a device of '%s'", fdid,
+                               nname(fm, op->from));
+        if (mode && (!f->lent || f->lost))
+                return op_fail(fm, NTBF_ENOTFOUND, "0x%04x is not in the pool (lend it first)",
+                               fdid);
+        if (mode && !f->available && !f->hold)
+                return op_fail(fm, NTBF_EBUSY, "0x%04x is unavailable", fdid);
+        for (struct fm_alloc *a = fm->allocs; a && mode; a = a->next) {
+                if (a->kind != A_BORROW || a->fdid != fdid)
+                        continue;
+                if (a->exclusive || mode == 2)
+                        return op_fail(fm, NTBF_EBUSY, "0x%04x is borrowed %s by '%s'", fdid,
+                                       a->exclusive ? "exclusively" : "(shared)",
+                                       nname(fm, a->node));
+        }
+        f->hold = (uint8_t)mode;
+        ntbf__fm_finish(fm, 0, NULL, json_object_new_object());
+}
+
+/* sx_mode {fdid}: the node's borrow becomes shared (SCIReleaseExclusiveBorrow). */
+static void op_mode(struct ntbf__fm *fm, struct fm_op *op)
+{
+        uint32_t fdid = (uint32_t)u(op->p, "fdid", NTBF_NONE);
+        struct fm_alloc *a = ntbf__fm_find_borrow(fm, fdid, op->from);
+        if (!a)
+                return op_fail(fm, NTBF_ENOTFOUND, "0x%04x is not borrowed by '%s'", fdid,
+                               nname(fm, op->from));
+        if (a->exclusive) {
+                a->exclusive = false;
+                ntbf__fm_save_alloc(fm, a);
+                LOG_I("'%s' shares its exclusive borrow of 0x%04x", nname(fm, op->from), fdid);
+        }
+        ntbf__fm_finish(fm, 0, NULL, json_object_new_object());
+}
+
+/* ---- requester registrations ------------------------------------------------------------------
+ */
+
+/* sx_requester {session, adapter, bus, devfn}: a device of the node reaches its adapter's mappings.
+ */
+static void op_requester(struct ntbf__fm *fm, struct fm_op *op)
+{
+        const struct ntbf_topo *t = fm->t;
+        uint32_t ad = (uint32_t)u(op->p, "adapter", NTBF_NONE);
+        uint64_t bus = u(op->p, "bus", 256), devfn = u(op->p, "devfn", 256);
+        if (ad >= t->nadapters || t->adapters[ad].node != op->from || bus > 255 || devfn > 255)
+                return op_fail(fm, -EINVAL,
+                               "sx_requester needs an adapter of '%s', a bus and a devfn",
+                               nname(fm, op->from));
+        uint32_t rid = (uint32_t)(bus << 8 | devfn), dev = NTBF_NONE, fn = 0;
+        const struct ntbf_node *me = &t->nodes[op->from];
+        for (uint32_t i = 0; i < me->ndevices && dev == NTBF_NONE; i++)
+                for (uint32_t f = 0; f < ntbf_device_nfuncs(&t->devices[me->devices[i]]); f++)
+                        if (ntbf_device_rid(&t->devices[me->devices[i]], f) == rid) {
+                                dev = me->devices[i];
+                                fn = f;
+                                break;
+                        }
+        if (dev == NTBF_NONE)
+                return op_fail(fm, NTBF_ENOTFOUND,
+                               "'%s' has no device at %02x:%02x.%u in the cluster file (only "
+                               "devices the file describes are modeled)",
+                               nname(fm, op->from), (unsigned)bus, (unsigned)devfn >> 3,
+                               (unsigned)devfn & 7);
+        struct ntbf_request req;
+        ntbf_request_init(&req, NTBF_REQ_REQUESTER);
+        req.requester = (struct ntbf_requester){op->from, dev, fn};
+        req.via_adapter = ad;
+        struct ntbf_plan plan;
+        int r = ntbf_admit(fm->s, &req, &plan);
+        if (r) {
+                char why[600];
+                snprintf(why, sizeof(why), "%s", plan.why[0] ? plan.why : ntbf_strerror(r));
+                ntbf_plan_free(&plan);
+                return op_fail(fm, r, "%s", why);
+        }
+        struct fm_alloc *a = calloc(1, sizeof(*a));
+        if (!a) {
+                ntbf_plan_free(&plan);
+                return op_fail(fm, -ENOMEM, "out of memory");
+        }
+        *a = (struct fm_alloc){.kind = A_SX_REQ,
+                               .fdid = NTBF_NONE,
+                               .node = op->from,
+                               .session = u(op->p, "session", 0),
+                               .lane = NTBF_NONE};
+        ntbf__fm_commit(fm, a, &plan);
+        ntbf_plan_free(&plan);
+}
+
+/* ---- dispatch ----------------------------------------------------------------------------------
+ */
+
+static const struct {
+        const char *m;
+        void (*fn)(struct ntbf__fm *, struct fm_op *);
+} ops[] = {
+    {"sx_export", op_export},       {"sx_unexport", op_unexport}, {"sx_connect", op_connect},
+    {"sx_release", op_release},     {"sx_end", op_end},           {"sx_dmap", op_dmap},
+    {"sx_devseg", op_devseg},       {"sx_hold", op_hold},         {"sx_mode", op_mode},
+    {"sx_requester", op_requester},
+};
+
+bool ntbf__fm_sx_request(struct ntbf__fm *fm, uint32_t from, const char *m, struct json_object *p,
+                         ntbf__done_fn cb, void *arg)
+{
+        for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
+                if (!strcmp(m, ops[i].m)) {
+                        if (!p || !json_object_is_type(p, json_type_object)) {
+                                fail(cb, arg, -EINVAL, "%s needs parameters", m);
+                                return true;
+                        }
+                        ntbf__fm_enqueue(fm, from, m, p, cb, arg);
+                        return true;
+                }
+        return false;
+}
+
+bool ntbf__fm_sx_start(struct ntbf__fm *fm, struct fm_op *op)
+{
+        for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
+                if (!strcmp(op->m, ops[i].m)) {
+                        ops[i].fn(fm, op);
+                        return true;
+                }
+        return false;
+}
+
+static void ignore(void *arg, int err, const char *msg, struct json_object *res)
+{
+        (void)arg;
+        if (err)
+                LOG_W("re-registering SISCI state: %s", msg ? msg : ntbf_strerror(err));
+        json_object_put(res);
+}
+
+void ntbf__fm_sx_register(struct ntbf__fm *fm, uint32_t from, struct json_object *p)
+{
+        struct json_object *sx, *sessions = NULL, *exports = NULL;
+        if (!json_object_object_get_ex(p, "sx", &sx))
+                sx = NULL;
+        if (sx) {
+                json_object_object_get_ex(sx, "sessions", &sessions);
+                json_object_object_get_ex(sx, "exports", &exports);
+        }
+        /* Everything of sessions the node no longer has goes; then its exports are refreshed. */
+        struct json_object *q = json_object_new_object();
+        json_object_object_add(q, "sessions",
+                               sessions ? json_object_get(sessions) : json_object_new_array());
+        ntbf__jput_b(q, "keep", true);
+        ntbf__fm_enqueue(fm, from, "sx_end", q, ignore, NULL);
+        json_object_put(q);
+        for (size_t i = 0; exports && i < json_object_array_length(exports); i++)
+                ntbf__fm_enqueue(fm, from, "sx_export", json_object_array_get_idx(exports, i),
+                                 ignore, NULL);
+        /* The lender's own holds, as the node lists them. */
+        struct json_object *holds = NULL;
+        if (sx)
+                json_object_object_get_ex(sx, "holds", &holds);
+        for (uint32_t i = 0; i < fm->nfn; i++)
+                if (ntbf__fm_fn_node(fm, &fm->fn[i]) == from)
+                        fm->fn[i].hold = 0;
+        for (size_t i = 0; holds && i < json_object_array_length(holds); i++) {
+                struct json_object *h = json_object_array_get_idx(holds, i);
+                struct fm_fn *f = ntbf__fm_fn(fm, (uint32_t)u(h, "fdid", NTBF_NONE));
+                uint64_t mode = u(h, "mode", 0);
+                if (f && ntbf__fm_fn_node(fm, f) == from && mode <= 2 && mode > f->hold)
+                        f->hold = (uint8_t)mode;
+        }
+}

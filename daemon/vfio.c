@@ -1,0 +1,423 @@
+/* daemon/vfio.c: the node's real devices through vfio-pci: take, lend to clients, give back. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "log.h"
+#include "ntbfab/error.h"
+#include "vfio.h"
+#include "../frontends/lending/vfio.h"
+
+/*
+ * IOVA shares: every handle of a device gets one, disjoint from the others' (they share the
+ * device's container, hence its IOMMU domain). 1 GiB each, placed where the IOMMU accepts
+ * addresses (the MSI doorbell range of x86 is a hole) and below the device's addressing
+ * limit; at most NTBF_VFIO_SHARES handles per device at a time.
+ */
+#define NTBF_VFIO_SHARES 16
+#define NTBF_VFIO_SHARE  (UINT64_C(1) << 30)
+
+struct vdev {
+        struct vdev *next;
+        uint32_t dev, fn;
+        char bdf[16];
+        int group;
+        struct ntbf__vfio v; /* device < 0: not held */
+        struct ntbf__vfio_prev prev;
+        bool lent;
+        unsigned handles;
+        uint32_t shares; /* bit i: share i is a handle's */
+        uint64_t share_base[NTBF_VFIO_SHARES];
+        unsigned nshares;
+};
+
+struct ntbf__vfio_d {
+        struct ntbf__vfio_sys sys;
+        struct vdev *list;
+};
+
+static struct ntbf__vfio_d *state(struct ntbf__d *d)
+{
+        if (!d->vfio) {
+                d->vfio = calloc(1, sizeof(*d->vfio));
+                if (!d->vfio)
+                        return NULL;
+                const char *root = getenv("NTBFAB_VFIO_ROOT");
+                snprintf(d->vfio->sys.root, sizeof(d->vfio->sys.root), "%s", root ? root : "");
+        }
+        return d->vfio;
+}
+
+bool ntbf__vfiod_is(const struct ntbf__d *d, uint32_t dev)
+{
+        return dev < d->t->ndevices && d->t->devices[dev].vfio;
+}
+
+static struct vdev *find(struct ntbf__d *d, uint32_t dev, uint32_t fn, bool create)
+{
+        struct ntbf__vfio_d *s = state(d);
+        if (!s)
+                return NULL;
+        for (struct vdev *v = s->list; v; v = v->next)
+                if (v->dev == dev && v->fn == fn)
+                        return v;
+        if (!create)
+                return NULL;
+        struct vdev *v = calloc(1, sizeof(*v));
+        if (!v)
+                return NULL;
+        v->dev = dev;
+        v->fn = fn;
+        v->group = -1;
+        v->v.container = v->v.group = v->v.device = -1;
+        ntbf__func_bdf(d->t, dev, fn, v->bdf, sizeof(v->bdf));
+        v->next = s->list;
+        s->list = v;
+        return v;
+}
+
+/* ---- what survives a restart: the driver to give the device back to ----------------------------
+ */
+
+static void prev_key(const struct vdev *v, char *key, size_t len)
+{
+        snprintf(key, len, "vfio.prev.%s", v->bdf);
+}
+
+static void prev_save(struct ntbf__d *d, const struct vdev *v, bool force)
+{
+        char key[64];
+        prev_key(v, key, sizeof(key));
+        struct json_object *o = json_object_new_object();
+        ntbf__jput_s(o, "driver", v->prev.driver);
+        ntbf__jput_b(o, "force", force);
+        if (ntbf__store_put(d->st, NTBF_T_META, key, ntbf__json_text(o)))
+                LOG_W("cannot record the previous driver of %s: %s", v->bdf,
+                      ntbf__store_error(d->st));
+        json_object_put(o);
+}
+
+/* What the database says about an earlier take: its driver, and whether it was forced. */
+static bool prev_load(struct ntbf__d *d, struct vdev *v, bool *force)
+{
+        char key[64], *json = NULL;
+        prev_key(v, key, sizeof(key));
+        if (ntbf__store_get(d->st, NTBF_T_META, key, &json))
+                return false;
+        struct json_object *o = json_tokener_parse(json);
+        free(json);
+        const char *drv = "";
+        ntbf__jget_s(o, "driver", &drv);
+        snprintf(v->prev.driver, sizeof(v->prev.driver), "%s", drv);
+        *force = false;
+        ntbf__jget_b(o, "force", force);
+        json_object_put(o);
+        return true;
+}
+
+/* ---- taking and giving back -------------------------------------------------------------------
+ */
+
+static void plan_shares(struct ntbf__d *d, struct vdev *v)
+{
+        uint32_t bits = d->t->devices[v->dev].dma_bits;
+        uint64_t limit = bits >= 64 ? UINT64_MAX : UINT64_C(1) << bits;
+        v->nshares = 0;
+        for (uint64_t base = NTBF_VFIO_SHARE;
+             v->nshares < NTBF_VFIO_SHARES && base <= limit - NTBF_VFIO_SHARE &&
+             base < (UINT64_C(1) << 48);
+             base += NTBF_VFIO_SHARE) {
+                for (uint32_t i = 0; i < v->v.niova; i++)
+                        if (base >= v->v.iova[i].start &&
+                            base + NTBF_VFIO_SHARE - 1 <= v->v.iova[i].end) {
+                                v->share_base[v->nshares++] = base;
+                                break;
+                        }
+        }
+}
+
+/* The cluster file's ids, where it gives them, must be the device's. */
+static int check_ids(struct ntbf__d *d, struct vdev *v, char *why, size_t whylen)
+{
+        const struct ntbf_device *x = &d->t->devices[v->dev];
+        uint16_t ven, dev;
+        uint32_t cls;
+        if (ntbf__vfio_sys_ids(&state(d)->sys, v->bdf, &ven, &dev, &cls))
+                return 0; /* nothing to compare with */
+        if ((x->vendor_id && x->vendor_id != ven) || (x->device_id && x->device_id != dev) ||
+            (x->class_code && x->class_code != cls)) {
+                snprintf(why, whylen,
+                         "%s: the cluster file says %s is %04x:%04x class %06x, but the device "
+                         "at %s is %04x:%04x class %06x; fix its bdf or ids in the file",
+                         d->t->file ? d->t->file : "the cluster file", x->name, x->vendor_id,
+                         x->device_id, x->class_code, v->bdf, ven, dev, cls);
+                return NTBF_ECONFIG;
+        }
+        return 0;
+}
+
+static int take(struct ntbf__d *d, struct vdev *v, bool force, char *why, size_t whylen)
+{
+        if (v->v.device >= 0)
+                return 0;
+        struct ntbf__vfio_d *s = state(d);
+        int r = ntbf__vfio_sys_check(&s->sys, why, whylen);
+        if (!r)
+                r = ntbf__vfio_sys_group(&s->sys, v->bdf, &v->group, why, whylen);
+        if (r)
+                return r;
+        for (struct vdev *o = s->list; o; o = o->next)
+                if (o != v && o->v.device >= 0 && o->group == v->group) {
+                        snprintf(why, whylen,
+                                 "%s shares IOMMU group %d with %s, which this daemon holds: a "
+                                 "group is one IOMMU domain, given to one device at a time; "
+                                 "unlend or close %s first",
+                                 v->bdf, v->group, o->bdf, o->bdf);
+                        return NTBF_EBUSY;
+                }
+        r = check_ids(d, v, why, whylen);
+        if (r)
+                return r;
+        bool was_forced = false, recorded = prev_load(d, v, &was_forced);
+        r = ntbf__vfio_sys_bind(&s->sys, v->bdf, force || was_forced, &v->prev, why, whylen);
+        if (r)
+                return r;
+        if (v->prev.taken) {
+                prev_save(d, v, force || was_forced);
+        } else if (recorded) {
+                /* Still on vfio-pci from an earlier run of this daemon: the database knows
+                 * which driver to give it back to. */
+                prev_load(d, v, &was_forced);
+                v->prev.taken = true;
+        }
+        r = ntbf__vfio_open(s->sys.root, v->group, v->bdf, &v->v, why, whylen);
+        if (r) {
+                char ignore[256];
+                ntbf__vfio_sys_release(&s->sys, v->bdf, &v->prev, ignore, sizeof(ignore));
+                return r;
+        }
+        /* Every vector once, so that clients can each set theirs (vfio.h). */
+        if (v->v.msix_count && ntbf__vfio_irq_enable(&v->v))
+                LOG_W("cannot enable MSI-X of %s through VFIO: interrupts will not reach clients",
+                      v->bdf);
+        plan_shares(d, v);
+        LOG_I("took %s for VFIO: IOMMU group %d, %u IOVA shares of %" PRIu64
+              " MiB; it goes back to %s%s%s when released",
+              v->bdf, v->group, v->nshares, NTBF_VFIO_SHARE >> 20, v->prev.driver[0] ? "'" : "",
+              v->prev.driver[0] ? v->prev.driver : "no driver", v->prev.driver[0] ? "'" : "");
+        return 0;
+}
+
+static void give_back(struct ntbf__d *d, struct vdev *v)
+{
+        if (v->v.device < 0 || v->lent || v->handles)
+                return;
+        ntbf__vfio_close(&v->v);
+        char why[512], key[64];
+        if (ntbf__vfio_sys_release(&state(d)->sys, v->bdf, &v->prev, why, sizeof(why)))
+                LOG_E("%s", why);
+        else
+                LOG_I("gave %s back to %s", v->bdf,
+                      v->prev.driver[0] ? v->prev.driver : "no driver");
+        prev_key(v, key, sizeof(key));
+        ntbf__store_del(d->st, NTBF_T_META, key);
+        memset(&v->prev, 0, sizeof(v->prev));
+        v->shares = 0;
+}
+
+/* ---- hooks -------------------------------------------------------------------------------------
+ */
+
+void ntbf__vfiod_start(struct ntbf__d *d)
+{
+        for (struct ntbf__lend *l = d->lends; l; l = l->next) {
+                uint32_t dev, fn;
+                if (ntbf__fdid_resolve(d->t, l->fdid, &dev, &fn) || !ntbf__vfiod_is(d, dev))
+                        continue;
+                char why[1024];
+                if (ntbf__vfiod_lend(d, dev, fn, false, why, sizeof(why)))
+                        LOG_E("lent device 0x%04x cannot be taken for VFIO: %s", l->fdid, why);
+        }
+}
+
+void ntbf__vfiod_stop(struct ntbf__d *d)
+{
+        if (!d->vfio)
+                return;
+        while (d->vfio->list) {
+                struct vdev *v = d->vfio->list;
+                d->vfio->list = v->next;
+                /* A lent device stays on vfio-pci for the next start; others go back. */
+                bool lent = v->lent;
+                v->handles = 0;
+                v->lent = false;
+                if (lent)
+                        ntbf__vfio_close(&v->v);
+                else
+                        give_back(d, v);
+                free(v);
+        }
+        free(d->vfio);
+        d->vfio = NULL;
+}
+
+int ntbf__vfiod_lend(struct ntbf__d *d, uint32_t dev, uint32_t fn, bool force, char *why,
+                     size_t whylen)
+{
+        struct vdev *v = find(d, dev, fn, true);
+        if (!v)
+                return -ENOMEM;
+        int r = take(d, v, force, why, whylen);
+        if (!r)
+                v->lent = true;
+        return r;
+}
+
+void ntbf__vfiod_unlend(struct ntbf__d *d, uint32_t dev, uint32_t fn)
+{
+        struct vdev *v = find(d, dev, fn, false);
+        if (!v)
+                return;
+        v->lent = false;
+        give_back(d, v);
+}
+
+int ntbf__vfiod_open(struct ntbf__d *d, struct ntbf__handle *h, char *why, size_t whylen)
+{
+        struct vdev *v = find(d, h->device, h->function, true);
+        if (!v)
+                return -ENOMEM;
+        int r = take(d, v, false, why, whylen);
+        if (r)
+                return r;
+        h->share = -1;
+        for (unsigned i = 0; i < v->nshares && h->share < 0; i++)
+                if (!(v->shares >> i & 1))
+                        h->share = (int)i;
+        if (h->share < 0) {
+                give_back(d, v);
+                snprintf(why, whylen,
+                         "all %u IOVA shares of %s are held by open handles; close one "
+                         "(the IOMMU domain is split among at most %d handles)",
+                         v->nshares, v->bdf, NTBF_VFIO_SHARES);
+                return NTBF_EBUSY;
+        }
+        v->shares |= 1u << h->share;
+        v->handles++;
+        return 0;
+}
+
+void ntbf__vfiod_answer(struct ntbf__d *d, struct ntbf__rpc_call *call, struct ntbf__handle *h,
+                        struct json_object *answer)
+{
+        struct vdev *v = find(d, h->device, h->function, false);
+        struct json_object *info = NULL, *ibars = NULL, *bars = json_object_new_array();
+        json_object_object_get_ex(answer, "info", &info);
+        json_object_object_get_ex(info, "bars", &ibars);
+        /* What the hardware says, not the model: ids, BAR addresses and sizes, vectors. */
+        uint16_t ven, dev;
+        uint32_t cls;
+        if (!ntbf__vfio_sys_ids(&state(d)->sys, v->bdf, &ven, &dev, &cls)) {
+                ntbf__jput_u(info, "vendor_id", ven);
+                ntbf__jput_u(info, "device_id", dev);
+                ntbf__jput_u(info, "class_code", cls);
+        }
+        uint64_t addr[6] = {0}, size[6] = {0};
+        ntbf__vfio_sys_bars(&state(d)->sys, v->bdf, addr, size);
+        for (unsigned b = 0; b < 6; b++) {
+                uint64_t sz = v->v.regions[b].size;
+                struct json_object *ib = ibars ? json_object_array_get_idx(ibars, b) : NULL;
+                if (ib) {
+                        ntbf__jput_u(ib, "size", sz);
+                        ntbf__jput_u(ib, "addr", sz ? addr[b] : 0);
+                        ntbf__jput_b(ib, "prefetchable", false);
+                }
+                if (!sz)
+                        continue;
+                struct json_object *j = json_object_new_object();
+                ntbf__jput_u(j, "bar", b);
+                ntbf__jput_u(j, "size", sz);
+                ntbf__jput_u(j, "addr", addr[b]);
+                json_object_object_add(j, "adapter", NULL);
+                json_object_object_add(j, "offset", NULL);
+                json_object_array_add(bars, j);
+        }
+        json_object_object_add(answer, "bars", bars);
+        ntbf__jput_u(info, "msix_vectors", v->v.msix_count);
+        struct json_object *vf = json_object_new_object(), *iova = json_object_new_object();
+        ntbf__jput_u(iova, "base", v->share_base[h->share]);
+        ntbf__jput_u(iova, "size", NTBF_VFIO_SHARE);
+        json_object_object_add(vf, "iova", iova);
+        ntbf__jput_b(vf, "msix_enabled", v->v.msix_on);
+        ntbf__jput_u(vf, "group", (uint64_t)v->group);
+        json_object_object_add(answer, "vfio", vf);
+        static const char *const names[] = {"container", "device"};
+        int fds[2] = {v->v.container, v->v.device};
+        LOG_D("handle %" PRIu64 " of %s: IOVA share %d at 0x%" PRIx64, h->id, v->bdf, h->share,
+              v->share_base[h->share]);
+        ntbf__rpc_result_fds(call, answer, fds, names, 2);
+}
+
+void ntbf__vfiod_close(struct ntbf__d *d, struct ntbf__handle *h)
+{
+        struct vdev *v = find(d, h->device, h->function, false);
+        if (!v || h->share < 0 || !(v->shares >> h->share & 1))
+                return;
+        /* Whatever the handle's process left mapped goes, dead or alive (the kernel lets
+         * any holder of the container unmap). */
+        uint64_t gone = 0;
+        int r = ntbf__vfio_dma_unmap(&v->v, v->share_base[h->share], NTBF_VFIO_SHARE, &gone);
+        if (r)
+                LOG_E("cannot clear IOVA share %d of %s: %s", h->share, v->bdf, ntbf_strerror(r));
+        else if (gone)
+                LOG_I("cleared %" PRIu64 " KiB of DMA mappings handle %" PRIu64 " of %s (pid %d) "
+                      "left in its IOVA share",
+                      gone >> 10, h->id, v->bdf, h->conn ? (int)h->conn->pid : -1);
+        v->shares &= ~(1u << h->share);
+        h->share = -1;
+        if (--v->handles == 0) {
+                /* Nobody drives it now: no stale eventfds, and a clean device for the next. */
+                if (v->v.msix_count)
+                        ntbf__vfio_irq_enable(&v->v);
+                ntbf__vfio_reset(&v->v);
+        }
+        give_back(d, v);
+}
+
+int ntbf__vfiod_cfg(struct ntbf__d *d, uint32_t dev, uint32_t fn, bool write, uint32_t off,
+                    uint32_t size, uint32_t *val)
+{
+        struct vdev *v = find(d, dev, fn, false);
+        if (!v || v->v.device < 0)
+                return NTBF_ENOTFOUND;
+        return write ? ntbf__vfio_cfg_write(&v->v, off, size, *val)
+                     : ntbf__vfio_cfg_read(&v->v, off, size, val);
+}
+
+void ntbf__vfiod_msi_cap(struct ntbf__d *d, uint32_t dev, uint32_t fn, uint32_t *cap, bool *msi64)
+{
+        *cap = 0;
+        *msi64 = false;
+        uint32_t sts = 0, ptr = 0, id = 0, flags = 0;
+        if (ntbf__vfiod_cfg(d, dev, fn, false, 0x06, 2, &sts) || !(sts & 0x10) ||
+            ntbf__vfiod_cfg(d, dev, fn, false, 0x34, 1, &ptr))
+                return;
+        /* At most 48 capabilities fit in 256 bytes: more is a loop. */
+        for (unsigned n = 0; n < 48 && ptr >= 0x40 && ptr < 0x100; n++) {
+                ptr &= 0xfc;
+                if (ntbf__vfiod_cfg(d, dev, fn, false, ptr, 1, &id))
+                        return;
+                if (id == 0x05) {
+                        *cap = ptr;
+                        if (!ntbf__vfiod_cfg(d, dev, fn, false, ptr + 2, 2, &flags))
+                                *msi64 = flags & 0x80;
+                        return;
+                }
+                if (ntbf__vfiod_cfg(d, dev, fn, false, ptr + 1, 1, &ptr))
+                        return;
+        }
+}

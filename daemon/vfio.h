@@ -1,0 +1,58 @@
+/* daemon/vfio.h: the daemon's real devices (vfio: true): binding, holding, lending to clients. */
+#ifndef NTBF_DAEMON_VFIO_H
+#define NTBF_DAEMON_VFIO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct ntbf__d;
+struct ntbf__handle;
+struct ntbf__rpc_call;
+struct json_object;
+
+/*
+ * A device with `vfio: true` in the cluster file is a real PCIe device of its node. The
+ * daemon takes it (binds it to vfio-pci and opens its container, group and device fds)
+ * when it is lent or opened, holds it as long as it is lent or has open handles, and gives
+ * it back to its previous driver when neither is left (docs/vm.md, docs/device-api.md).
+ *
+ * Each device.open handle gets the container and device fds (SCM_RIGHTS, docs/rpc.md) and
+ * a share of the IOVA space of the device's container; when the handle closes (or its
+ * connection does: the process died), the daemon unmaps everything in that share, so a
+ * client that dies loses its DMA mappings and nothing else.
+ *
+ * Paths are under $NTBFAB_VFIO_ROOT when it is set (tests run the daemon against a fake
+ * sysfs tree; the fds themselves need the real /dev/vfio).
+ */
+
+/* Whether topology device dev is a real device (vfio: true). */
+bool ntbf__vfiod_is(const struct ntbf__d *d, uint32_t dev);
+
+/* Start: take the devices this node lends (from the cluster file or its database). */
+void ntbf__vfiod_start(struct ntbf__d *d);
+/* Stop: close every fd; devices that are not lent go back to their drivers. */
+void ntbf__vfiod_stop(struct ntbf__d *d);
+
+/* device.lend of a real device: take it (force: unbind its kernel driver first). */
+int ntbf__vfiod_lend(struct ntbf__d *d, uint32_t dev, uint32_t fn, bool force, char *why,
+                     size_t whylen);
+/* The lend failed or was undone: give the device back unless handles hold it. */
+void ntbf__vfiod_unlend(struct ntbf__d *d, uint32_t dev, uint32_t fn);
+
+/* device.open of a real device: take it if needed and give handle h an IOVA share. */
+int ntbf__vfiod_open(struct ntbf__d *d, struct ntbf__handle *h, char *why, size_t whylen);
+/* Answer device.open for h with the fds (answer is open_json's; taken). */
+void ntbf__vfiod_answer(struct ntbf__d *d, struct ntbf__rpc_call *call, struct ntbf__handle *h,
+                        struct json_object *answer);
+/* h closes (or its connection went away): unmap its share, give the device back if unused. */
+void ntbf__vfiod_close(struct ntbf__d *d, struct ntbf__handle *h);
+
+/* Config space of a held real device through the daemon's fd (NTBF_ENOTFOUND: not held). */
+int ntbf__vfiod_cfg(struct ntbf__d *d, uint32_t dev, uint32_t fn, bool write, uint32_t off,
+                    uint32_t size, uint32_t *val);
+
+/* Where the MSI capability of a held real device is (0: none) and whether it is 64-bit. */
+void ntbf__vfiod_msi_cap(struct ntbf__d *d, uint32_t dev, uint32_t fn, uint32_t *cap, bool *msi64);
+
+#endif

@@ -1,0 +1,118 @@
+#!/bin/busybox sh
+# tests/vm/init.sh: /init of the VM tier's guests (docs/vm.md): guest a drives the NVMe through
+# ntbfabd and VFIO, guest b is the other end of the ivshmem link. Results go to the console.
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+mkdir -p /run /tmp
+mount -t tmpfs tmpfs /run
+read up idle </proc/uptime
+ROLE=$(sed -n 's/.*vmtier.role=\([a-z]*\).*/\1/p' /proc/cmdline)
+# vmtier.py --only STEP (development): run that step of guest a's list only.
+ONLY=$(sed -n 's/.*vmtier.only=\([a-z]*\).*/\1/p' /proc/cmdline)
+step() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
+echo "FIGURE boot_to_init_s_$ROLE $up s"
+if [ "$ROLE" = probe ]; then
+        # vmtier.py's accelerator probe: reaching /init is all it asks.
+        echo "VMTIER PROBE OK"
+        poweroff -f
+fi
+
+result() { echo "RESULT $1 $2 $3"; }
+
+# Modules in dependency order (the harness resolved it); no modprobe or depmod needed.
+for m in $(cat /lib/modules/order); do
+        insmod /lib/modules/$m.ko || echo "vmtier: insmod $m failed"
+done
+ifconfig lo 127.0.0.1 up
+
+NV=""
+IV=""
+for d in /sys/bus/pci/devices/*; do
+        [ "$(cat $d/class)" = 0x010802 ] && NV=$(basename $d)
+        [ "$(cat $d/vendor)" = 0x1af4 ] && [ "$(cat $d/device)" = 0x1110 ] && IV=$(basename $d)
+done
+echo "vmtier: role $ROLE, NVMe ${NV:-none}, ivshmem ${IV:-none}"
+
+export NTBFAB_DIR=/run/ntbfab NTBFAB_NODE=guest$ROLE
+mkdir -p $NTBFAB_DIR
+sed "s/@NVME@/${NV:-0000:00:1f.7}/" /etc/ntbfab/cluster.yaml >$NTBFAB_DIR/cluster.yaml
+cp /etc/ntbfab/cluster.key $NTBFAB_DIR/cluster.key
+
+driver() { basename "$(readlink /sys/bus/pci/devices/$1/driver 2>/dev/null)" 2>/dev/null; }
+
+if [ "$ROLE" = a ]; then
+        ntbfabd --config $NTBFAB_DIR/cluster.yaml --node guesta --dir $NTBFAB_DIR --quiet &
+        DPID=$!
+        for i in $(seq 1 200); do [ -S $NTBFAB_DIR/run/guesta.sock ] && break; sleep 0.1; done
+        # The lender binds itself as the device's driver (seed 002), refusing to steal it.
+        before=$(driver $NV)
+        out=$(ntbfab lend guesta $NV 2>&1)
+        rc=$?
+        case "$rc:$before:$out" in
+        1:nvme:*"kernel driver 'nvme'"*--force*) result lend-refused-in-use ok "$out" ;;
+        *) result lend-refused-in-use FAIL "rc $rc, driver '$before': $out" ;;
+        esac
+        out=$(ntbfab lend --force guesta $NV 2>&1)
+        rc=$?
+        after=$(driver $NV)
+        if [ $rc = 0 ] && [ "$after" = vfio-pci ]; then
+                result lend-force ok "unbound 'nvme', bound to vfio-pci: $out"
+        else
+                result lend-force FAIL "rc $rc, driver '$after': $out"
+        fi
+        if step nvme; then
+                ntbfab-vmtest nvme $NV
+                # The IOMMU's own account of the negative test: a DMA remapping fault.
+                f=$(dmesg | grep -c 'DMAR.*fault')
+                if [ "$f" -gt 0 ]; then
+                        result iommu-fault-logged ok "$f DMAR fault line(s): $(dmesg | grep -m1 'fault addr')"
+                else
+                        result iommu-fault-logged FAIL "no DMAR fault in the kernel log"
+                fi
+        fi
+        if step share; then
+                ntbfab-vmtest share $NV | tee /tmp/share.out
+                # The daemon, not the dead process, unmapped what it left in the IOMMU.
+                pid=$(sed -n 's/.*killed client 2 (pid \([0-9]*\)).*/\1/p' /tmp/share.out)
+                c=$(grep "cleared .* KiB of DMA mappings .*(pid $pid)" $NTBFAB_DIR/log/guesta.log)
+                if [ -n "$pid" ] && [ -n "$c" ]; then
+                        result daemon-cleared-dead-client ok "${c#* * }"
+                else
+                        result daemon-cleared-dead-client FAIL "no cleared share for the killed pid '$pid'"
+                fi
+        fi
+        step window && ntbfab-vmtest window $NV
+        # A restart keeps the lend: the device stays on vfio-pci, the new daemon takes it
+        # again, and the driver to give it back to comes from the node's database.
+        kill -TERM $DPID
+        wait $DPID
+        kept=$(driver $NV)
+        ntbfabd --config $NTBFAB_DIR/cluster.yaml --node guesta --dir $NTBFAB_DIR --quiet &
+        DPID=$!
+        for i in $(seq 1 200); do [ -S $NTBFAB_DIR/run/guesta.sock ] && break; sleep 0.1; done
+        if [ "$kept" = vfio-pci ]; then
+                ntbfab-vmtest identify $NV restart-keeps-lend
+        else
+                result restart-keeps-lend FAIL "after the daemon stopped the driver is '$kept'"
+        fi
+        out=$(ntbfab unlend guesta $NV 2>&1)
+        rc=$?
+        sleep 0.2
+        after=$(driver $NV)
+        if [ $rc = 0 ] && [ "$after" = nvme ]; then
+                result unlend-restores-driver ok "$out; the driver is 'nvme' again"
+        else
+                result unlend-restores-driver FAIL "rc $rc, driver '$after': $out"
+        fi
+        kill -TERM $DPID
+        wait $DPID
+        echo "vmtier: daemon log:"
+        cat $NTBFAB_DIR/log/guesta.log
+else
+        step window && ntbfab-vmtest window-peer
+fi
+echo "VMTIER DONE $ROLE"
+poweroff -f
