@@ -661,8 +661,9 @@ static int run_identify(struct opts *o)
                 printf("  namespace 1  %" PRIu64 " blocks of %u bytes (%" PRIu64 " MiB)\n", ns.nsze,
                        1u << ns.lba_shift, (ns.nsze << ns.lba_shift) >> 20);
                 printf("  transfers    up to %" PRIu64 " KiB per command\n", ns.max_xfer >> 10);
-                printf("  queue pairs  %u for I/O, %u in use by %u client%s\n", c.cl.hdr.io_queues,
-                       c.cl.hdr.pairs, c.cl.hdr.clients, c.cl.hdr.clients == 1 ? "" : "s");
+                printf("  queue pairs  %u for I/O, %u in use; %u client%s joined (this one "
+                       "included)\n",
+                       c.cl.hdr.io_queues, pairs, clients, clients == 1 ? "" : "s");
         }
         ret = EXIT_OK;
 out:
