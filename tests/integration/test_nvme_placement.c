@@ -164,6 +164,65 @@ static void test_sq_placement(void **state)
 }
 
 /*
+ * The access hints alone (article 7.4.1): the SQ (host writes, device reads) lands next to the
+ * device, the CQ (device writes, host reads) next to the host. And data in an accelerator's
+ * memory next to the drive (article 6.4): the drive reads and writes it peer to peer.
+ */
+static void test_hints_and_device_memory(void **state)
+{
+        (void)state;
+        setenv("NTBFAB_DIR", f.dir, 1);
+        setenv("NTBFAB_NODE", "client", 1);
+        static struct ntbf_nvmx_client c;
+        struct ntbf_nvmx_client_opts o = {.fdid = NVME0,
+                                          .npaths = 1,
+                                          .sq_where = NTBF_NVMX_HINTS,
+                                          .cq_where = NTBF_NVMX_HINTS,
+                                          .data_where = NTBF_NVMX_DEVMEM,
+                                          .devmem_fdid = ACC0,
+                                          .entries = 16,
+                                          .data_bytes = 4096 * 8};
+        if (ntbf_nvmx_client_open(&c, &o))
+                fail_msg("%s", c.x.why);
+        assert_int_equal(c.q[0].sq.node_id, 4); /* the lender */
+        assert_int_equal(c.q[0].cq.node_id, 8); /* the client */
+        assert_int_equal(c.data.node_id, 4);
+        /* Where the drive's data transfers land: the accelerator's memory BAR. */
+        uint32_t ln = ntbf_topo_find_node(f.t, "lender");
+        uint32_t dev = ntbf_topo_find_device(f.t, ln, "nvme0");
+        uint32_t acc = ntbf_topo_find_device(f.t, ln, "acc0");
+        static uint8_t probe[64];
+        struct ntbf_sim_trace tr;
+        assert_int_equal(ntbf_sim_read(f.b, ln, dev,
+                                       (uint16_t)ntbf_device_rid(&f.t->devices[dev], 0),
+                                       c.data.m.io, probe, 64, &tr),
+                         0);
+        assert_int_equal(tr.dst_kind, NTBF_REGION_BAR);
+        const struct ntbf_region *r = ntbf_addrmap_lookup(f.t, ln, tr.dst_addr);
+        assert_non_null(r);
+        assert_int_equal(r->obj, acc);
+        /* Peer to peer inside the chassis: one switch each way. */
+        assert_int_equal(tr.latency_ns, 2 * 150);
+        struct ntbf_nvme_job j = {.bs = 4096,
+                                  .qd = 8,
+                                  .read_pct = 0,
+                                  .first = 16384,
+                                  .blocks = 1600,
+                                  .ios = 200,
+                                  .seed = 5,
+                                  .timeout_ns = 30000000000,
+                                  .gen = 3,
+                                  .pattern = NTBF_NVME_PAT_STREAM};
+        static struct ntbf_nvme_stats st;
+        assert_int_equal(ntbf_nvme_job_run(c.paths, 1, &c.cl.ns, c.data.m.va, &j, &st), 0);
+        j.read_pct = 100;
+        assert_int_equal(ntbf_nvme_job_run(c.paths, 1, &c.cl.ns, c.data.m.va, &j, &st), 0);
+        assert_int_equal(st.reads, 200);
+        assert_int_equal(st.mismatches, 0);
+        ntbf_nvmx_client_close(&c);
+}
+
+/*
  * A controller with two I/O queue pairs: two clients hold them, a third is refused with the
  * reason; one holder is killed, and after its lease the manager deletes its pair and lets the
  * third in.
@@ -204,6 +263,7 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_sq_placement),
+            cmocka_unit_test(test_hints_and_device_memory),
             cmocka_unit_test(test_refusal_and_lease),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
