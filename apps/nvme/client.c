@@ -49,16 +49,33 @@ static int make_qpair(struct ntbf_nvmx_client *c, const struct ntbf_nvmx_client_
         struct ntbf_nvmx *x = &c->x;
         struct ntbf_nvmx_qpair *q = &c->q[p];
         uint32_t n = o->entries ? o->entries : 64;
-        /* The backup pair lives in this host's memory, mapped through its own adapter (6.3). */
-        enum ntbf_nvmx_where sw = p ? NTBF_NVMX_HOST : o->sq_where;
-        enum ntbf_nvmx_where cw = p ? NTBF_NVMX_HOST : o->cq_where;
-        if (ntbf_nvmx_alloc(x, ntbf_nvme_sq_bytes(n), sw,
-                            SCI_MEMACCESS_HOST_WRITE | SCI_MEMACCESS_DEVICE_READ, &c->dm, &q->sq) ||
-            ntbf_nvmx_alloc(x, ntbf_nvme_cq_bytes(n), cw,
-                            SCI_MEMACCESS_DEVICE_WRITE | SCI_MEMACCESS_HOST_READ, &c->dm, &q->cq) ||
-            ntbf_nvmx_alloc(x, ntbf_nvme_prp_bytes(n), NTBF_NVMX_HOST,
-                            SCI_MEMACCESS_HOST_WRITE | SCI_MEMACCESS_DEVICE_READ, NULL, &q->prp))
+        /*
+         * The backup pair (article 6.3) lives on the controller's host, every part of it: the
+         * controller reaches it without crossing a cable, and this host reaches it, and BAR0,
+         * through the second adapter. libsisci routes a device's DMA along one path whatever
+         * adapter is named, so memory here would be reached through the primary's cable.
+         */
+        enum ntbf_nvmx_where sw = p ? NTBF_NVMX_LENDER : o->sq_where;
+        enum ntbf_nvmx_where cw = p ? NTBF_NVMX_LENDER : o->cq_where;
+        enum ntbf_nvmx_where pw = p ? NTBF_NVMX_LENDER : NTBF_NVMX_HOST;
+        if (ntbf_nvmx_alloc_on(x, p, ntbf_nvme_sq_bytes(n), sw,
+                               SCI_MEMACCESS_HOST_WRITE | SCI_MEMACCESS_DEVICE_READ, &c->dm,
+                               &q->sq) ||
+            ntbf_nvmx_alloc_on(x, p, ntbf_nvme_cq_bytes(n), cw,
+                               SCI_MEMACCESS_DEVICE_WRITE | SCI_MEMACCESS_HOST_READ, &c->dm,
+                               &q->cq) ||
+            ntbf_nvmx_alloc_on(x, p, ntbf_nvme_prp_bytes(n), pw,
+                               SCI_MEMACCESS_HOST_WRITE | SCI_MEMACCESS_DEVICE_READ, NULL, &q->prp))
                 return -1;
+        struct ntbf_nvmx_mem *data = &c->data;
+        if (p) {
+                data = &c->backup;
+                if (ntbf_nvmx_alloc_on(x, p, c->data.m.size, NTBF_NVMX_LENDER,
+                                       SCI_MEMACCESS_DEVICE_WRITE | SCI_MEMACCESS_DEVICE_READ |
+                                           SCI_MEMACCESS_HOST_READ | SCI_MEMACCESS_HOST_WRITE,
+                                       NULL, data))
+                        return -1;
+        }
         char why[NTBF_NVMS_MSG];
         int r =
             ntbf_nvms_create_qp(&c->cl, n, n, q->sq.io[p], q->cq.io[p], &q->qid, why, sizeof(why));
@@ -77,7 +94,8 @@ static int make_qpair(struct ntbf_nvmx_client *c, const struct ntbf_nvmx_client_
                          ntbf_nvme_strstatus(r));
                 return -1;
         }
-        c->paths[p] = (struct ntbf_nvme_path){&q->qp, x->path[p].bar0, c->data.io[p], false, 0};
+        c->paths[p] = (struct ntbf_nvme_path){
+            &q->qp, x->path[p].bar0, data->io[p], p ? data->m.va : NULL, false, 0};
         return 0;
 }
 
@@ -163,6 +181,7 @@ void ntbf_nvmx_client_close(struct ntbf_nvmx_client *c)
                 c->beating = false;
         }
         ntbf_nvmx_free(x, &c->data);
+        ntbf_nvmx_free(x, &c->backup);
         if (c->dm.acc)
                 ntbf_nvmx_devmem_close(x, &c->dm);
         ntbf_nvmx_mbox_close(x, &c->mb);

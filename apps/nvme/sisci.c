@@ -81,6 +81,33 @@ uint32_t ntbf_nvmx_find_nvme(struct ntbf_nvmx *x)
         return fdids[0];
 }
 
+/* BAR0 for path p through the manager's export of it; 0, or -1 (none: use the BAR segment). */
+static int connect_bar_export(struct ntbf_nvmx *x, unsigned p)
+{
+        sci_error_t e;
+        sci_remote_segment_t seg;
+        SCIConnectSegment(x->sd, &seg, x->lender_id, NTBF_NVMS_BARSEGID(x->fdid),
+                          x->path[p].adapter, NULL, NULL, 0, 0, &e);
+        if (e != SCI_ERR_OK)
+                return -1;
+        size_t size = SCIGetRemoteSegmentSize(seg);
+        sci_map_t map;
+        volatile void *bar =
+            SCIMapRemoteSegment(seg, &map, 0, size, NULL, SCI_FLAG_IO_MAP_IOSPACE, &e);
+        if (e != SCI_ERR_OK) {
+                SCIDisconnectSegment(seg, 0, &e);
+                return -1;
+        }
+        x->path[p].seg = seg;
+        x->path[p].map = map;
+        x->path[p].bar0 = bar;
+        x->path[p].size = size;
+        x->path[p].phys = SCIGetMapPhysAddr(map);
+        x->path[p].exported = true;
+        x->npaths = p + 1;
+        return 0;
+}
+
 int ntbf_nvmx_borrow(struct ntbf_nvmx *x, uint32_t fdid, bool exclusive, const unsigned *adapters,
                      unsigned npaths)
 {
@@ -110,6 +137,10 @@ int ntbf_nvmx_borrow(struct ntbf_nvmx *x, uint32_t fdid, bool exclusive, const u
         for (unsigned p = 0; p < npaths; p++) {
                 x->path[p].adapter = adapters ? adapters[p] : 0;
                 sci_remote_segment_t seg;
+                /* A second path: the manager's export of BAR0, connected through this
+                 * adapter (a BAR segment would come through the borrow's one window). */
+                if (p && !connect_bar_export(x, p))
+                        continue;
                 SCIConnectDeviceSegmentPath(x->dev, &seg, 0, SCI_MEMTYPE_BAR, x->path[p].adapter,
                                             NULL, NULL, 0, &e);
                 if (e != SCI_ERR_OK)
@@ -197,8 +228,8 @@ static int map_local(struct ntbf_nvmx *x, size_t size, struct ntbf_nvmx_mem *m)
         return 0;
 }
 
-static int map_devseg(struct ntbf_nvmx *x, size_t size, unsigned hints, unsigned flags,
-                      struct ntbf_nvmx_mem *m)
+static int map_devseg(struct ntbf_nvmx *x, unsigned path, size_t size, unsigned hints,
+                      unsigned flags, struct ntbf_nvmx_mem *m)
 {
         static unsigned next_id = 1; /* device segment ids are per process (private) */
         sci_error_t e;
@@ -206,8 +237,8 @@ static int map_devseg(struct ntbf_nvmx *x, size_t size, unsigned hints, unsigned
         SCICreateDeviceSegment(x->dev, id, size, SCI_MEMTYPE_PRIVATE, hints, flags, &e);
         if (e != SCI_ERR_OK)
                 return SCIFAIL(x, "SCICreateDeviceSegment", e);
-        SCIConnectDeviceSegmentPath(x->dev, &m->rseg, id, SCI_MEMTYPE_PRIVATE, x->path[0].adapter,
-                                    NULL, NULL, 0, &e);
+        SCIConnectDeviceSegmentPath(x->dev, &m->rseg, id, SCI_MEMTYPE_PRIVATE,
+                                    x->path[path].adapter, NULL, NULL, 0, &e);
         if (e != SCI_ERR_OK) {
                 m->rseg = NULL;
                 return SCIFAIL(x, "SCIConnectDeviceSegment", e);
@@ -229,6 +260,12 @@ static int map_devseg(struct ntbf_nvmx *x, size_t size, unsigned hints, unsigned
 int ntbf_nvmx_alloc(struct ntbf_nvmx *x, size_t size, enum ntbf_nvmx_where where, unsigned hints,
                     struct ntbf_nvmx_devmem *dm, struct ntbf_nvmx_mem *out)
 {
+        return ntbf_nvmx_alloc_on(x, 0, size, where, hints, dm, out);
+}
+
+int ntbf_nvmx_alloc_on(struct ntbf_nvmx *x, unsigned p, size_t size, enum ntbf_nvmx_where where,
+                       unsigned hints, struct ntbf_nvmx_devmem *dm, struct ntbf_nvmx_mem *out)
+{
         memset(out, 0, sizeof(*out));
         out->where = where;
         size = (size + PG - 1) & ~(size_t)(PG - 1);
@@ -238,10 +275,10 @@ int ntbf_nvmx_alloc(struct ntbf_nvmx *x, size_t size, enum ntbf_nvmx_where where
                 r = map_local(x, size, out);
                 break;
         case NTBF_NVMX_HINTS:
-                r = map_devseg(x, size, hints, 0, out);
+                r = map_devseg(x, p, size, hints, 0, out);
                 break;
         case NTBF_NVMX_LENDER:
-                r = map_devseg(x, size, hints, SCI_FLAG_DEVICE_SIDE_ONLY, out);
+                r = map_devseg(x, p, size, hints, SCI_FLAG_DEVICE_SIDE_ONLY, out);
                 break;
         case NTBF_NVMX_DEVMEM:
                 if (!dm || !dm->va)
@@ -251,8 +288,8 @@ int ntbf_nvmx_alloc(struct ntbf_nvmx *x, size_t size, enum ntbf_nvmx_where where
                                     "the accelerator's memory has %zu bytes left; %zu are needed",
                                     dm->size - dm->used, size);
                 out->m.va = (void *)(dm->va + dm->used);
-                for (unsigned p = 0; p < x->npaths; p++)
-                        out->io[p] = dm->io + dm->used;
+                for (unsigned k = 0; k < x->npaths; k++)
+                        out->io[k] = dm->io + dm->used;
                 out->node_id = dm->node_id;
                 dm->used += size;
                 r = 0;
@@ -342,6 +379,52 @@ void ntbf_nvmx_devmem_close(struct ntbf_nvmx *x, struct ntbf_nvmx_devmem *dm)
         if (dm->acc)
                 SCIReturnDevice(dm->acc, 0, &e);
         memset(dm, 0, sizeof(*dm));
+}
+
+/* ---- BAR0 exported for backup paths --------------------------------------------------------- */
+
+int ntbf_nvmx_bar_export(struct ntbf_nvmx *x, struct ntbf_nvmx_barx *bx)
+{
+        memset(bx, 0, sizeof(*bx));
+        if (x->lender_id != x->node_id)
+                return fail(x, "BAR0 of %s can only be exported on its own host (node %u)", x->name,
+                            x->lender_id);
+        sci_error_t e;
+        size_t size = x->path[0].size;
+        SCICreateSegment(x->sd, &bx->lseg, NTBF_NVMS_BARSEGID(x->fdid), size, NULL, NULL,
+                         SCI_FLAG_EMPTY, &e);
+        if (e != SCI_ERR_OK) {
+                bx->lseg = NULL;
+                return SCIFAIL(x, "SCICreateSegment(BAR0 export)", e);
+        }
+        /* On its own host the BAR's mapping is the BAR: its physical address. */
+        SCIAttachPhysicalMemory(x->path[0].phys, (void *)x->path[0].bar0, 0, size, bx->lseg, 0, &e);
+        if (e != SCI_ERR_OK) {
+                ntbf_nvmx_bar_unexport(x, bx);
+                return SCIFAIL(x, "SCIAttachPhysicalMemory(BAR0)", e);
+        }
+        unsigned n = 0;
+        for (unsigned a = 0; a < 8; a++) {
+                SCIPrepareSegment(bx->lseg, a, 0, &e);
+                if (e != SCI_ERR_OK)
+                        continue;
+                SCISetSegmentAvailable(bx->lseg, a, 0, &e);
+                n += e == SCI_ERR_OK;
+        }
+        if (!n) {
+                ntbf_nvmx_bar_unexport(x, bx);
+                return fail(x, "SCIPrepareSegment(BAR0 export): no adapter of this host takes it");
+        }
+        return 0;
+}
+
+void ntbf_nvmx_bar_unexport(struct ntbf_nvmx *x, struct ntbf_nvmx_barx *bx)
+{
+        (void)x;
+        sci_error_t e;
+        if (bx->lseg)
+                SCIRemoveSegment(bx->lseg, SCI_FLAG_FORCE_REMOVE, &e);
+        bx->lseg = NULL;
 }
 
 /* ---- the mailbox ---------------------------------------------------------------------------- */

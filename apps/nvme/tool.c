@@ -425,6 +425,7 @@ static int run_manager(struct opts *o)
         struct ntbf_nvme_ctrl c = {0};
         struct ntbf_nvmx_mem admin = {0};
         struct ntbf_nvmx_mbox mb = {0};
+        struct ntbf_nvmx_barx bx = {0};
         struct ntbf_nvms_manager m = {0};
         bool m_up = false;
         if (!fdid)
@@ -449,6 +450,15 @@ static int run_manager(struct opts *o)
                 goto fail;
         if (ntbf_nvmx_mbox_create(&x, ntbf_nvms_mbox_bytes(c.io_queues), &mb))
                 goto fail;
+        /* Clients' backup paths reach the doorbells through this export (docs/nvme.md). */
+        bool exported = x.lender_id == x.node_id && !ntbf_nvmx_bar_export(&x, &bx);
+        if (!exported)
+                fprintf(stderr,
+                        "ntbfab-nvme: note: BAR0 is not exported for clients' backup "
+                        "paths: %s\n",
+                        x.lender_id == x.node_id ? x.why
+                                                 : "the manager does not run on the "
+                                                   "controller's host");
         uint64_t lease = o->lease_ns ? o->lease_ns : UINT64_C(10000000000);
         r = ntbf_nvms_manager_init(&m, &c, (void *)mb.va[0], mb.size, fdid,
                                    (uint32_t)(lease / 1000000), o->max_qp);
@@ -467,6 +477,7 @@ static int run_manager(struct opts *o)
                 jput(j, "node", ju(x.node_id));
                 jput(j, "io_queues", ju(c.io_queues));
                 jput(j, "mailbox_segment", ju(NTBF_NVMS_SEGID(fdid)));
+                jput(j, "bar0_segment", exported ? ju(NTBF_NVMS_BARSEGID(fdid)) : NULL);
                 jput(j, "model", json_object_new_string(c.id.mn));
                 jput(j, "serial", json_object_new_string(c.id.sn));
                 jput(j, "blocks", ju(c.ns.nsze));
@@ -476,9 +487,10 @@ static int run_manager(struct opts *o)
         } else {
                 printf("manager ready: %s (fdid 0x%x) reset by node %u: %s, serial %s, "
                        "firmware %s; %u I/O queue pairs for clients; %" PRIu64
-                       " blocks of %u bytes; mailbox segment 0x%x, lease %" PRIu64 " ms\n",
+                       " blocks of %u bytes; mailbox segment 0x%x, lease %" PRIu64 " ms%s\n",
                        x.name, fdid, x.node_id, c.id.mn, c.id.sn, c.id.fr, c.io_queues, c.ns.nsze,
-                       1u << c.ns.lba_shift, NTBF_NVMS_SEGID(fdid), lease / 1000000);
+                       1u << c.ns.lba_shift, NTBF_NVMS_SEGID(fdid), lease / 1000000,
+                       exported ? "; BAR0 exported for backup paths" : "");
         }
         fflush(stdout);
         signal(SIGINT, on_signal);
@@ -500,6 +512,7 @@ fail:
                 err("%s", x.why);
         if (m_up)
                 ntbf_nvms_manager_fini(&m);
+        ntbf_nvmx_bar_unexport(&x, &bx);
         ntbf_nvmx_mbox_close(&x, &mb);
         ntbf_nvmx_free(&x, &admin);
         ntbf_nvme_ctrl_close(&c);

@@ -177,6 +177,11 @@ static bool bar_dead(volatile void *bar0)
         return s == UINT32_MAX;
 }
 
+static uint8_t *buf_of(struct run *r, unsigned p)
+{
+        return r->paths[p].buf ? (uint8_t *)r->paths[p].buf : r->buf;
+}
+
 static int submit(struct run *r, unsigned k)
 {
         struct cmd *c = &r->cmds[k];
@@ -186,6 +191,11 @@ static int submit(struct run *r, unsigned k)
                 return -EIO;
         struct ntbf_nvme_path *p = &r->paths[r->cur];
         uint64_t io = p->buf_io + (uint64_t)k * r->job->bs;
+        /* Data is made where the path's controller reads it: a write resubmitted on another
+         * path with its own buffer carries the same pattern. */
+        if (c->write && r->job->pattern == NTBF_NVME_PAT_STREAM)
+                ntbf_nvme_pattern_fill(buf_of(r, r->cur) + (size_t)k * r->job->bs, c->slba, c->nlb,
+                                       r->ns->lba_shift, r->job->seed, r->job->gen);
         int cid = ntbf_nvme_qp_rw(p->qp, r->ns, c->write ? NTBF_NVME_CMD_WRITE : NTBF_NVME_CMD_READ,
                                   c->slba, c->nlb, io, 0, (void *)(uintptr_t)(k + 1));
         if (cid < 0)
@@ -200,8 +210,8 @@ static void finish(struct run *r, unsigned k, int status, uint64_t now)
         struct ntbf_nvme_stats *st = r->st;
         const struct ntbf_nvme_job *j = r->job;
         if (!status && !c->write && j->pattern == NTBF_NVME_PAT_STREAM &&
-            ntbf_nvme_pattern_check(r->buf + (size_t)k * j->bs, c->slba, c->nlb, r->ns->lba_shift,
-                                    j->seed, j->gen) >= 0) {
+            ntbf_nvme_pattern_check(buf_of(r, c->path) + (size_t)k * j->bs, c->slba, c->nlb,
+                                    r->ns->lba_shift, j->seed, j->gen) >= 0) {
                 st->mismatches++;
                 if (!st->first_error)
                         st->first_error = -EBADMSG;
@@ -301,9 +311,6 @@ int ntbf_nvme_job_run(struct ntbf_nvme_path *paths, unsigned npaths, const struc
                         c->slba = r.first + unit * r.nlb;
                         c->nlb = r.nlb;
                         c->t0 = now;
-                        if (c->write && job->pattern == NTBF_NVME_PAT_STREAM)
-                                ntbf_nvme_pattern_fill(r.buf + (size_t)k * job->bs, c->slba, c->nlb,
-                                                       ns->lba_shift, job->seed, job->gen);
                         int e = submit(&r, k);
                         if (e == -EBUSY)
                                 break;

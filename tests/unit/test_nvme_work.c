@@ -60,7 +60,7 @@ struct two {
         struct nfx x;
         struct ntbf_nvme_qp q[2];
         struct ntbf_nvme_path p[2];
-        struct ntbf_nvme_mem buf;
+        struct ntbf_nvme_mem buf, buf1;
         /* What the done callback saw. */
         unsigned ok, failed;
         uint8_t written[4096]; /* per 4 KiB unit: reported complete */
@@ -96,7 +96,11 @@ static void two_up(struct two *t)
         }
         t->buf = nfx_mem(&t->x, 8 * PG);
         for (int i = 0; i < 2; i++)
-                t->p[i] = (struct ntbf_nvme_path){&t->q[i], t->x.dev.bar[0], t->buf.io, false, 0};
+                t->p[i] = (struct ntbf_nvme_path){&t->q[i], t->x.dev.bar[0], t->buf.io, NULL, false, 0};
+        /* The backup path has a buffer of its own (memory on the device's side, docs/nvme.md). */
+        t->buf1 = nfx_mem(&t->x, 8 * PG);
+        t->p[1].buf = t->buf1.va;
+        t->p[1].buf_io = t->buf1.io;
 }
 
 static void two_down(struct two *t)

@@ -40,6 +40,7 @@ struct ntbf_nvmx {
                 volatile void *bar0;
                 size_t size;
                 uint64_t phys; /* where this host reaches BAR0 on this path */
+                bool exported; /* through the manager's export of BAR0 (a connection) */
         } path[NTBF_NVMX_PATHS];
         char why[320];
 };
@@ -99,11 +100,25 @@ uint32_t ntbf_nvmx_find_nvme(struct ntbf_nvmx *x);
  */
 int ntbf_nvmx_alloc(struct ntbf_nvmx *x, size_t size, enum ntbf_nvmx_where where, unsigned hints,
                     struct ntbf_nvmx_devmem *dm, struct ntbf_nvmx_mem *out);
+/* The same, a device segment's CPU mapping made through path p's adapter. */
+int ntbf_nvmx_alloc_on(struct ntbf_nvmx *x, unsigned p, size_t size, enum ntbf_nvmx_where where,
+                       unsigned hints, struct ntbf_nvmx_devmem *dm, struct ntbf_nvmx_mem *out);
 void ntbf_nvmx_free(struct ntbf_nvmx *x, struct ntbf_nvmx_mem *m);
 
 /* Borrow accelerator acc_fdid (shared) and map its BAR2 for the CPU and for x's controller. */
 int ntbf_nvmx_devmem_open(struct ntbf_nvmx *x, uint32_t acc_fdid, struct ntbf_nvmx_devmem *dm);
 void ntbf_nvmx_devmem_close(struct ntbf_nvmx *x, struct ntbf_nvmx_devmem *dm);
+
+/*
+ * A manager on the controller's host exports BAR0 as a segment (NTBF_NVMS_BARSEGID): a
+ * client's backup path reaches the doorbells through its second adapter by connecting to it,
+ * since libsisci maps a BAR segment through the device's one borrow window (docs/nvme.md).
+ */
+struct ntbf_nvmx_barx {
+        sci_local_segment_t lseg;
+};
+int ntbf_nvmx_bar_export(struct ntbf_nvmx *x, struct ntbf_nvmx_barx *bx);
+void ntbf_nvmx_bar_unexport(struct ntbf_nvmx *x, struct ntbf_nvmx_barx *bx);
 
 /* The mailbox: the manager's segment, or a client's mapping of it on each path. */
 struct ntbf_nvmx_mbox {
@@ -169,7 +184,8 @@ struct ntbf_nvmx_client {
         struct ntbf_nvms_client cl;
         struct ntbf_nvmx_devmem dm;
         struct ntbf_nvmx_qpair q[NTBF_NVMX_PATHS];
-        struct ntbf_nvmx_mem data;
+        struct ntbf_nvmx_mem data;   /* path 0's data buffer */
+        struct ntbf_nvmx_mem backup; /* the backup path's, on the device's side */
         struct ntbf_nvme_path paths[NTBF_NVMX_PATHS];
         unsigned npaths;
         bool joined, beating;
@@ -179,9 +195,10 @@ struct ntbf_nvmx_client {
 
 /*
  * Borrow the controller shared, join its manager, start renewing the lease (a thread), and
- * unless opts->no_queues create a queue pair per path (the SQ and CQ where opts say on the
- * first path; both in this host's memory, mapped through its adapter, on the second) and a
- * data buffer. 0, or -1 with c->x.why.
+ * unless opts->no_queues create a queue pair per path: on the first, the SQ and CQ where
+ * opts say and a data buffer; on the second (the backup), SQ, CQ, PRP lists and a data buffer
+ * of its own all on the controller's host, so none of the controller's DMA crosses a cable,
+ * and the CPU reaching them, and BAR0, through the second adapter. 0, or -1 with c->x.why.
  */
 int ntbf_nvmx_client_open(struct ntbf_nvmx_client *c, const struct ntbf_nvmx_client_opts *o);
 /* Delete the pairs through the manager, leave, free everything, return the controller. */

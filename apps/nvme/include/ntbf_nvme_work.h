@@ -36,6 +36,7 @@ struct ntbf_nvme_path {
         struct ntbf_nvme_qp *qp;
         volatile void *bar0; /* this path's mapping of BAR0: reads all ones when it is dead */
         uint64_t buf_io;     /* the data buffer as the controller reaches it on this path */
+        void *buf;           /* this path's own data buffer (qd * bs bytes), or NULL: the job's */
         bool failed;
         uint64_t ios; /* commands completed on this path */
 };
