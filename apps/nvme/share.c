@@ -164,6 +164,8 @@ static void publish_counts(struct ntbf_nvms_manager *m)
         }
         st32(m->mbox, HDR(clients), clients);
         st32(m->mbox, HDR(pairs), pairs);
+        uint32_t peak = ld32(m->mbox, HDR(peak));
+        st32(m->mbox, HDR(peak), !pairs ? 0 : pairs > peak ? pairs : peak);
 }
 
 int ntbf_nvms_manager_init(struct ntbf_nvms_manager *m, struct ntbf_nvme_ctrl *ctrl, void *mbox,
@@ -630,6 +632,11 @@ void ntbf_nvms_client_counts(const struct ntbf_nvms_client *cl, uint32_t *client
 {
         *clients = ld32(cl->mbox, HDR(clients));
         *pairs = ld32(cl->mbox, HDR(pairs));
+}
+
+uint32_t ntbf_nvms_client_peak(const struct ntbf_nvms_client *cl)
+{
+        return ld32(cl->mbox, HDR(peak));
 }
 
 bool ntbf_nvms_client_manager_ok(const struct ntbf_nvms_client *cl)

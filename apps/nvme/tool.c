@@ -41,7 +41,7 @@ static const char usage_text[] =
     "  --json               one JSON document on stdout\n"
     "  --timeout DURATION   a command not complete by then has failed (default 2s)\n"
     "  --nap DURATION       sleep when a poll finds nothing (default: spin, as the article)\n"
-    "  --together N         start I/O once N queue pairs are in use (clients start at once)\n"
+    "  --together N         start I/O once N queue pairs were in use at once (a barrier)\n"
     "\n"
     "placement (clients):\n"
     "  --sq-placement P     hints (default: near the device), host, lender, device-memory\n"
@@ -545,7 +545,7 @@ static int client_open(struct opts *o, struct ntbf_nvmx_client *c, bool queues, 
                 uint32_t clients, pairs;
                 for (;;) {
                         ntbf_nvms_client_counts(&c->cl, &clients, &pairs);
-                        if (pairs >= o->together)
+                        if (ntbf_nvms_client_peak(&c->cl) >= o->together)
                                 break;
                         if (ntbf_nvme_now_ns() - t0 > UINT64_C(120000000000)) {
                                 err("only %u of the %u queue pairs of --together came in 120 s",

@@ -222,8 +222,11 @@ static void test_refusals(void **state)
             -ENOSPC);
         assert_string_equal(why, "all 31 client slots are taken (one per I/O queue pair); retry "
                                  "when a client leaves");
+        /* The barrier of --together: the peak stays while pairs come and go. */
+        assert_int_equal(ntbf_nvms_client_peak(&cl[0]), 31);
         /* One leaves: its pair and its slot go to the waiting ones. */
         assert_int_equal(ntbf_nvms_client_detach(&cl[5]), 0);
+        assert_int_equal(ntbf_nvms_client_peak(&cl[0]), 31);
         ntbf_nvme_qp_fini(&q[5]);
         assert_int_equal(client_qp(&g, &cl[30], &extra2, 8), 6);
         join(&g, &late, 204);

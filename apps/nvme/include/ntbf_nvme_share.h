@@ -43,7 +43,7 @@
 #define NTBF_NVMS_LMSG    112u /* a lobby entry's answer text */
 
 /* The mailbox's segment id: one manager per device per node (docs/nvme.md). */
-#define NTBF_NVMS_SEGID(fdid) (0x40000000u | ((fdid)&0x0fffffffu))
+#define NTBF_NVMS_SEGID(fdid)    (0x40000000u | ((fdid)&0x0fffffffu))
 /* BAR0 exported by a manager on the controller's host, for clients' backup paths. */
 #define NTBF_NVMS_BARSEGID(fdid) (0x50000000u | ((fdid)&0x0fffffffu))
 
@@ -78,6 +78,8 @@ struct ntbf_nvms_hdr {
         char sn[24], mn[44], fr[12];
         uint32_t clients; /* slots held now */
         uint32_t pairs;   /* I/O queue pairs in use now */
+        uint32_t peak;    /* the most in use at once since none were (a barrier for clients) */
+        uint32_t pad;
 };
 
 struct ntbf_nvms_lobby {
@@ -177,6 +179,9 @@ void ntbf_nvms_client_rebase(struct ntbf_nvms_client *cl, volatile void *mbox);
 void ntbf_nvms_client_beat(struct ntbf_nvms_client *cl);
 /* Clients and I/O queue pairs the manager counts now (this client included). */
 void ntbf_nvms_client_counts(const struct ntbf_nvms_client *cl, uint32_t *clients, uint32_t *pairs);
+/* The most pairs in use at once since the last moment none were: a client waiting for N
+ * others misses nothing while it is not scheduled. */
+uint32_t ntbf_nvms_client_peak(const struct ntbf_nvms_client *cl);
 /* The manager still runs the controller this client attached to (same epoch, READY). */
 bool ntbf_nvms_client_manager_ok(const struct ntbf_nvms_client *cl);
 
