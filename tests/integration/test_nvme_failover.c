@@ -64,7 +64,7 @@ static void test_failover_mid_write(void **state)
         snprintf(log, sizeof(log), "%s/writes.log", f.dir);
         struct nproc *w = nit_start(&f, "client", "write",
                                     "write --fdid 0x%x --adapter 0,1 --lba 0 --blocks %u --bs 512 "
-                                    "--qd 4 --seed %u --nap 20us --timeout 1s --log %s",
+                                    "--qd 4 --seed %u --nap 20us --timeout 5s --log %s",
                                     FDID, COMMANDS, SEED, log);
         /* A third of the way in, the primary cable goes down. */
         for (int t = 0; lines_of(log) < COMMANDS / 3; t += 5) {
