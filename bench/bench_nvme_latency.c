@@ -1,5 +1,4 @@
-/* bench/bench_nvme_latency.c: 4 KiB random reads at QD1, local vs remote vs an NVMe-oF-like relay
- * (article 7.4.3). */
+/* bench/bench_nvme_latency.c: QD1 reads: local vs remote vs an NVMe-oF-like relay (7.4.3). */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>

@@ -1,5 +1,4 @@
-/* bench/bench_nvme_mcast.c: one Identify delivered by multicast to the 59 other nodes of cluster-60
- * (article 7.4.2). */
+/* bench/bench_nvme_mcast.c: one multicast Identify to the 59 other nodes of cluster-60. */
 #include <getopt.h>
 #include <inttypes.h>
 #include <json-c/json.h>

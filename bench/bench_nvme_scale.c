@@ -1,5 +1,4 @@
-/* bench/bench_nvme_scale.c: aggregate IOPS of 1, 2, 4, 8 and 30 clients sharing one NVMe
- * (article 7.4.2). */
+/* bench/bench_nvme_scale.c: aggregate IOPS of 1 to 30 clients sharing one NVMe (7.4.2). */
 #include <getopt.h>
 #include <inttypes.h>
 #include <json-c/json.h>

@@ -1,5 +1,4 @@
-/* apps/nvme/client.c: a client of the distributed NVMe driver over libsisci: join, queue pairs,
- * lease. */
+/* apps/nvme/client.c: a client over libsisci: borrow, join, queue pairs per path, the lease. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>

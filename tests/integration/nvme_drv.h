@@ -9,6 +9,10 @@
 #include "nvme.h"
 
 /*
+ * The project's NVMe driver is apps/nvme (docs/nvme.md); this one stays for the device model's
+ * tests, which do what a driver must not (more commands in flight than the CQ holds, to see the
+ * controller wait for room).
+ *
  * The driver knows nothing of fabrics: it is given a pointer to the controller's BAR0
  * (wherever it is mapped: through an NTB window or locally) and DMA memory: one range that
  * is contiguous both in this process and in the controller's address space (an IOMMU or the

@@ -1,5 +1,4 @@
-/* tests/integration/test_nvme_placement.c: SQ placement (article 7.4.1), refusals and leases of the
- * NVMe manager. */
+/* tests/integration/test_nvme_placement.c: SQ placement (7.4.1), refusals and leases. */
 #include <inttypes.h>
 #include <setjmp.h>
 #include <signal.h>

@@ -1,5 +1,4 @@
-/* tests/integration/test_nvme_sharing.c: one NVMe shared by 30 hosts (article 7.4.2), and multicast
- * (6.5). */
+/* tests/integration/test_nvme_sharing.c: one NVMe shared by 30 hosts, and multicast. */
 #include <fcntl.h>
 #include <inttypes.h>
 #include <setjmp.h>

@@ -1,5 +1,4 @@
-/* tests/unit/test_nvme_work.c: NVMe workloads: histograms, patterns, verification and path
- * failover. */
+/* tests/unit/test_nvme_work.c: NVMe workloads: histograms, patterns, verification, failover. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -37,6 +36,17 @@ static void test_histogram(void **state)
         for (int i = 0; i < 10; i++)
                 ntbf_nvme_hist_add(&s, 7);
         assert_int_equal(ntbf_nvme_hist_quantile(&s, 0.5), 7);
+        /* By powers of two: 100..10 ms in [2^6, 2^24); the sevens in [4, 8). */
+        uint64_t p2[64], total = 0;
+        ntbf_nvme_hist_pow2(&h, p2);
+        for (int e = 0; e < 64; e++)
+                total += p2[e];
+        assert_int_equal(total, 100000);
+        assert_int_equal(p2[6], 1);                   /* 100 */
+        assert_int_equal(p2[7], 1);                   /* 200 */
+        assert_int_equal(p2[23], 100000 - 83887 + 1); /* 8388700 .. 10000000 */
+        ntbf_nvme_hist_pow2(&s, p2);
+        assert_int_equal(p2[2], 10);
         ntbf_nvme_hist_merge(&s, &h);
         assert_int_equal(s.n, 100010);
         assert_int_equal(s.min_ns, 7);
@@ -96,7 +106,8 @@ static void two_up(struct two *t)
         }
         t->buf = nfx_mem(&t->x, 8 * PG);
         for (int i = 0; i < 2; i++)
-                t->p[i] = (struct ntbf_nvme_path){&t->q[i], t->x.dev.bar[0], t->buf.io, NULL, false, 0};
+                t->p[i] =
+                    (struct ntbf_nvme_path){&t->q[i], t->x.dev.bar[0], t->buf.io, NULL, false, 0};
         /* The backup path has a buffer of its own (memory on the device's side, docs/nvme.md). */
         t->buf1 = nfx_mem(&t->x, 8 * PG);
         t->p[1].buf = t->buf1.va;

@@ -1,5 +1,4 @@
-/* ntbf_nvme_sisci.h: the distributed NVMe driver's BAR0, DMA memory and mailbox through libsisci.
- */
+/* ntbf_nvme_sisci.h: BAR0, DMA memory, the mailbox and multicast through libsisci. */
 #ifndef NTBF_NVME_SISCI_H
 #define NTBF_NVME_SISCI_H
 

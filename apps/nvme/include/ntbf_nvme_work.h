@@ -1,5 +1,4 @@
-/* ntbf_nvme_work.h: I/O workloads over queue pairs: patterns, verification, latency histograms,
- * failover. */
+/* ntbf_nvme_work.h: I/O workloads: patterns, verification, histograms, path failover. */
 #ifndef NTBF_NVME_WORK_H
 #define NTBF_NVME_WORK_H
 
