@@ -73,14 +73,16 @@ bool ntbf_backend_ops_valid(const struct ntbf_backend_ops *ops, char *why, size_
                             "peer_xlat_set/peer_xlat_clear");
 
         const struct cb pairs[][2] = {
-            {CB(rid_add), CB(rid_del)},
-            {CB(switch_rid_add), CB(switch_rid_del)},
-            {CB(map_window), CB(unmap_window)},
-            {CB(mem_alloc), CB(mem_free)},
+            {CB(rid_add), CB(rid_del)},         {CB(switch_rid_add), CB(switch_rid_del)},
+            {CB(map_window), CB(unmap_window)}, {CB(mem_alloc), CB(mem_free)},
+            {CB(mem_map), CB(mem_unmap)},
         };
         for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++)
                 if (!all_or_none(pairs[i], 2, NULL, why, whylen))
                         return false;
+        /* Mapping memory for export by address needs memory for export. */
+        if (ops->mem_map && !ops->mem_alloc)
+                return fail(why, whylen, "mem_map without mem_alloc");
         /* A write through the window is what a CPU mapping would do: it needs the pair. */
         if (ops->window_write && !ops->map_window)
                 return fail(why, whylen, "window_write without map_window");

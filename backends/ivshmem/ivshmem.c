@@ -474,6 +474,18 @@ static int ivs_process_events(struct ntbf_adapter_h *h)
 
 /* ---- translation ---------------------------------------------------------------------------- */
 
+/*
+ * Where this side's memory for export starts in the region: after the control block, at a
+ * slot boundary. The core translates whole slots (a slot's start is the address it leads to
+ * rounded down to the slot size), so memory sharing a slot with the control block could not
+ * be reached through a window without exposing the block.
+ */
+static uint64_t export_lo(const struct ntbf_adapter_h *h, unsigned side)
+{
+        uint64_t lo = side * h->half + IVS_CTRL, s = h->slot_size;
+        return (lo + s - 1) / s * s;
+}
+
 /* The region offset a far address of side `side` stands for, if it is that side's memory. */
 static int far_offset(struct ntbf_adapter_h *h, unsigned side, uint64_t addr, uint64_t len,
                       uint64_t *off)
@@ -481,7 +493,7 @@ static int far_offset(struct ntbf_adapter_h *h, unsigned side, uint64_t addr, ui
         struct ivs_ctrl *c = ctrl(h, side);
         if (!ready(c))
                 return -ENOTCONN; /* the other kernel has not attached yet */
-        uint64_t phys = atomic_load(&c->bar_phys), lo = side * h->half + IVS_CTRL,
+        uint64_t phys = atomic_load(&c->bar_phys), lo = export_lo(h, side),
                  hi = (side + 1) * h->half;
         if (addr < phys || addr - phys < lo || addr - phys > hi || len > hi - (addr - phys))
                 return NTBF_EUNREACHABLE; /* not memory that side exports */
@@ -675,7 +687,7 @@ static int ivs_mem_alloc(struct ntbf_adapter_h *h, uint64_t size, uint64_t align
                 align = PAGE;
         size = (size + PAGE - 1) & ~(PAGE - 1);
         struct ivs_ctrl *c = mine(h);
-        uint64_t lo = h->side * h->half + IVS_CTRL, hi = (h->side + 1) * h->half;
+        uint64_t lo = export_lo(h, h->side), hi = (h->side + 1) * h->half;
         lock(c);
         /* Entries of processes that died are free again. */
         for (int i = 0; i < IVS_ALLOCS; i++)
@@ -730,6 +742,48 @@ static int ivs_mem_free(struct ntbf_adapter_h *h, struct ntbf_mem *m)
                 close(m->fd);
         m->fd = -1;
         return r;
+}
+
+/* Whether [off, off + size) of the region lies inside one live allocation of this side. */
+static bool allocated(struct ntbf_adapter_h *h, uint64_t off, uint64_t size)
+{
+        struct ivs_ctrl *c = mine(h);
+        bool in = false;
+        lock(c);
+        for (int i = 0; i < IVS_ALLOCS && !in; i++) {
+                const struct ivs_alloc *x = &c->allocs[i];
+                in = x->size && off >= x->off && size <= x->size && off - x->off <= x->size - size;
+        }
+        unlock(c);
+        return in;
+}
+
+/* Another process's allocation, by bus address: the same pages of the region, mapped here. */
+static int ivs_mem_map(struct ntbf_adapter_h *h, uint64_t bus_addr, uint64_t size, void **addr)
+{
+        if (!addr || !size)
+                return -EINVAL;
+        uint64_t phys = atomic_load(&mine(h)->bar_phys);
+        if (bus_addr < phys || bus_addr - phys > h->size || size > h->size - (bus_addr - phys) ||
+            !allocated(h, bus_addr - phys, size))
+                return -EFAULT;
+        uint64_t off = bus_addr - phys, pg = off & ~(PAGE - 1);
+        uint64_t len = ((off + size + PAGE - 1) & ~(PAGE - 1)) - pg;
+        uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, h->fd, (off_t)pg);
+        if (p == MAP_FAILED)
+                return -errno;
+        *addr = p + (off - pg);
+        return 0;
+}
+
+static int ivs_mem_unmap(struct ntbf_adapter_h *h, void *addr, uint64_t size)
+{
+        (void)h;
+        if (!addr || !size)
+                return -EINVAL;
+        uintptr_t a = (uintptr_t)addr, pg = a & ~(uintptr_t)(PAGE - 1);
+        return munmap((void *)pg, ((a + size + PAGE - 1) & ~(uintptr_t)(PAGE - 1)) - pg) ? -errno
+                                                                                         : 0;
 }
 
 /* ---- doorbells and scratchpads ------------------------------------------------------------------
@@ -852,6 +906,8 @@ const struct ntbf_backend_ops ntbf__ivshmem_ops = {
     .unmap_window = ivs_unmap_window,
     .mem_alloc = ivs_mem_alloc,
     .mem_free = ivs_mem_free,
+    .mem_map = ivs_mem_map,
+    .mem_unmap = ivs_mem_unmap,
     .db_read = ivs_db_read,
     .db_clear = ivs_db_clear,
     .db_set_mask = ivs_db_set_mask,

@@ -225,6 +225,15 @@ struct ntbf_backend_ops {
         int (*mem_alloc)(struct ntbf_adapter_h *h, uint64_t size, uint64_t align,
                          struct ntbf_mem *out);
         int (*mem_free)(struct ntbf_adapter_h *h, struct ntbf_mem *m);
+        /*
+         * Memory for export by its bus address (pair, optional; needs mem_alloc): map
+         * [bus_addr, bus_addr + size) of what any process of this host allocated with
+         * mem_alloc into this process. It is how a second process of the host reaches a
+         * segment the first exported (SISCI's connections within a host) without the first
+         * passing it a file descriptor. -EFAULT when the range is not live memory for export.
+         */
+        int (*mem_map)(struct ntbf_adapter_h *h, uint64_t bus_addr, uint64_t size, void **addr);
+        int (*mem_unmap)(struct ntbf_adapter_h *h, void *addr, uint64_t size);
 
         /* Doorbells (group: all or none). */
         int (*db_read)(struct ntbf_adapter_h *h, uint64_t *bits);

@@ -483,11 +483,32 @@ int cf_check_mem(struct cf_run *r)
                 CF_EQ(r, v, cf_pattern((uint32_t)i + 1, 0), "%s: allocation %d read through its fd",
                       n, i);
         }
+        /* Mapped by bus address (another process's view of it), when the backend can. */
+        const struct ntbf_backend_ops *o = cx->ops;
+        for (int i = 0; o->mem_map && i < N; i++) {
+                void *q = NULL;
+                CF_OK(r, o->mem_map(ad->h, m[i].bus_addr, m[i].size, &q),
+                      "%s: mem_map of allocation %d at %#llx", n, i,
+                      (unsigned long long)m[i].bus_addr);
+                uint64_t v = cf_load64(q);
+                cf_store64((uint8_t *)q + 8, UINT64_C(0x600d) + (uint64_t)i);
+                uint64_t back = cf_load64((uint8_t *)m[i].addr + 8);
+                CF_OK(r, o->mem_unmap(ad->h, q, m[i].size), "%s: mem_unmap of allocation %d", n, i);
+                CF_EQ(r, v, cf_pattern((uint32_t)i + 1, 0),
+                      "%s: allocation %d read through mem_map", n, i);
+                CF_EQ(r, back, UINT64_C(0x600d) + (uint64_t)i,
+                      "%s: a store through mem_map of allocation %d, read at its address", n, i);
+        }
         struct ntbf_mem bad;
         CF_RC(r, -EINVAL, cf_mem_try(r, ad, 4096, 3 * 4096, &bad),
               "%s: mem_alloc with an alignment that is not a power of two", n);
         CF_RC(r, -EINVAL, cf_mem_try(r, ad, 0, 0, &bad), "%s: mem_alloc of 0 bytes", n);
+        uint64_t gone = m[0].bus_addr, gone_size = m[0].size;
         for (int i = N; i-- > 0;)
                 CF_OK(r, cf_mem_free(r, ad, &m[i]), "%s: mem_free of allocation %d", n, i);
+        void *q = NULL;
+        if (o->mem_map)
+                CF_RC(r, -EFAULT, o->mem_map(ad->h, gone, gone_size, &q),
+                      "%s: mem_map of memory that was freed", n);
         return 0;
 }

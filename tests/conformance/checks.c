@@ -19,7 +19,8 @@ const struct cf_check cf_checks[] = {
      "is idle again"},
     {"mem", CF_ADAPTER, cf_check_mem,
      "mem_alloc honours size and alignment, returns zeroed, disjoint memory inside the host's "
-     "RAM that keeps its bytes; its fd maps it; bad arguments are refused"},
+     "RAM that keeps its bytes; its fd maps it, and so does mem_map by its bus address (only "
+     "while it is allocated); bad arguments are refused"},
     {"xlat.outbound", CF_PAIR, cf_check_xlat_outbound,
      "every slot of A programmed by A reaches exactly its far-side block at both ends, reads "
      "back, and once cleared reads all ones and loses writes; bad addresses and slots are "

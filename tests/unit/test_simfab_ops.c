@@ -103,6 +103,14 @@ static void test_ops_valid_rules(void **state)
         o = *sim;
         o.mem_alloc = NULL;
         expect_invalid(&o, "mem_free without mem_alloc");
+        /* Memory for export mapped by address: a pair, and nothing without mem_alloc. */
+        o = *ivs;
+        o.mem_unmap = NULL;
+        expect_invalid(&o, "mem_map without mem_unmap");
+        o = *ivs;
+        o.mem_alloc = NULL;
+        o.mem_free = NULL;
+        expect_invalid(&o, "mem_map without mem_alloc");
         o = *sim;
         o.map_window = NULL;
         o.unmap_window = NULL;
