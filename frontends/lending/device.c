@@ -370,6 +370,7 @@ static int setup_vfio(struct parse *p, struct json_object *res, struct json_obje
         }
         d->vfio->msix_on = get_bool(vf, "msix_enabled", false);
         d->mode = NTBF__DMA_VFIO;
+        d->info.vfio = true;
         d->dev_base = d->share_iova;
         d->dma_dev = d->share_iova;
         if (!d->info.msix_vectors)
@@ -857,6 +858,18 @@ int ntbf_dev_dma_map(struct ntbf_dev *dev, void *ptr, size_t size, uint64_t *ioa
                                             : "size is 0");
         struct ntbf_ctx *ctx = dev->ctx;
         uint64_t bus;
+        if (dev->mode == NTBF__DMA_VFIO) {
+                /* VFIO maps by virtual address and pins what it maps: any memory the process
+                 * has mapped will do (a segment another process made, shared with this one),
+                 * and the kernel refuses what cannot be pinned. */
+                uint64_t off = (uintptr_t)ptr % PAGE;
+                uint32_t idx;
+                int r =
+                    vfio_map(dev, (const uint8_t *)ptr - off, (off + size + PAGE - 1) / PAGE, &idx);
+                if (!r)
+                        *ioaddr = dev->share_iova + (uint64_t)idx * PAGE + off;
+                return r;
+        }
         if (ntbf__dmamem_bus(&ctx->mem, ptr, size, &bus))
                 return ntbf__fail(ctx, -EFAULT,
                                   "ntbf_dev_dma_map: [%p, +%zu) is not inside memory from "
@@ -866,14 +879,8 @@ int ntbf_dev_dma_map(struct ntbf_dev *dev, void *ptr, size_t size, uint64_t *ioa
         uint64_t pages = (off + size + PAGE - 1) / PAGE;
         int r = 0;
         switch (dev->mode) {
-        case NTBF__DMA_VFIO: {
-                /* Chunks are page aligned in the process too: the page offset is the same. */
-                uint32_t idx;
-                r = vfio_map(dev, (const uint8_t *)ptr - off, pages, &idx);
-                if (!r)
-                        *ioaddr = dev->share_iova + (uint64_t)idx * PAGE + off;
-                return r;
-        }
+        case NTBF__DMA_VFIO:
+                return -EINVAL; /* mapped above, before the DMA-memory check */
         case NTBF__DMA_IOVA: {
                 if (pages > dev->iova.npages)
                         return ntbf__fail(ctx, -EINVAL,

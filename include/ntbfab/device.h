@@ -73,6 +73,9 @@ struct ntbf_dev_info {
         uint32_t msix_vectors; /* 0: no MSI-X */
         uint32_t hops;         /* NTB and switch hops between this host and the device */
         uint32_t latency_ns;   /* modeled one-way latency from this host's CPU */
+        bool vfio; /* a real device behind VFIO: its DMA addresses are IOVAs of its container,
+                      mapped by virtual address (ntbf_dev_dma_map takes any memory of the
+                      process) */
 };
 
 NTBF_EXPORT int ntbf_dev_info(const struct ntbf_dev *dev, struct ntbf_dev_info *out);
@@ -93,7 +96,10 @@ NTBF_EXPORT int ntbf_dev_unmap_bar(struct ntbf_dev *dev, unsigned bar);
  * Make [ptr, ptr + size) of DMA memory reachable by the device; *ioaddr is the address the
  * device must use. For a borrowed device this is an I/O virtual address in the borrower's
  * IOMMU behind the DMA window programmed at borrow time (article 4.3): no message to the
- * lender. NTBF_ENOSPC_BUDGET when the DMA window is full.
+ * lender. NTBF_ENOSPC_BUDGET when the DMA window is full. For a device behind VFIO
+ * (info.vfio) any memory mapped in the process will do (VFIO pins it by virtual address:
+ * ntbf_dma_alloc memory, a segment's mapping, memory another process shares); elsewhere
+ * only memory from ntbf_dma_alloc (-EFAULT otherwise).
  */
 NTBF_EXPORT int ntbf_dev_dma_map(struct ntbf_dev *dev, void *ptr, size_t size, uint64_t *ioaddr);
 NTBF_EXPORT int ntbf_dev_dma_unmap(struct ntbf_dev *dev, uint64_t ioaddr, size_t size);
