@@ -444,7 +444,9 @@ void sx_rint_free(struct sx_rint *i)
 
 void sx_rint_drop(struct sx_rint *i)
 {
-        if (i->lane_base && sx.ops)
+        if (i->lane_base && i->lane_host)
+                sx_host_unmap(i->lane_base, i->lane_base_size);
+        else if (i->lane_base && sx.ops)
                 sx.ops->unmap_window(sx_ah(i->lane_adapter), i->lane_base, i->lane_base_size);
         i->lane_base = NULL;
 }
@@ -487,12 +489,16 @@ static int map_lane(struct sx_rint *i, struct json_object *mbox)
         i->lane = (uint32_t)lane;
         if (local) {
                 void *p;
-                int r = sx.sim ? ntbf_sim_phys_ptr(sx.b, sx.node_idx, addr + lane * LANE_BYTES,
-                                                   LANE_BYTES, &p)
-                               : NTBF_EUNSUPPORTED;
+                bool mapped;
+                int r = sx_host_map(addr + lane * LANE_BYTES, LANE_BYTES, &p, &mapped);
                 if (r)
                         return r;
                 i->lane_ptr = p;
+                if (mapped) {
+                        i->lane_base = p;
+                        i->lane_base_size = LANE_BYTES;
+                        i->lane_host = true;
+                }
         } else {
                 i->lane_adapter = (uint32_t)ad;
                 void *base;

@@ -3,7 +3,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ntbfab/sim.h"
 #include "sx.h"
 
 #define PAGE 4096u
@@ -54,9 +53,15 @@ volatile uint8_t *sx_rseg_imap(struct sx_rseg *s)
                 return NULL;
         if (s->local) {
                 void *p;
-                if (!sx.sim || ntbf_sim_phys_ptr(sx.b, sx.node_idx, s->addr, s->size, &p))
+                bool mapped;
+                if (sx_host_map(s->addr, s->size, &p, &mapped))
                         return NULL;
                 s->imap = p;
+                if (mapped) {
+                        s->imap_base = p;
+                        s->imap_size = s->size;
+                        s->imap_host = true;
+                }
                 return s->imap;
         }
         volatile uint8_t *p;
@@ -94,7 +99,9 @@ void sx_map_free(struct sx_map *m)
 
 void sx_map_drop(struct sx_map *m)
 {
-        if (m->base && sx.ops)
+        if (m->base && m->host)
+                sx_host_unmap(m->base, m->base_size);
+        else if (m->base && sx.ops)
                 sx.ops->unmap_window(sx_ah(m->rs->adapter), m->base, m->base_size);
         m->base = NULL;
         if (m->rs && m->rs->rkind == SX_R_BAR && m->rs->maps == 1 && m->rs->dev && m->rs->dev->nd)
@@ -182,6 +189,7 @@ volatile void *SCIMapRemoteSegment(sci_remote_segment_t segment, sci_map_t *map,
         void *base = NULL;
         uint64_t base_size = 0, phys = s->addr + offset;
         volatile uint8_t *p = NULL;
+        bool host = false;
         int r = 0;
         if (s->rkind == SX_R_BAR) {
                 /* A device's BAR through the device API: the borrower's window, or the BAR. */
@@ -192,12 +200,16 @@ volatile void *SCIMapRemoteSegment(sci_remote_segment_t segment, sci_map_t *map,
                 if (!r)
                         p = (volatile uint8_t *)bar + offset;
         } else if (s->local) {
-                /* The memory is in this host: on the simulated fabric, RAM mapped directly. */
+                /* The memory is in this host: RAM mapped directly (the simulated fabric), or
+                 * the adapter's memory for export mapped by its address (hw.c). */
                 void *q;
-                r = sx.sim ? ntbf_sim_phys_ptr(sx.b, sx.node_idx, phys, size, &q)
-                           : NTBF_EUNSUPPORTED;
+                r = sx_host_map(phys, size, &q, &host);
                 if (!r)
                         p = q;
+                if (host) {
+                        base = q;
+                        base_size = size;
+                }
         } else {
                 r = map_range(s->adapter, s->offset + offset, size, flags, &base, &base_size, &p);
         }
@@ -207,13 +219,16 @@ volatile void *SCIMapRemoteSegment(sci_remote_segment_t segment, sci_map_t *map,
         }
         struct sx_map *m = sx_new(sizeof(*m), SX_MAP, NULL);
         if (!m) {
-                if (base)
+                if (base && host)
+                        sx_host_unmap(base, base_size);
+                else if (base)
                         sx.ops->unmap_window(sx_ah(s->adapter), base, base_size);
                 *err = SCI_ERR_NOSPC;
                 goto out;
         }
         m->rs = s;
         m->ptr = p;
+        m->host = host;
         m->base = base;
         m->base_size = base_size;
         m->off = offset;

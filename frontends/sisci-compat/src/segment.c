@@ -196,6 +196,8 @@ void sx_lseg_drop(struct sx_lseg *s)
 {
         if (s->own_mem && s->mem && sx.ctx)
                 ntbf_dma_free(sx.ctx, s->mem);
+        if (s->xmem.addr && sx.ctx)
+                sx_hw_free(&s->xmem);
         s->mem = NULL;
         while (s->dmaps) {
                 struct sx_devmap *m = s->dmaps;
@@ -240,7 +242,13 @@ void SCICreateSegment(sci_desc_t sd, sci_local_segment_t *segment, unsigned int 
         }
         void *mem = NULL;
         uint64_t bus = 0;
-        if (!(flags & SCI_FLAG_EMPTY)) {
+        struct ntbf_mem xmem = {0};
+        if (!(flags & SCI_FLAG_EMPTY) && !(flags & SCI_FLAG_PRIVATE) && !sx_hw_alloc(size, &xmem)) {
+                /* On hardware, what other nodes and processes connect to is the adapter's
+                 * memory for export (hw.c); a private segment is the process's own. */
+                mem = xmem.addr;
+                bus = xmem.bus_addr;
+        } else if (!(flags & SCI_FLAG_EMPTY)) {
                 /* Segment memory is the node's DMA-able memory (docs/sisci.md). */
                 if (ntbf_dma_alloc(sx.ctx, size, 4096, &mem) ||
                     ntbf_dma_bus(sx.ctx, mem, size, &bus)) {
@@ -270,7 +278,9 @@ void SCICreateSegment(sci_desc_t sd, sci_local_segment_t *segment, unsigned int 
                         sx_put_u(q, "id", id); /* the daemon's number */
                         sx_call("sisci.seg_remove", q, NULL);
                 }
-                if (mem)
+                if (xmem.addr)
+                        sx_hw_free(&xmem);
+                else if (mem)
                         ntbf_dma_free(sx.ctx, mem);
                 *err = r ? create_err(r) : SCI_ERR_NOSPC;
                 goto out;
@@ -281,7 +291,8 @@ void SCICreateSegment(sci_desc_t sd, sci_local_segment_t *segment, unsigned int 
         s->flags = flags;
         s->mem = mem;
         s->bus = bus;
-        s->own_mem = mem != NULL;
+        s->own_mem = mem != NULL && !xmem.addr;
+        s->xmem = xmem;
         if (callback && (flags & SCI_FLAG_USE_CALLBACK)) {
                 s->cb = callback;
                 s->cbarg = callbackArg;
@@ -615,10 +626,12 @@ void sx_rseg_free(struct sx_rseg *s)
 
 void sx_rseg_drop(struct sx_rseg *s)
 {
-        if (s->imap && sx.ops) {
+        if (s->imap_base && s->imap_host)
+                sx_host_unmap(s->imap_base, s->imap_size);
+        else if (s->imap_base && sx.ops)
                 sx.ops->unmap_window(sx_ah(s->adapter), s->imap_base, s->imap_size);
-        }
         s->imap = NULL;
+        s->imap_base = NULL;
         while (s->dmaps) {
                 struct sx_devmap *m = s->dmaps;
                 s->dmaps = m->next;

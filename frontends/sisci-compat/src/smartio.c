@@ -514,6 +514,35 @@ static void unmap_device(uint64_t dh)
         sx_call("sisci.release", p, NULL);
 }
 
+/* Undo a mapping for a device: VFIO's, or the fabric manager's admission. */
+static void unmap_devmap(struct sx_devmap *m)
+{
+        if (m->vfio_window && m->dev->nd)
+                ntbf_dev_unmap_window(m->dev->nd, m->ioaddr);
+        else if (m->vfio_size && m->dev->nd)
+                ntbf_dev_dma_unmap(m->dev->nd, m->ioaddr, m->vfio_size);
+        else
+                unmap_device(m->dh);
+}
+
+/* A segment's memory mapped for a device behind VFIO: this host's memory through this
+ * process's mapping of it, another host's through the window the connection uses. */
+static int vfio_map_rseg(struct sx_rseg *s, struct sx_dev *x, size_t offset, size_t size,
+                         struct sx_devmap *m)
+{
+        if (s->broadcast)
+                return NTBF_EUNSUPPORTED;
+        if (s->local) {
+                volatile uint8_t *p = sx_rseg_imap(s);
+                m->vfio_size = size;
+                return p ? ntbf_dev_dma_map(x->nd, (void *)(uintptr_t)(p + offset), size,
+                                            &m->ioaddr)
+                         : NTBF_EUNSUPPORTED;
+        }
+        m->vfio_window = true;
+        return ntbf_dev_map_window(x->nd, s->adapter, s->offset + offset, size, &m->ioaddr);
+}
+
 static sci_error_t map_err(int r)
 {
         switch (r) {
@@ -577,11 +606,19 @@ void SCIMapLocalSegmentForDevice(sci_local_segment_t segment, unsigned int local
                 *err = SCI_ERR_NOSPC;
                 goto out;
         }
-        struct json_object *p = sx_obj_new();
-        sx_put_u(p, "seg", s->did);
-        sx_put_u(p, "addr", offset);
-        sx_put_u(p, "size", size);
-        int r = map_device(x, p, &m->dh, &m->ioaddr);
+        int r;
+        if (sx_dev_vfio(x)) {
+                /* Behind VFIO the device reaches what this process maps for it (hw.c). */
+                r = s->mem ? ntbf_dev_dma_map(x->nd, (uint8_t *)s->mem + offset, size, &m->ioaddr)
+                           : NTBF_EUNSUPPORTED;
+                m->vfio_size = size;
+        } else {
+                struct json_object *p = sx_obj_new();
+                sx_put_u(p, "seg", s->did);
+                sx_put_u(p, "addr", offset);
+                sx_put_u(p, "size", size);
+                r = map_device(x, p, &m->dh, &m->ioaddr);
+        }
         if (r) {
                 free(m);
                 *err = map_err(r);
@@ -622,7 +659,7 @@ void SCIUnmapLocalSegmentForDevice(sci_local_segment_t segment, unsigned int loc
         }
         struct sx_devmap *m = *pp;
         *pp = m->next;
-        unmap_device(m->dh);
+        unmap_devmap(m);
         free(m);
         s->dev_maps--;
         x->maps--;
@@ -678,6 +715,8 @@ void SCIMapRemoteSegmentForDevice(sci_remote_segment_t segment, sci_smartio_devi
                                          : NTBF_EUNREACHABLE;
                 m->peer_io = io;
                 m->ioaddr = io + offset;
+        } else if (sx_dev_vfio(x)) {
+                r = vfio_map_rseg(s, x, offset, size, m);
         } else {
                 struct json_object *p = sx_obj_new();
                 if (s->broadcast) {
@@ -732,7 +771,7 @@ void SCIUnmapRemoteSegmentForDevice(sci_remote_segment_t segment, sci_smartio_de
                 if (x->nd)
                         ntbf_dev_unmap_peer(x->nd, m->peer_io);
         } else {
-                unmap_device(m->dh);
+                unmap_devmap(m);
         }
         free(m);
         s->dev_maps--;

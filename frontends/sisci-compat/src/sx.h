@@ -94,6 +94,7 @@ struct sx_lseg {
         unsigned conns;     /* remote connections, as the daemon reported them */
         sci_cb_local_segment_t cb;
         void *cbarg;
+        struct ntbf_mem xmem; /* mem is the adapter's memory for export (hardware backends) */
         struct sx_evq evq;
         struct sx_devmap *dmaps; /* mappings for devices */
 };
@@ -127,6 +128,7 @@ struct sx_rseg {
         void *imap; /* an internal CPU mapping of the whole segment (DMA fallback), or NULL */
         uint64_t imap_size;
         void *imap_base;
+        bool imap_host; /* imap_base is a mapping of this host's memory (sx_host_map) */
         struct sx_devmap *dmaps;
 };
 
@@ -137,6 +139,7 @@ struct sx_map {
         volatile uint8_t *ptr; /* what the caller got */
         void *base;            /* what map_window returned (NULL for local memory) */
         uint64_t base_size;
+        bool host; /* base is a mapping of this host's memory (sx_host_map), not a window */
         size_t off, size;
         unsigned flags;
         uint64_t phys; /* this host's physical address of ptr */
@@ -157,6 +160,8 @@ struct sx_devmap {
         uint64_t dh;      /* the daemon's handle of the mapping (0: a peer map of a BAR) */
         uint64_t ioaddr;  /* what the device uses */
         uint64_t peer_io; /* BAR peer mapping: the address ntbf_dev_map_peer gave */
+        size_t vfio_size; /* a device behind VFIO: ntbf_dev_dma_map of this size (0: none) */
+        bool vfio_window; /* ... or ntbf_dev_map_window (a remote segment's window) */
 };
 
 /* DMA */
@@ -214,7 +219,8 @@ struct sx_rint {
         volatile uint8_t *lane_ptr; /* mapping of the lane */
         void *lane_base;
         uint64_t lane_base_size;
-        uint32_t seq; /* next sequence number this writer uses */
+        bool lane_host; /* lane_base maps this host's memory (sx_host_map), not a window */
+        uint32_t seq;   /* next sequence number this writer uses */
 };
 
 /* SmartIO */
@@ -359,6 +365,19 @@ bool sx_early_lost(uint64_t dh);
 
 /* DMA thread (dma.c) */
 void sx_dma_stop(void);
+
+/* ---- hardware backends (hw.c) -------------------------------------------------------------- */
+
+/* Memory for export of this host's first adapter that has any; NTBF_EUNSUPPORTED on the
+ * simulated fabric (its segments are node RAM) or when no adapter exports memory. */
+int sx_hw_alloc(size_t size, struct ntbf_mem *m);
+void sx_hw_free(struct ntbf_mem *m);
+/* This host's memory at bus address bus, as this process reaches it: node RAM on the
+ * simulated fabric, the backend's mem_map elsewhere (then *mapped: undo with sx_host_unmap). */
+int sx_host_map(uint64_t bus, size_t size, void **p, bool *mapped);
+void sx_host_unmap(void *p, size_t size);
+/* Whether the device is a real one behind VFIO (its DMA maps are the process's own). */
+bool sx_dev_vfio(const struct sx_dev *x);
 
 /* The remote segment's internal mapping of the whole segment (lock held), or NULL. */
 volatile uint8_t *sx_rseg_imap(struct sx_rseg *s);

@@ -1,0 +1,82 @@
+/* frontends/sisci-compat/src/hw.c: segments on hardware backends: export memory, VFIO. */
+#include <errno.h>
+#include <string.h>
+
+#include "ntbfab/sim.h"
+#include "sx.h"
+
+/*
+ * On the simulated fabric every segment is node RAM that any process of the node reaches by
+ * its physical address (ntbf_sim_phys_ptr) and devices reach through the fabric manager's
+ * admissions. On a hardware backend neither holds:
+ *
+ * - Memory other nodes reach through their windows must be the adapter's memory for export
+ *   (mem_alloc): on ivshmem, the half of the shared region the other kernel's slots lead to.
+ *   A process's own DMA memory (ntbf_dma_alloc: memfd pages) is invisible to them.
+ * - A second process of the host reaches such memory by its bus address (mem_map).
+ * - A device behind VFIO reaches what its container maps: the process's own CPU mapping of
+ *   the segment, mapped by virtual address (ntbf_dev_dma_map; ntbf_dev_map_window for a
+ *   remote segment's window). The fabric manager's device admissions describe modeled
+ *   address spaces and have nothing to program there.
+ */
+
+/* The adapter whose memory for export holds this host's segments: the node's first that has
+ * any (a host's memory is one whichever adapter it is reached through). */
+static struct ntbf_adapter_h *mem_adapter(void)
+{
+        for (unsigned n = 0; n < NTBF_MAX_NODE_ADAPTERS; n++) {
+                uint32_t a = sx_adapter(n);
+                struct ntbf_adapter_h *h = a == NTBF_NONE ? NULL : sx_ah(a);
+                struct ntbf_caps caps;
+                if (h && sx.ops->mem_alloc && !sx.ops->caps(h, &caps) &&
+                    (caps.flags & NTBF_CAP_MEM))
+                        return h;
+        }
+        return NULL;
+}
+
+int sx_hw_alloc(size_t size, struct ntbf_mem *m)
+{
+        memset(m, 0, sizeof(*m));
+        struct ntbf_adapter_h *h = sx.sim ? NULL : mem_adapter();
+        if (!h)
+                return NTBF_EUNSUPPORTED;
+        int r = sx.ops->mem_alloc(h, (size + 4095) & ~(size_t)4095, 4096, m);
+        if (r)
+                memset(m, 0, sizeof(*m));
+        return r;
+}
+
+void sx_hw_free(struct ntbf_mem *m)
+{
+        struct ntbf_adapter_h *h = m->addr ? mem_adapter() : NULL;
+        if (h)
+                sx.ops->mem_free(h, m);
+        memset(m, 0, sizeof(*m));
+}
+
+int sx_host_map(uint64_t bus, size_t size, void **p, bool *mapped)
+{
+        *mapped = false;
+        if (sx.sim)
+                return ntbf_sim_phys_ptr(sx.b, sx.node_idx, bus, size, p);
+        struct ntbf_adapter_h *h = mem_adapter();
+        if (!h || !sx.ops->mem_map)
+                return NTBF_EUNSUPPORTED;
+        int r = sx.ops->mem_map(h, bus, size, p);
+        *mapped = !r;
+        return r;
+}
+
+void sx_host_unmap(void *p, size_t size)
+{
+        struct ntbf_adapter_h *h = p ? mem_adapter() : NULL;
+        if (h && sx.ops->mem_unmap)
+                sx.ops->mem_unmap(h, p, size);
+}
+
+bool sx_dev_vfio(const struct sx_dev *x)
+{
+        struct ntbf_dev_info info;
+        return x->nd && !ntbf_dev_info(x->nd, &info) && info.vfio;
+}
