@@ -41,6 +41,81 @@ mkdir -p $NTBFAB_DIR
 sed "s/@NVME@/${NV:-0000:00:1f.7}/" /etc/ntbfab/cluster.yaml >$NTBFAB_DIR/cluster.yaml
 cp /etc/ntbfab/cluster.key $NTBFAB_DIR/cluster.key
 
+# ntbfab-nvme (docs/nvme.md) on the lent NVMe, fdid 0x4000 (node id 4, its first device).
+nvme_tool() {
+        F=0x4000
+        ntbfab-nvme manager --fdid $F >/tmp/mgr.out 2>&1 &
+        MPID=$!
+        for i in $(seq 1 300); do grep -q "manager ready" /tmp/mgr.out && break; sleep 0.1; done
+        if ! grep -q "manager ready" /tmp/mgr.out; then
+                result nvme-tool-manager FAIL "no 'manager ready' in 30 s: $(tail -n 5 /tmp/mgr.out)"
+                kill -TERM $MPID
+                wait $MPID
+                return
+        fi
+        result nvme-tool-manager ok "$(grep -m1 'manager ready' /tmp/mgr.out)"
+        read t0 idle </proc/uptime
+        out=$(ntbfab-nvme identify --fdid $F 2>&1)
+        rc=$?
+        read t1 idle </proc/uptime
+        model=$(echo "$out" | sed -n 's/^  model *//p')
+        if [ $rc = 0 ] && [ "$model" = "QEMU NVMe Ctrl" ]; then
+                result nvme-tool-identify ok "model '$model', $(echo "$out" | grep 'namespace 1' | sed 's/^ *//')"
+                # The whole process: attach, borrow, join the manager, Identify, leave.
+                echo "FIGURE nvme_tool_identify_process_ms $(awk "BEGIN {print ($t1 - $t0) * 1000}") ms"
+        else
+                result nvme-tool-identify FAIL "rc $rc, model '$model': $out"
+        fi
+        # Two clients at once (--together 2: neither starts before both hold a queue pair),
+        # each writing then verifying its own 8 MiB with its own pattern.
+        for c in 1 2; do
+                (ntbfab-nvme write --fdid $F --lba $(((c - 1) * 32768)) --blocks 16384 --seed $c \
+                        --bs 64KiB --qd 8 --together 2 >/tmp/w$c.out 2>&1 &&
+                        ntbfab-nvme verify --fdid $F --lba $(((c - 1) * 32768)) --blocks 16384 \
+                                --seed $c --bs 64KiB --qd 8 --together 2 >/tmp/v$c.out 2>&1
+                        echo $? >/tmp/rc$c) &
+                eval C$c=$!
+        done
+        wait $C1 $C2
+        ok=0
+        for c in 1 2; do
+                [ "$(cat /tmp/rc$c)" = 0 ] && grep -q "result .* 128 commands" /tmp/v$c.out && ok=$((ok + 1))
+        done
+        joins=$(grep -c "joined as slot" /tmp/mgr.out)
+        if [ $ok = 2 ]; then
+                result nvme-tool-manager-2-clients ok "2 clients wrote and verified 8 MiB each at once; the manager saw $joins joins: $(grep -m1 'result' /tmp/v1.out | sed 's/^ *//')"
+                echo "FIGURE nvme_tool_bytes_verified 16777216 bytes"
+        else
+                result nvme-tool-manager-2-clients FAIL "client 1: rc $(cat /tmp/rc1) $(tail -n 3 /tmp/v1.out /tmp/w1.out); client 2: rc $(cat /tmp/rc2) $(tail -n 3 /tmp/v2.out /tmp/w2.out)"
+        fi
+        # Client 1's blocks checked against client 2's pattern: the check must see the difference.
+        out=$(ntbfab-nvme verify --fdid $F --lba 0 --blocks 128 --seed 2 2>&1)
+        rc=$?
+        case "$rc:$out" in
+        1:*"read data other than the pattern of seed 2"*) result nvme-tool-verify-detects ok "$(echo "$out" | tail -n 1)" ;;
+        *) result nvme-tool-verify-detects FAIL "rc $rc: $out" ;;
+        esac
+        out=$(ntbfab-nvme bench --fdid $F --rw randread --bs 4KiB --qd 1 --ios 1000 2>&1)
+        rc=$?
+        lat=$(echo "$out" | grep "latency ns")
+        if [ $rc = 0 ] && [ -n "$lat" ]; then
+                result nvme-tool-qd1 ok "$(echo "$lat" | sed 's/^ *//')"
+                echo "$lat" | awk '{for (i = 1; i < NF; i++) { if ($i == "p50") m = $(i + 1); if ($i == "p99") p = $(i + 1) }
+                        printf "FIGURE nvme_tool_read4k_qd1_median_us %.1f us\nFIGURE nvme_tool_read4k_qd1_p99_us %.1f us\n", m / 1000, p / 1000}'
+        else
+                result nvme-tool-qd1 FAIL "rc $rc: $out"
+        fi
+        kill -TERM $MPID
+        wait $MPID
+        if grep -q "manager stopped" /tmp/mgr.out; then
+                result nvme-tool-manager-stopped ok "stopped on SIGTERM after creating $(grep -c 'created queue pair' /tmp/mgr.out) queue pairs for $joins+ clients"
+        else
+                result nvme-tool-manager-stopped FAIL "$(tail -n 5 /tmp/mgr.out)"
+        fi
+        echo "vmtier: manager log:"
+        cat /tmp/mgr.out
+}
+
 driver() { basename "$(readlink /sys/bus/pci/devices/$1/driver 2>/dev/null)" 2>/dev/null; }
 
 if [ "$ROLE" = a ]; then
@@ -62,6 +137,11 @@ if [ "$ROLE" = a ]; then
                 result lend-force ok "unbound 'nvme', bound to vfio-pci: $out"
         else
                 result lend-force FAIL "rc $rc, driver '$after': $out"
+        fi
+        if step tool; then
+                # The distributed NVMe driver, unchanged (apps/nvme over libsisci over the
+                # device API): a manager and two client processes on QEMU's NVMe via VFIO.
+                nvme_tool $NV
         fi
         if step nvme; then
                 ntbfab-vmtest nvme $NV

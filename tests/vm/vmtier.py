@@ -27,7 +27,9 @@ import time
 EXPECTED = {
     "a": [
         "lend-refused-in-use", "lend-force", "identify", "msix-eventfd", "blocks-4k", "prp-1m",
-        "iommu-blocks-unmapped", "iommu-fault-logged", "share-queue-pairs",
+        "iommu-blocks-unmapped", "iommu-fault-logged", "nvme-tool-manager", "nvme-tool-identify",
+        "nvme-tool-manager-2-clients", "nvme-tool-verify-detects", "nvme-tool-qd1",
+        "nvme-tool-manager-stopped", "share-queue-pairs",
         "share-client-death", "daemon-cleared-dead-client", "shm-window-readback",
         "shm-copy-acked", "p2p-nvme-window", "p2p-acked", "restart-keeps-lend",
         "unlend-restores-driver",
@@ -394,10 +396,13 @@ def main():
     ap.add_argument("--daemon")
     ap.add_argument("--cli")
     ap.add_argument("--test")
+    ap.add_argument("--nvme-tool")
+    ap.add_argument("--sisci", action="append", default=[],
+                    help="a static SISCI example (sisci-NAME-static), installed as sisci-NAME")
     ap.add_argument("--host-test", required=True)
     ap.add_argument("--ntbfab", required=True)
     ap.add_argument("--missing")
-    ap.add_argument("--only", help="development: run one step of guest a (nvme, share, window) "
+    ap.add_argument("--only", help="development: run one step of guest a (tool, nvme, share, window) "
                     "and check only what is reported")
     args = ap.parse_args()
     t_start = time.monotonic()
@@ -410,7 +415,10 @@ def main():
     cache = args.cache or os.path.join(args.build, "vm-cache")
     kver, kern, mods = kernel(cache)
     t_prep = time.monotonic()
-    progs = {"ntbfabd": args.daemon, "ntbfab": args.cli, "ntbfab-vmtest": args.test}
+    progs = {"ntbfabd": args.daemon, "ntbfab": args.cli, "ntbfab-vmtest": args.test,
+             "ntbfab-nvme": args.nvme_tool}
+    for path in args.sisci:
+        progs[os.path.basename(path).replace("-static", "")] = path
     initrd = initramfs(out, args.src, busybox, progs, mods)
     accel, why = accelerator(out, kern, initrd)
     say(f"kernel {kver}, {len(mods)} modules, accelerator {accel} ({why})")
