@@ -27,6 +27,9 @@ for m in $(cat /lib/modules/order); do
         insmod /lib/modules/$m.ko || echo "vmtier: insmod $m failed"
 done
 ifconfig lo 127.0.0.1 up
+# The guests' network (a QEMU dgram pair, nothing else on it): the daemons' peer protocol.
+case "$ROLE" in a) IP=10.99.0.4 PEER=10.99.0.8 ;; *) IP=10.99.0.8 PEER=10.99.0.4 ;; esac
+ifconfig eth0 $IP netmask 255.255.255.0 up || echo "vmtier: no eth0"
 
 NV=""
 IV=""
@@ -116,6 +119,98 @@ nvme_tool() {
         cat /tmp/mgr.out
 }
 
+# The SISCI examples between the guests (libsisci over the ivshmem adapters, segments
+# connected through the fabric manager on guest a): servers on b (node 8), clients on a.
+SX_PORT=7001
+sisci_servers() {
+        ntbfabd --config $NTBFAB_DIR/cluster.yaml --node guestb --dir $NTBFAB_DIR --quiet &
+        DPID=$!
+        # Segments are made available through the fabric manager (guest a's daemon): wait
+        # until this daemon has joined it over the network.
+        for i in $(seq 1 300); do
+                grep -q "joined the fabric manager" $NTBFAB_DIR/log/guestb.log 2>/dev/null && break
+                sleep 0.1
+        done
+        # Guest a says when its clients start (its other tests use the ivshmem link first).
+        nc -l -p $SX_PORT </dev/null >/tmp/go
+        for x in "pingpong pingpong -loops 200" "memcpy_bw memcpy_bw -size 1048576" \
+                "dma-write dma -max 1048576" "dma-read dma -max 1048576"; do
+                set -- $x
+                name=$1 prog=$2
+                shift 2
+                if out=$(timeout 90 sisci-$prog -rn 4 -server "$@" 2>&1); then
+                        result sisci-$name-server ok "served node 4 and exited 0 $out"
+                else
+                        result sisci-$name-server FAIL "rc $?: $out"
+                fi
+        done
+        # ivshmem has no interrupts (docs/vm.md): the interrupt example is refused, by name.
+        out=$(timeout 30 sisci-intlat -rn 4 -server -loops 10 2>&1)
+        rc=$?
+        case "$rc:$out" in
+        1:*"SCICreateInterrupt failed"*) result sisci-intlat-refused-server ok "$out" ;;
+        *) result sisci-intlat-refused-server FAIL "rc $rc: $out" ;;
+        esac
+        kill -TERM $DPID
+        wait $DPID
+        echo "vmtier: daemon log:"
+        cat $NTBFAB_DIR/log/guestb.log
+}
+
+sisci_clients() {
+        go=no
+        for i in $(seq 1 300); do
+                echo go | nc $PEER $SX_PORT 2>/dev/null && go=yes && break
+                sleep 0.2
+        done
+        if [ $go = no ]; then
+                result sisci-peer-reachable FAIL "guest b did not answer on $PEER:$SX_PORT"
+                return
+        fi
+        result sisci-peer-reachable ok "guest b answered on $PEER:$SX_PORT"
+        out=$(timeout 90 sisci-pingpong -rn 8 -loops 200 2>&1)
+        rc=$?
+        if [ $rc = 0 ] && echo "$out" | grep -q "200 round trips of 4 bytes"; then
+                result sisci-pingpong ok "$out"
+                echo "$out" | sed -n 's/.*median \([0-9.]*\) us, p99 \([0-9.]*\) us.*/FIGURE sisci_pingpong_rtt_median_us \1 us\nFIGURE sisci_pingpong_rtt_p99_us \2 us/p'
+        else
+                result sisci-pingpong FAIL "rc $rc: $out"
+        fi
+        # memcpy_bw checks with memcmp that the remote segment holds what it copied.
+        out=$(timeout 90 sisci-memcpy_bw -rn 8 -size 1048576 -rounds 5 2>&1)
+        rc=$?
+        if [ $rc = 0 ] && echo "$out" | grep -q "ratio"; then
+                result sisci-memcpy_bw ok "$out"
+                echo "$out" | sed -n 's/.*remote segment \([0-9.]*\) MB\/s, local \([0-9.]*\) MB\/s.*/FIGURE sisci_memcpy_remote_MBps \1 MB\/s\nFIGURE sisci_memcpy_local_MBps \2 MB\/s/p'
+                echo "FIGURE sisci_bytes_verified_memcpy 1048576 bytes"
+        else
+                result sisci-memcpy_bw FAIL "rc $rc: $out"
+        fi
+        # dma checks the bytes that arrived through a mapping of the remote segment.
+        for mode in write read; do
+                flag=""
+                [ $mode = read ] && flag=-read
+                out=$(timeout 90 sisci-dma -rn 8 -max 1048576 $flag 2>&1)
+                rc=$?
+                big=$(echo "$out" | awk '$1 == 1048576 {print $3}')
+                if [ $rc = 0 ] && [ -n "$big" ]; then
+                        result sisci-dma-$mode ok "$(echo "$out" | tr '\n' ' ' | tr -s ' ')"
+                        echo "FIGURE sisci_dma_${mode}_1MiB_MBps $big MB/s"
+                        # Every size's bytes were checked through a mapping of the segment.
+                        echo "$out" | awk '$1 ~ /^[0-9]+$/ {n += $1} END {print "FIGURE sisci_bytes_verified_dma_'$mode' " n " bytes"}'
+                else
+                        result sisci-dma-$mode FAIL "rc $rc: $out"
+                fi
+        done
+        # ivshmem has no interrupts (docs/vm.md): SCICreateInterrupt refuses, the example says so.
+        out=$(timeout 30 sisci-intlat -rn 8 -loops 10 2>&1)
+        rc=$?
+        case "$rc:$out" in
+        1:*"SCICreateInterrupt failed"*) result sisci-intlat-refused ok "$out" ;;
+        *) result sisci-intlat-refused FAIL "rc $rc: $out" ;;
+        esac
+}
+
 driver() { basename "$(readlink /sys/bus/pci/devices/$1/driver 2>/dev/null)" 2>/dev/null; }
 
 if [ "$ROLE" = a ]; then
@@ -165,6 +260,7 @@ if [ "$ROLE" = a ]; then
                 fi
         fi
         step window && ntbfab-vmtest window $NV
+        step sisci && sisci_clients
         # A restart keeps the lend: the device stays on vfio-pci, the new daemon takes it
         # again, and the driver to give it back to comes from the node's database.
         kill -TERM $DPID
@@ -193,6 +289,7 @@ if [ "$ROLE" = a ]; then
         cat $NTBFAB_DIR/log/guesta.log
 else
         step window && ntbfab-vmtest window-peer
+        step sisci && sisci_servers
 fi
 echo "VMTIER DONE $ROLE"
 poweroff -f

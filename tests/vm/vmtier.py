@@ -31,14 +31,18 @@ EXPECTED = {
         "nvme-tool-manager-2-clients", "nvme-tool-verify-detects", "nvme-tool-qd1",
         "nvme-tool-manager-stopped", "share-queue-pairs",
         "share-client-death", "daemon-cleared-dead-client", "shm-window-readback",
-        "shm-copy-acked", "p2p-nvme-window", "p2p-acked", "restart-keeps-lend",
-        "unlend-restores-driver",
+        "shm-copy-acked", "p2p-nvme-window", "p2p-acked", "sisci-peer-reachable",
+        "sisci-pingpong", "sisci-memcpy_bw", "sisci-dma-write", "sisci-dma-read",
+        "sisci-intlat-refused", "restart-keeps-lend", "unlend-restores-driver",
     ],
-    "b": ["shm-copy-into-peer", "p2p-nvme-into-peer"],
+    "b": ["shm-copy-into-peer", "p2p-nvme-into-peer", "sisci-pingpong-server",
+          "sisci-memcpy_bw-server", "sisci-dma-write-server", "sisci-dma-read-server",
+          "sisci-intlat-refused-server"],
 }
 # Modules the guests load (their dependencies are added, in order, from each .ko's modinfo).
 # The two crypto modules are what nvme-core's integrity helpers ask the crypto API for.
-MODULES = ["crct10dif_generic", "crc64_rocksoft_generic", "vfio_iommu_type1", "vfio-pci", "nvme"]
+MODULES = ["crct10dif_generic", "crc64_rocksoft_generic", "vfio_iommu_type1", "vfio-pci", "nvme",
+           "virtio_pci", "virtio_net"]
 IVSHMEM_SIZE = 16 << 20
 NVME_IMAGE = 64 << 20
 GUEST_TIMEOUT = 240
@@ -266,7 +270,7 @@ def accelerator(out, kern, initrd):
 
 # ---- the guests -----------------------------------------------------------------------------
 
-def qemu_cmd(role, accel, kern, initrd, shm, disk, log, only):
+def qemu_cmd(role, accel, kern, initrd, shm, disk, log, only, net=None):
     cmd = ["qemu-system-x86_64", "-accel", accel, "-machine", "q35,kernel-irqchip=split",
            "-cpu", "host" if accel == "kvm" else "max", "-m", "512M",
            "-smp", "2" if role == "a" else "1", "-nodefaults", "-no-reboot",
@@ -276,6 +280,13 @@ def qemu_cmd(role, accel, kern, initrd, shm, disk, log, only):
         cmd += ["-object",
                 f"memory-backend-file,id=hmem,share=on,mem-path={shm},size={IVSHMEM_SIZE}",
                 "-device", "ivshmem-plain,memdev=hmem"]
+    if net:
+        # The guests' network: a datagram pair over two Unix sockets of this run (no host
+        # ports, nothing else on it); init.sh gives the guests 10.99.0.4 and 10.99.0.8.
+        me, peer = (net + "/a", net + "/b") if role == "a" else (net + "/b", net + "/a")
+        cmd += ["-netdev", f"dgram,id=n0,local.type=unix,local.path={me},"
+                f"remote.type=unix,remote.path={peer}",
+                "-device", f"virtio-net-pci,netdev=n0,mac=52:54:00:99:00:0{4 if role == 'a' else 8}"]
     cmd += ["-kernel", kern, "-initrd", initrd,
            # loglevel=3: kernel errors (the expected DMAR faults) stay out of the result lines;
            # init prints them from dmesg.
@@ -294,13 +305,14 @@ def boot(out, accel, kern, initrd, only):
     for path, size in [(shm, IVSHMEM_SIZE), (disk, NVME_IMAGE)]:
         with open(path, "wb") as f:
             f.truncate(size)
+    net = tempfile.mkdtemp(prefix="vmtier-net-")  # short: Unix socket paths are limited
     procs, logs, t0 = {}, {}, time.monotonic()
     for role in ["b", "a"]:
         logs[role] = os.path.join(out, f"guest-{role}.log")
         if os.path.exists(logs[role]):
             os.unlink(logs[role])
         procs[role] = subprocess.Popen(qemu_cmd(role, accel, kern, initrd, shm, disk,
-                                                logs[role], only),
+                                                logs[role], only, net),
                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     wall, errs = {}, {}
     for role, p in procs.items():
@@ -313,6 +325,7 @@ def boot(out, accel, kern, initrd, only):
             err = (err or b"") + f"\nvmtier: killed after {GUEST_TIMEOUT} s".encode()
         wall[role] = time.monotonic() - t0
         errs[role] = err.decode(errors="replace")
+    shutil.rmtree(net, ignore_errors=True)
     return logs, wall, errs
 
 
@@ -402,7 +415,8 @@ def main():
     ap.add_argument("--host-test", required=True)
     ap.add_argument("--ntbfab", required=True)
     ap.add_argument("--missing")
-    ap.add_argument("--only", help="development: run one step of guest a (tool, nvme, share, window) "
+    ap.add_argument("--only", help="development: run one step of the guests (tool, nvme, share, window, "
+                    "sisci) "
                     "and check only what is reported")
     args = ap.parse_args()
     t_start = time.monotonic()
@@ -450,7 +464,8 @@ def main():
     figures.update(sim_figs)
     # Every byte some check compared with what it should be, in either guest.
     parts = ["bytes_verified", "share_bytes_verified", "window_bytes_verified",
-             "peer_bytes_verified"]
+             "peer_bytes_verified", "nvme_tool_bytes_verified", "sisci_bytes_verified_memcpy",
+             "sisci_bytes_verified_dma_write", "sisci_bytes_verified_dma_read"]
     if any(p in figures for p in parts):
         figures["total_bytes_verified"] = (sum(figures[p][0] for p in parts if p in figures),
                                            "bytes")
@@ -474,6 +489,18 @@ def main():
         gk = "identify" if g == "identify" else g
         print(f"  {what:28} {fig(gk + '_median_us')} / {fig(gk + '_p99_us')}        "
               f"{fig(h + '_median_us')} / {fig(h + '_p99_us')}")
+    print()
+    print("The distributed NVMe driver, unchanged (ntbfab-nvme over libsisci, QEMU NVMe, VFIO)")
+    print(f"  identify, whole process     {fig('nvme_tool_identify_process_ms')} ms")
+    print(f"  4 KiB read, QD1             {fig('nvme_tool_read4k_qd1_median_us')} / "
+          f"{fig('nvme_tool_read4k_qd1_p99_us')} us (median / p99)")
+    print("SISCI examples, guest a to guest b over the ivshmem adapters")
+    print(f"  pingpong round trip         {fig('sisci_pingpong_rtt_median_us')} / "
+          f"{fig('sisci_pingpong_rtt_p99_us')} us (median / p99)")
+    print(f"  memcpy 1 MiB                {fig('sisci_memcpy_remote_MBps')} MB/s remote, "
+          f"{fig('sisci_memcpy_local_MBps')} MB/s local")
+    print(f"  DMA (CPU copy) 1 MiB        {fig('sisci_dma_write_1MiB_MBps')} MB/s write, "
+          f"{fig('sisci_dma_read_1MiB_MBps')} MB/s read")
     print()
     for role in ["a", "b"]:
         print(f"  guest {role} wall time (QEMU start to power-off) {wall[role]:8.2f} s")
