@@ -117,6 +117,17 @@ nvme_tool() {
         fi
         echo "vmtier: manager log:"
         cat /tmp/mgr.out
+        # libsisci's own SmartIO example: its queues and buffer are a (non-private) segment,
+        # the adapter's memory for export, mapped for the NVMe through VFIO by address.
+        for mode in "" -hints; do
+                out=$(timeout 60 sisci-nvme_identify -fdid $F $mode 2>&1)
+                rc=$?
+                if [ $rc = 0 ] && echo "$out" | grep -q "model: QEMU NVMe Ctrl"; then
+                        result sisci-nvme_identify$mode ok "$(echo "$out" | tr '\n' ' ')"
+                else
+                        result sisci-nvme_identify$mode FAIL "rc $rc: $out"
+                fi
+        done
 }
 
 # The SISCI examples between the guests (libsisci over the ivshmem adapters, segments
