@@ -10,9 +10,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ntbfab/backend.h"
@@ -35,7 +37,10 @@
  * follows the slots and the link: changes made in this process rebuild it at once, changes
  * made elsewhere (the other kernel) at this process's next process_events. Doorbells,
  * scratchpads and link state live in the control blocks; ivshmem-plain has no interrupts,
- * so the event fd is a timer and events are found by polling (every POLL_MS).
+ * so the event fd is a timer and events are found by polling (every POLL_MS). Interrupt
+ * vectors are words of exported memory that a thread of the allocating process watches
+ * (every IRQ_POLL_US): the other side's write of the vector's data to its address, through
+ * a window slot like any MSI write, signals the vector's eventfd.
  *
  * Addresses: exported memory and far-side slot addresses are given in the model's terms,
  * as the core expects of exported memory: the region stands at the top of the node's RAM in
@@ -56,6 +61,8 @@
 #define IVS_ALLOCS    256
 #define IVS_DOORBELLS 64
 #define POLL_MS       10
+#define IRQ_POLL_US   50
+#define IRQ_DATA      UINT32_C(0x49560000) /* "IV": vector data is this | its id */
 #define SLOT_VALID    (UINT64_C(1) << 63)
 #define PAGE          UINT64_C(4096)
 
@@ -90,11 +97,25 @@ struct ivs_map {
         uint64_t offset, size;
 };
 
+/* An interrupt vector: a page of exported memory whose first word the watcher reads. */
+struct ivs_vec {
+        struct ivs_vec *next;
+        struct ntbf_adapter_h *h;
+        struct ntbf_mem m;
+        int efd;
+        uint32_t id, data;
+};
+
 struct ntbf_backend {
         const struct ntbf_topo *t;
         uint32_t node;
-        pthread_mutex_t lock; /* maps */
+        pthread_mutex_t lock; /* maps, vecs */
         struct ivs_map *maps;
+        struct ivs_vec *vecs;
+        uint32_t next_vec;
+        pthread_t watcher;
+        bool watching;
+        _Atomic bool stop;
 };
 
 struct ntbf_adapter_h {
@@ -152,8 +173,11 @@ static int ivs_open(const struct ntbf_backend_env *env, struct ntbf_backend **ou
         return 0;
 }
 
+static void irq_stop(struct ntbf_backend *b);
+
 static void ivs_close(struct ntbf_backend *b)
 {
+        irq_stop(b);
         while (b->maps) {
                 struct ivs_map *m = b->maps;
                 b->maps = m->next;
@@ -326,10 +350,13 @@ fail:
         return r;
 }
 
+static void irq_drop(struct ntbf_adapter_h *h);
+
 static void ivs_release(struct ntbf_adapter_h *h)
 {
         if (!h)
                 return;
+        irq_drop(h);
         /* Mappings outlive nothing they lead to: the region is unmapped below. */
         pthread_mutex_lock(&h->b->lock);
         for (struct ivs_map **pp = &h->b->maps; *pp;) {
@@ -357,7 +384,7 @@ static int ivs_caps(struct ntbf_adapter_h *h, struct ntbf_caps *c)
         const struct ntbf_adapter *a = &h->b->t->adapters[h->adapter];
         *c = (struct ntbf_caps){
             .flags = NTBF_CAP_XLAT_OUTBOUND | NTBF_CAP_XLAT_INBOUND | NTBF_CAP_CPU_MAP |
-                     NTBF_CAP_MEM | NTBF_CAP_DOORBELL | NTBF_CAP_SCRATCHPAD,
+                     NTBF_CAP_MEM | NTBF_CAP_DOORBELL | NTBF_CAP_SCRATCHPAD | NTBF_CAP_IRQ,
             .ports = 1,
             /* The window has no fixed physical range (its slots are applied by map_window):
              * the model's address is reported (docs/vm.md). */
@@ -660,6 +687,43 @@ static int ivs_unmap_window(struct ntbf_adapter_h *h, void *addr, uint64_t size)
         return munmap(addr, size) ? -errno : 0;
 }
 
+/*
+ * A posted write through the window (an MSI write): stored into the shared memory the slots
+ * lead to. A 4-byte aligned write is one store, so a vector's watcher never sees half of it.
+ */
+static int ivs_window_write(struct ntbf_adapter_h *h, uint64_t offset, const void *buf,
+                            uint64_t len)
+{
+        if (!buf || !len || offset >= h->window || len > h->window - offset)
+                return -EINVAL;
+        if (!link_up(h))
+                return NTBF_ELINKDOWN; /* lost, as a posted write on a dead link */
+        const uint8_t *src = buf;
+        int r = 0;
+        for (uint64_t pos = offset; pos < offset + len;) {
+                uint32_t slot = (uint32_t)(pos / h->slot_size);
+                uint64_t in = pos % h->slot_size, n = h->slot_size - in;
+                if (n > offset + len - pos)
+                        n = offset + len - pos;
+                uint64_t e = atomic_load(&mine(h)->slots[slot]);
+                if (!(e & SLOT_VALID)) {
+                        r = NTBF_EUNPROGRAMMED; /* this part is dropped */
+                } else {
+                        uint8_t *dst = h->base + (e & ~SLOT_VALID) + in;
+                        if (n == 4 && !((uintptr_t)dst % 4)) {
+                                uint32_t v;
+                                memcpy(&v, src + (pos - offset), 4);
+                                atomic_store((_Atomic uint32_t *)(void *)dst, v);
+                        } else {
+                                memcpy(dst, src + (pos - offset), n);
+                                atomic_thread_fence(memory_order_release);
+                        }
+                }
+                pos += n;
+        }
+        return r;
+}
+
 /* ---- exported memory ----------------------------------------------------------------------------
  */
 
@@ -786,6 +850,121 @@ static int ivs_mem_unmap(struct ntbf_adapter_h *h, void *addr, uint64_t size)
                                                                                          : 0;
 }
 
+/* ---- interrupt vectors --------------------------------------------------------------------------
+ */
+
+static int ivs_irq_free(struct ntbf_adapter_h *h, struct ntbf_irq *irq);
+
+/* Watch every vector of the process: a word holding the vector's data is an interrupt. */
+static void *watcher(void *arg)
+{
+        struct ntbf_backend *b = arg;
+        while (!atomic_load(&b->stop)) {
+                pthread_mutex_lock(&b->lock);
+                for (struct ivs_vec *v = b->vecs; v; v = v->next) {
+                        _Atomic uint32_t *w = v->m.addr;
+                        if (atomic_load(w) && atomic_exchange(w, 0) == v->data) {
+                                uint64_t one = 1;
+                                ssize_t n = write(v->efd, &one, sizeof(one));
+                                (void)n;
+                        }
+                }
+                pthread_mutex_unlock(&b->lock);
+                struct timespec ts = {0, IRQ_POLL_US * 1000};
+                nanosleep(&ts, NULL);
+        }
+        return NULL;
+}
+
+static void irq_stop(struct ntbf_backend *b)
+{
+        if (b->watching) {
+                atomic_store(&b->stop, true);
+                pthread_join(b->watcher, NULL);
+                b->watching = false;
+        }
+}
+
+static int ivs_irq_alloc(struct ntbf_adapter_h *h, struct ntbf_irq *out)
+{
+        if (!out)
+                return -EINVAL;
+        struct ntbf_backend *b = h->b;
+        struct ivs_vec *v = calloc(1, sizeof(*v));
+        if (!v)
+                return -ENOMEM;
+        int r = ivs_mem_alloc(h, PAGE, PAGE, &v->m);
+        if (r) {
+                free(v);
+                return r;
+        }
+        v->h = h;
+        v->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (v->efd < 0) {
+                r = -errno;
+                ivs_mem_free(h, &v->m);
+                free(v);
+                return r;
+        }
+        pthread_mutex_lock(&b->lock);
+        v->id = ++b->next_vec;
+        v->data = IRQ_DATA | (v->id & 0xffff);
+        v->next = b->vecs;
+        b->vecs = v;
+        if (!b->watching) {
+                atomic_store(&b->stop, false);
+                b->watching = !pthread_create(&b->watcher, NULL, watcher, b);
+                r = b->watching ? 0 : -EAGAIN;
+        }
+        pthread_mutex_unlock(&b->lock);
+        if (r) {
+                struct ntbf_irq x = {.id = v->id};
+                ivs_irq_free(h, &x);
+                return r;
+        }
+        *out = (struct ntbf_irq){v->m.bus_addr, v->data, v->efd, v->id};
+        return 0;
+}
+
+static int ivs_irq_free(struct ntbf_adapter_h *h, struct ntbf_irq *irq)
+{
+        if (!irq)
+                return -EINVAL;
+        struct ntbf_backend *b = h->b;
+        struct ivs_vec *v = NULL;
+        pthread_mutex_lock(&b->lock);
+        for (struct ivs_vec **pp = &b->vecs; *pp; pp = &(*pp)->next)
+                if ((*pp)->id == irq->id && (*pp)->h == h) {
+                        v = *pp;
+                        *pp = v->next;
+                        break;
+                }
+        pthread_mutex_unlock(&b->lock);
+        if (!v)
+                return -EINVAL;
+        close(v->efd);
+        ivs_mem_free(h, &v->m);
+        free(v);
+        irq->fd = -1;
+        return 0;
+}
+
+/* The vectors of an adapter being released. */
+static void irq_drop(struct ntbf_adapter_h *h)
+{
+        for (;;) {
+                uint32_t id = 0;
+                pthread_mutex_lock(&h->b->lock);
+                for (struct ivs_vec *v = h->b->vecs; v && !id; v = v->next)
+                        if (v->h == h)
+                                id = v->id;
+                pthread_mutex_unlock(&h->b->lock);
+                struct ntbf_irq x = {.id = id};
+                if (!id || ivs_irq_free(h, &x))
+                        return;
+        }
+}
+
 /* ---- doorbells and scratchpads ------------------------------------------------------------------
  */
 
@@ -904,6 +1083,7 @@ const struct ntbf_backend_ops ntbf__ivshmem_ops = {
     .xlat_get = ivs_xlat_get,
     .map_window = ivs_map_window,
     .unmap_window = ivs_unmap_window,
+    .window_write = ivs_window_write,
     .mem_alloc = ivs_mem_alloc,
     .mem_free = ivs_mem_free,
     .mem_map = ivs_mem_map,
@@ -917,6 +1097,8 @@ const struct ntbf_backend_ops ntbf__ivshmem_ops = {
     .spad_write = ivs_spad_write,
     .peer_spad_read = ivs_peer_spad_read,
     .peer_spad_write = ivs_peer_spad_write,
+    .irq_alloc = ivs_irq_alloc,
+    .irq_free = ivs_irq_free,
     .reset = ivs_reset,
     .counters = ivs_counters,
 };
