@@ -79,7 +79,9 @@ void sx_lint_drop(struct sx_lint *i)
         if (i->irq.fd >= 0 && sx.ops && sx_ah(ad))
                 sx.ops->irq_free(sx_ah(ad), &i->irq);
         i->irq.fd = -1;
-        if (i->mbox && sx.ctx)
+        if (i->xmbox.addr && sx.ctx)
+                sx_hw_free(&i->xmbox);
+        else if (i->mbox && sx.ctx)
                 ntbf_dma_free(sx.ctx, i->mbox);
         i->mbox = NULL;
 }
@@ -213,8 +215,14 @@ static void create(sci_desc_t sd, void **out, unsigned adapter, unsigned int *in
         }
         if (data) {
                 i->lane_head = calloc(DINT_LANES, sizeof(*i->lane_head));
-                if (!i->lane_head || (r = ntbf_dma_alloc(sx.ctx, MBOX_BYTES, 4096, &i->mbox)) ||
-                    (r = ntbf_dma_bus(sx.ctx, i->mbox, MBOX_BYTES, &i->mbox_bus))) {
+                /* Writers on other nodes reach the mailbox: on hardware it is the adapter's
+                 * memory for export (hw.c), on the simulated fabric DMA-able node RAM. */
+                if (i->lane_head && !sx_hw_alloc(MBOX_BYTES, &i->xmbox)) {
+                        i->mbox = i->xmbox.addr;
+                        i->mbox_bus = i->xmbox.bus_addr;
+                } else if (!i->lane_head ||
+                           (r = ntbf_dma_alloc(sx.ctx, MBOX_BYTES, 4096, &i->mbox)) ||
+                           (r = ntbf_dma_bus(sx.ctx, i->mbox, MBOX_BYTES, &i->mbox_bus))) {
                         r = r ? r : -ENOMEM;
                         json_object_put(p);
                         goto fail;

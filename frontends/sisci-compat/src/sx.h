@@ -197,8 +197,9 @@ struct sx_lint {
         void *mbox;
         uint64_t mbox_bus;
         size_t mbox_size;
-        uint32_t next_lane;  /* the lane a reader looks at first (round robin) */
-        uint32_t *lane_head; /* per lane: the next sequence number to read */
+        struct ntbf_mem xmbox; /* mbox is the adapter's memory for export (hardware backends) */
+        uint32_t next_lane;    /* the lane a reader looks at first (round robin) */
+        uint32_t *lane_head;   /* per lane: the next sequence number to read */
 };
 
 struct sx_rint {
