@@ -34,11 +34,11 @@ EXPECTED = {
         "share-client-death", "daemon-cleared-dead-client", "shm-window-readback",
         "shm-copy-acked", "p2p-nvme-window", "p2p-acked", "sisci-peer-reachable",
         "sisci-pingpong", "sisci-memcpy_bw", "sisci-dma-write", "sisci-dma-read",
-        "sisci-intlat-refused", "restart-keeps-lend", "unlend-restores-driver",
+        "sisci-intlat", "sisci-intlat-data", "restart-keeps-lend", "unlend-restores-driver",
     ],
     "b": ["shm-copy-into-peer", "p2p-nvme-into-peer", "sisci-pingpong-server",
           "sisci-memcpy_bw-server", "sisci-dma-write-server", "sisci-dma-read-server",
-          "sisci-intlat-refused-server"],
+          "sisci-intlat-server", "sisci-intlat-data-server"],
 }
 # Modules the guests load (their dependencies are added, in order, from each .ko's modinfo).
 # The two crypto modules are what nvme-core's integrity helpers ask the crypto API for.
@@ -502,6 +502,10 @@ def main():
           f"{fig('sisci_memcpy_local_MBps')} MB/s local")
     print(f"  DMA (CPU copy) 1 MiB        {fig('sisci_dma_write_1MiB_MBps')} MB/s write, "
           f"{fig('sisci_dma_read_1MiB_MBps')} MB/s read")
+    print(f"  interrupt round trip        {fig('sisci_intlat_rtt_median_us')} / "
+          f"{fig('sisci_intlat_rtt_p99_us')} us (median / p99)")
+    print(f"  data interrupt, 64 bytes    {fig('sisci_intlat_data_rtt_median_us')} / "
+          f"{fig('sisci_intlat_data_rtt_p99_us')} us (median / p99)")
     print()
     for role in ["a", "b"]:
         print(f"  guest {role} wall time (QEMU start to power-off) {wall[role]:8.2f} s")
