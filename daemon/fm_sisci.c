@@ -276,6 +276,11 @@ struct json_object *ntbf__fm_sx_result(struct ntbf__fm *fm, struct fm_alloc *a)
                 ntbf__jput_u(o, "offset", p->dma_addr - t->adapters[ad].window_base);
         }
         struct sx_export *e = export_of(fm, a);
+        if (!e && a->fdid != NTBF_NONE) {
+                /* A device's BAR: its lender, where the BAR sits. */
+                ntbf__jput_u(o, "owner_node", p->req.target.node);
+                ntbf__jput_u(o, "owner_addr", p->req.target.addr);
+        }
         if (e) {
                 ntbf__jput_u(o, "owner_node", e->node);
                 ntbf__jput_u(o, "owner_addr", p->req.target.addr);
@@ -571,6 +576,38 @@ static void op_connect(struct ntbf__fm *fm, struct fm_op *op)
                                        fdid, memtype == SX_MEMTYPE_SHARED ? "shared" : "private",
                                        id);
                 req.target = (struct ntbf_target){NTBF_TARGET_MEM, e->node, e->addr, e->size, 0};
+        } else if (!strcmp(k, "bar")) {
+                /*
+                 * BAR `id` of a device the node borrowed, reached through the adapter named
+                 * (article 6.3: one BAR mapped through each of a borrower's adapters). It hangs
+                 * off the node's borrow: returning or losing the device releases it.
+                 */
+                uint32_t fdid = (uint32_t)u(op->p, "fdid", NTBF_NONE);
+                struct fm_fn *f = ntbf__fm_fn(fm, fdid);
+                if (!f)
+                        return op_fail(fm, NTBF_ENOTFOUND, "no device has fdid 0x%04x", fdid);
+                uint32_t lender = ntbf__fm_fn_node(fm, f);
+                struct fm_alloc *sb = ntbf__fm_find_borrow(fm, fdid, op->from);
+                if (lender == op->from)
+                        return op_fail(fm, -EINVAL,
+                                       "0x%04x is a device of '%s' itself: its BARs are reached "
+                                       "directly, through no adapter",
+                                       fdid, nname(fm, op->from));
+                if (!sb)
+                        return op_fail(fm, -EPERM, "0x%04x is not borrowed by '%s'", fdid,
+                                       nname(fm, op->from));
+                const struct ntbf_device *dv = &t->devices[f->device];
+                uint64_t bsize =
+                    id < NTBF_MAX_BARS ? ntbf_device_bar_size(dv, f->function, (uint32_t)id) : 0;
+                if (!bsize)
+                        return op_fail(fm, NTBF_ENOTFOUND, "0x%04x has no BAR %" PRIu64, fdid, id);
+                req.target = (struct ntbf_target){
+                    NTBF_TARGET_MEM, lender, ntbf_device_bar_addr(dv, f->function, (uint32_t)id),
+                    bsize, 0};
+                proto.fdid = fdid;
+                proto.parent = sb->seq;
+                proto.target_fdid = fdid;
+                proto.bar = (uint32_t)id;
         } else {
                 uint32_t kind = !strcmp(k, "seg")                          ? SXE_SEG
                                 : !strcmp(k, "int")                        ? SXE_INT
@@ -783,6 +820,24 @@ static void op_dmap(struct ntbf__fm *fm, struct fm_op *op)
                 req.target = (struct ntbf_target){NTBF_TARGET_MEM, (uint32_t)node, addr, size, 0};
         else
                 return op_fail(fm, -EINVAL, "sx_dmap needs a target node or group");
+        /*
+         * The adapter the device's DMA enters the asking node by (SCIMapLocalSegmentForDevice's
+         * adapter, article 6.3): the core resolves the lender's adapter along the least-latency
+         * path to it. Only memory of the asking node enters through one of its adapters.
+         */
+        uint32_t to = (uint32_t)u(op->p, "to_adapter", NTBF_NONE);
+        if (to != NTBF_NONE) {
+                if (to >= t->nadapters || t->adapters[to].node != op->from)
+                        return op_fail(fm, -EINVAL,
+                                       "sx_dmap: to_adapter must be an adapter of '%s'",
+                                       nname(fm, op->from));
+                if (req.target.kind != NTBF_TARGET_MEM || req.target.node != op->from)
+                        return op_fail(fm, -EINVAL,
+                                       "sx_dmap: an adapter of '%s' is named, but the memory is "
+                                       "not in '%s'",
+                                       nname(fm, op->from), nname(fm, op->from));
+                req.to_adapter = to;
+        }
         struct ntbf_plan plan;
         int r = ntbf_admit(fm->s, &req, &plan);
         if (r) {
