@@ -31,6 +31,7 @@ struct sx_export {
         uint64_t session;        /* the owner's session at its node */
         uint64_t addr, size;     /* SEG, DEVSEG: memory; INT, DINT: the interrupt address */
         bool available, priv, broadcast;
+        uint64_t adapters;             /* SEG: adapter numbers of its node it is available on */
         uint32_t data;                 /* INT, DINT: MSI data */
         uint64_t mbox_addr, mbox_size; /* DINT: the mailbox */
         uint32_t lanes;
@@ -424,6 +425,8 @@ static void fill_export(struct sx_export *e, struct json_object *p)
         e->addr = u(p, "addr", e->addr);
         e->size = u(p, "size", e->size);
         e->available = b(p, "available");
+        /* A node that does not say (an older daemon) offers it on every adapter. */
+        e->adapters = u(p, "adapters", UINT64_MAX);
         e->priv = b(p, "private");
         e->broadcast = b(p, "broadcast");
         e->data = (uint32_t)u(p, "data", e->data);
@@ -528,6 +531,61 @@ static void op_unexport(struct ntbf__fm *fm, struct fm_op *op)
 }
 
 /* ---- connections ----------------------------------------------------------------------------- */
+
+/*
+ * Admit a connection to segment e entering its node only through an adapter it was made
+ * available on (SCISetSegmentAvailable's adapter): the least-latency admissible one. A segment
+ * available on every adapter of its node leaves the choice to the core.
+ */
+static int admit_available(struct ntbf__fm *fm, const struct sx_export *e,
+                           const struct ntbf_request *req, struct ntbf_plan *plan)
+{
+        const struct ntbf_topo *t = fm->t;
+        const struct ntbf_node *on = &t->nodes[e->node];
+        uint64_t all = on->nadapters >= 64 ? UINT64_MAX : (UINT64_C(1) << on->nadapters) - 1;
+        if ((e->adapters & all) == all || req->target.node == req->requester.node)
+                return ntbf_admit(fm->s, req, plan);
+        struct ntbf_request q = *req;
+        int best = NTBF_ENOPATH;
+        bool have = false;
+        char names[160] = "";
+        ntbf_plan_init(plan);
+        for (uint32_t k = 0; k < on->nadapters; k++) {
+                if (!(e->adapters >> k & 1))
+                        continue;
+                size_t len = strlen(names);
+                snprintf(names + len, sizeof(names) - len, "%s%s", len ? ", " : "",
+                         t->adapters[on->adapters[k]].name);
+                struct ntbf_plan p;
+                q.to_adapter = on->adapters[k];
+                int r = ntbf_admit(fm->s, &q, &p);
+                if (!r && (!have || p.path.latency_ns < plan->path.latency_ns)) {
+                        ntbf_plan_free(plan);
+                        *plan = p;
+                        have = true;
+                        best = 0;
+                        continue;
+                }
+                if (r && !have && (best == NTBF_ENOPATH || r != NTBF_ENOPATH)) {
+                        /* What refused it: a budget says more than a missing path. */
+                        ntbf_plan_free(plan);
+                        *plan = p;
+                        best = r;
+                        continue;
+                }
+                ntbf_plan_free(&p);
+        }
+        if (!have && best == NTBF_ENOPATH) {
+                plan->result = NTBF_ENOPATH;
+                snprintf(plan->why, sizeof(plan->why),
+                         "segment %u of '%s' is available on its adapter%s %s only, and '%s' "
+                         "reaches none of them%s",
+                         e->id, nname(fm, e->node), strchr(names, ',') ? "s" : "",
+                         names[0] ? names : "(none)", nname(fm, req->requester.node),
+                         req->via_adapter != NTBF_NONE ? " through the adapter it named" : "");
+        }
+        return best;
+}
 
 /* sx_connect: a client of node `from` connects to an export (or sends to a group). */
 static void op_connect(struct ntbf__fm *fm, struct fm_op *op)
@@ -659,7 +717,8 @@ static void op_connect(struct ntbf__fm *fm, struct fm_op *op)
                 proto.eid = e->kind == SXE_DEVSEG ? e->tag : e->id;
         }
         struct ntbf_plan plan;
-        int r = ntbf_admit(fm->s, &req, &plan);
+        int r = e && e->kind == SXE_SEG ? admit_available(fm, e, &req, &plan)
+                                        : ntbf_admit(fm->s, &req, &plan);
         if (r) {
                 char why[600];
                 snprintf(why, sizeof(why), "%s", plan.why[0] ? plan.why : ntbf_strerror(r));

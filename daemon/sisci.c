@@ -395,6 +395,7 @@ struct json_object *ntbf__sx_register_params(struct ntbf__d *d)
                 ntbf__jput_u(e, "addr", g->addr);
                 ntbf__jput_u(e, "size", g->size);
                 ntbf__jput_b(e, "available", g->available != 0);
+                ntbf__jput_u(e, "adapters", g->available); /* connections enter by these */
                 ntbf__jput_b(e, "broadcast", g->broadcast);
                 json_object_array_add(ex, e);
         }
@@ -515,6 +516,7 @@ static struct json_object *seg_export(const struct sx_seg *g)
         ntbf__jput_u(e, "addr", g->addr);
         ntbf__jput_u(e, "size", g->size);
         ntbf__jput_b(e, "available", g->available != 0);
+        ntbf__jput_u(e, "adapters", g->available); /* connections enter by these */
         ntbf__jput_b(e, "broadcast", g->broadcast);
         return e;
 }
