@@ -218,11 +218,71 @@ static void test_device_dma_through_adapter(void **state)
         OK(SCIClose(sd, 0, &err));
 }
 
+/* One DMA write of 4 KiB of ls at remote offset roff through dq; the queue's end state. */
+static sci_dma_queue_state_t dma_write(sci_dma_queue_t dq, sci_local_segment_t ls,
+                                       sci_remote_segment_t rs, size_t roff)
+{
+        OK(SCIStartDmaTransfer(dq, ls, rs, 0, 4096, roff, NULL, NULL, 0, &err));
+        sci_dma_queue_state_t st;
+        OK(st = SCIWaitForDMAQueue(dq, 10000, 0, &err));
+        return st;
+}
+
+/*
+ * A DMA queue of adapter n moves data through adapter n: a segment connected through another
+ * adapter is refused (SCI_ERR_ILLEGAL_ADAPTERNO); the queue of adapter 1 writes a segment
+ * connected through adapter 1 with the cable of adapters 0 down.
+ */
+static void test_dma_queue_adapter(void **state)
+{
+        (void)state;
+        sci_desc_t sd;
+        OK(SCIOpen(&sd, 0, &err));
+        struct peer *l = sfx_peer("lender");
+        sfx_ok(l, "seg_create 0x7300 65536 0");
+        sfx_ok(l, "seg_available 0x7300 0");
+        sfx_ok(l, "seg_available 0x7300 1");
+        sci_local_segment_t ls;
+        sci_map_t lm;
+        volatile uint8_t *lp;
+        OK(SCICreateSegment(sd, &ls, 0x7301, 4096, NULL, NULL, 0, &err));
+        OK(SCIPrepareSegment(ls, 0, 0, &err));
+        OK(SCIPrepareSegment(ls, 1, 0, &err));
+        OK(lp = SCIMapLocalSegment(ls, &lm, 0, 4096, NULL, 0, &err));
+        for (int i = 0; i < 4096; i += 4)
+                *(volatile uint32_t *)(lp + i) = 0xd0000000u + (uint32_t)i;
+        sci_remote_segment_t rs0, rs1;
+        OK(SCIConnectSegment(sd, &rs0, LENDER, 0x7300, 0, NULL, NULL, 1000, 0, &err));
+        OK(SCIConnectSegment(sd, &rs1, LENDER, 0x7300, 1, NULL, NULL, 1000, 0, &err));
+        sci_dma_queue_t q0, q1;
+        OK(SCICreateDMAQueue(sd, &q0, 0, 4, 0, &err));
+        OK(SCICreateDMAQueue(sd, &q1, 1, 4, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_ADAPTERNO,
+               SCIStartDmaTransfer(q0, ls, rs1, 0, 4096, 0, NULL, NULL, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_ADAPTERNO,
+               SCIStartDmaTransfer(q1, ls, rs0, 0, 4096, 0, NULL, NULL, 0, &err));
+        assert_int_equal(dma_write(q0, ls, rs0, 0), SCI_DMAQUEUE_DONE);
+        assert_int_equal(peer_word(l, 0x7300, 4092), 0xd0000000u + 4092);
+        assert_int_equal(sfx_cli("fault link-down client.ntb0"), 0);
+        assert_int_equal(dma_write(q1, ls, rs1, 8192), SCI_DMAQUEUE_DONE);
+        assert_int_equal(peer_word(l, 0x7300, 8192 + 4092), 0xd0000000u + 4092);
+        assert_int_equal(sfx_cli("fault link-up client.ntb0"), 0);
+        OK(SCIRemoveDMAQueue(q0, 0, &err));
+        OK(SCIRemoveDMAQueue(q1, 0, &err));
+        OK(SCIDisconnectSegment(rs0, 0, &err));
+        OK(SCIDisconnectSegment(rs1, 0, &err));
+        OK(SCIUnmapSegment(lm, 0, &err));
+        OK(SCIRemoveSegment(ls, 0, &err));
+        sfx_quit(l);
+        OK(SCIClose(sd, 0, &err));
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test_teardown(test_available_per_adapter, sfx_kill_all),
             cmocka_unit_test_teardown(test_device_dma_through_adapter, sfx_kill_all),
+            cmocka_unit_test_teardown(test_dma_queue_adapter, sfx_kill_all),
         };
         return cmocka_run_group_tests_name("libsisci multipath", tests, setup, sfx_teardown);
 }
