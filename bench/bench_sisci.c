@@ -13,8 +13,10 @@
  * A two-node cluster (Dolphin PXH830 adapters back to back) brought up with the built
  * binaries in a fresh directory (ports 7780-7781), and the libsisci examples run as server
  * and client processes on the two nodes, each reporting JSON:
- *   - memcpy into a mapped remote segment against memcpy into a local segment, alternating
- *     in one process (memcpy_bw; 64 MiB, 15 rounds, medians): their ratio;
+ *   - memcpy into a mapped remote segment by node b against memcpy into the same segment by
+ *     node a, whose memory it is, in turns (memcpy_bw; 64 MiB, 21 rounds, medians): their
+ *     ratio; and as a control the same with both processes on node a (no NTB on the way:
+ *     what the machine's noise alone makes of the ratio);
  *   - 4-byte ping-pong through remote segments (pingpong): median round trip;
  *   - interrupt and data-interrupt round trips (intlat);
  *   - SCIStartDmaTransfer bandwidth by size, 4 KiB to 64 MiB (dma).
@@ -60,12 +62,12 @@ static pid_t server(const char *prog, const char *args)
         return pid;
 }
 
-/* The client on node b; its JSON output, parsed (NULL on failure). */
-static struct json_object *client(const char *prog, const char *args)
+/* The client on node; its JSON output, parsed (NULL on failure). */
+static struct json_object *client(const char *prog, const char *args, const char *node)
 {
         char cmd[2048];
-        snprintf(cmd, sizeof(cmd), "NTBFAB_NODE=b timeout 300 %s/sisci-%s %s -json", ex, prog,
-                 args);
+        snprintf(cmd, sizeof(cmd), "NTBFAB_NODE=%s timeout 300 %s/sisci-%s %s -json", node, ex,
+                 prog, args);
         FILE *p = popen(cmd, "r");
         if (!p)
                 return NULL;
@@ -80,15 +82,22 @@ static struct json_object *client(const char *prog, const char *args)
         return json_tokener_parse(out);
 }
 
-static struct json_object *pair(const char *prog, const char *sargs, const char *cargs)
+/* A server on node a and a client on node cnode. */
+static struct json_object *pair_on(const char *prog, const char *sargs, const char *cargs,
+                                   const char *cnode)
 {
         pid_t s = server(prog, sargs);
-        struct json_object *r = client(prog, cargs);
+        struct json_object *r = client(prog, cargs, cnode);
         int st;
         if (!r)
                 kill(s, SIGKILL);
         waitpid(s, &st, 0);
         return r;
+}
+
+static struct json_object *pair(const char *prog, const char *sargs, const char *cargs)
+{
+        return pair_on(prog, sargs, cargs, "b");
 }
 
 static double num(struct json_object *o, const char *k)
@@ -138,7 +147,9 @@ int main(int argc, char **argv)
         setenv("NTBFAB_DIR", inst, 1);
 
         struct json_object *bw =
-            pair("memcpy_bw", "-rn 8 -server -size 67108864", "-rn 4 -size 67108864 -rounds 15");
+            pair("memcpy_bw", "-rn 8 -server -size 67108864", "-rn 4 -size 67108864 -rounds 21");
+        struct json_object *bw0 = pair_on("memcpy_bw", "-rn 4 -server -size 67108864",
+                                          "-rn 4 -size 67108864 -rounds 21", "a");
         struct json_object *pp =
             pair("pingpong", "-rn 8 -server -loops 100000", "-rn 4 -loops 100000");
         struct json_object *in = pair("intlat", "-rn 8 -server -loops 2000", "-rn 4 -loops 2000");
@@ -148,9 +159,12 @@ int main(int argc, char **argv)
             pair("dma", "-rn 8 -server -max 67108864", "-rn 4 -min 4096 -max 67108864");
 
         printf("libsisci on the simulated fabric (two nodes, PXH830 back to back)\n");
-        printf("  memcpy, 64 MiB, median of 15 alternating rounds: remote segment %.0f MB/s, "
-               "local segment %.0f MB/s, remote/local %.3f\n",
+        printf("  memcpy into one 64 MiB segment of node a, in turns, median of 21 rounds:\n"
+               "    from node b through the NTB %.0f MB/s, from node a %.0f MB/s, "
+               "remote/local %.3f\n",
                num(bw, "remote_MBps"), num(bw, "local_MBps"), num(bw, "ratio"));
+        printf("    control, two processes of node a: %.0f MB/s and %.0f MB/s, ratio %.3f\n",
+               num(bw0, "remote_MBps"), num(bw0, "local_MBps"), num(bw0, "ratio"));
         printf("  4-byte ping-pong through remote segments: median %.3f us, p99 %.3f us "
                "(100000 round trips)\n",
                num(pp, "median_us"), num(pp, "p99_us"));
@@ -167,6 +181,7 @@ int main(int argc, char **argv)
         if (json_path) {
                 struct json_object *o = json_object_new_object();
                 json_object_object_add(o, "memcpy", bw);
+                json_object_object_add(o, "memcpy_control", bw0);
                 json_object_object_add(o, "pingpong", pp);
                 json_object_object_add(o, "interrupt", in);
                 json_object_object_add(o, "data_interrupt", di);
@@ -180,6 +195,7 @@ int main(int argc, char **argv)
                 json_object_put(o);
         } else {
                 json_object_put(bw);
+                json_object_put(bw0);
                 json_object_put(pp);
                 json_object_put(in);
                 json_object_put(di);
@@ -188,5 +204,5 @@ int main(int argc, char **argv)
         snprintf(cmd, sizeof(cmd), "%s/tools/ntbfab down --dir %s > /dev/null 2>&1; rm -rf %s",
                  build, inst, dir);
         sh(cmd);
-        return bw && pp && in && di && dma ? 0 : 1;
+        return bw && bw0 && pp && in && di && dma ? 0 : 1;
 }

@@ -660,9 +660,10 @@ static void release_many(struct ntbf__fm *fm,
                         }
                         v[n++] = a;
                 }
-        /* Mappings of a released borrow go with it. */
+        /* Mappings of a released borrow go with it (a BAR connection too). */
         for (struct fm_alloc *a = fm->allocs; a; a = a->next) {
-                if ((a->kind != A_MAP && a->kind != A_SX_DMAP) || !a->parent)
+                if ((a->kind != A_MAP && a->kind != A_SX_DMAP && a->kind != A_SX_CONNECT) ||
+                    !a->parent)
                         continue;
                 bool have = false, parent_gone = false;
                 for (size_t i = 0; i < n; i++) {

@@ -28,13 +28,15 @@ struct fm_alloc {
         uint64_t seq; /* database key: the order of commits */
         uint32_t sid; /* allocation id in the budget state */
         enum alloc_kind kind;
-        uint32_t fdid; /* BORROW: the device; MAP, SX_DMAP: the source device */
+        uint32_t fdid; /* BORROW: the device; MAP, SX_DMAP: the source device; SX_CONNECT to a
+                          BAR: that BAR's device (NTBF_NONE for other connections) */
         uint32_t node; /* BORROW: the borrower; MAP, SX_*: the node that asked */
         bool exclusive;
         bool active;          /* programmed everywhere */
-        uint64_t parent;      /* MAP, SX_DMAP: the borrow of the source, 0 if it is local */
-        uint32_t target_fdid; /* MAP */
-        uint32_t bar;         /* MAP */
+        uint64_t parent;      /* MAP, SX_DMAP: the borrow of the source, 0 if it is local;
+                                 SX_CONNECT to a BAR: the node's borrow of the device */
+        uint32_t target_fdid; /* MAP, SX_CONNECT to a BAR */
+        uint32_t bar;         /* MAP, SX_CONNECT to a BAR */
         /* SISCI: the owning session (at `node`) and the export it uses (kind, owner, id). */
         uint64_t session;
         uint32_t ekind, enode, eid;

@@ -31,6 +31,7 @@ struct sx_export {
         uint64_t session;        /* the owner's session at its node */
         uint64_t addr, size;     /* SEG, DEVSEG: memory; INT, DINT: the interrupt address */
         bool available, priv, broadcast;
+        uint64_t adapters;             /* SEG: adapter numbers of its node it is available on */
         uint32_t data;                 /* INT, DINT: MSI data */
         uint64_t mbox_addr, mbox_size; /* DINT: the mailbox */
         uint32_t lanes;
@@ -276,6 +277,11 @@ struct json_object *ntbf__fm_sx_result(struct ntbf__fm *fm, struct fm_alloc *a)
                 ntbf__jput_u(o, "offset", p->dma_addr - t->adapters[ad].window_base);
         }
         struct sx_export *e = export_of(fm, a);
+        if (!e && a->fdid != NTBF_NONE) {
+                /* A device's BAR: its lender, where the BAR sits. */
+                ntbf__jput_u(o, "owner_node", p->req.target.node);
+                ntbf__jput_u(o, "owner_addr", p->req.target.addr);
+        }
         if (e) {
                 ntbf__jput_u(o, "owner_node", e->node);
                 ntbf__jput_u(o, "owner_addr", p->req.target.addr);
@@ -419,6 +425,8 @@ static void fill_export(struct sx_export *e, struct json_object *p)
         e->addr = u(p, "addr", e->addr);
         e->size = u(p, "size", e->size);
         e->available = b(p, "available");
+        /* A node that does not say (an older daemon) offers it on every adapter. */
+        e->adapters = u(p, "adapters", UINT64_MAX);
         e->priv = b(p, "private");
         e->broadcast = b(p, "broadcast");
         e->data = (uint32_t)u(p, "data", e->data);
@@ -524,6 +532,61 @@ static void op_unexport(struct ntbf__fm *fm, struct fm_op *op)
 
 /* ---- connections ----------------------------------------------------------------------------- */
 
+/*
+ * Admit a connection to segment e entering its node only through an adapter it was made
+ * available on (SCISetSegmentAvailable's adapter): the least-latency admissible one. A segment
+ * available on every adapter of its node leaves the choice to the core.
+ */
+static int admit_available(struct ntbf__fm *fm, const struct sx_export *e,
+                           const struct ntbf_request *req, struct ntbf_plan *plan)
+{
+        const struct ntbf_topo *t = fm->t;
+        const struct ntbf_node *on = &t->nodes[e->node];
+        uint64_t all = on->nadapters >= 64 ? UINT64_MAX : (UINT64_C(1) << on->nadapters) - 1;
+        if ((e->adapters & all) == all || req->target.node == req->requester.node)
+                return ntbf_admit(fm->s, req, plan);
+        struct ntbf_request q = *req;
+        int best = NTBF_ENOPATH;
+        bool have = false;
+        char names[160] = "";
+        ntbf_plan_init(plan);
+        for (uint32_t k = 0; k < on->nadapters; k++) {
+                if (!(e->adapters >> k & 1))
+                        continue;
+                size_t len = strlen(names);
+                snprintf(names + len, sizeof(names) - len, "%s%s", len ? ", " : "",
+                         t->adapters[on->adapters[k]].name);
+                struct ntbf_plan p;
+                q.to_adapter = on->adapters[k];
+                int r = ntbf_admit(fm->s, &q, &p);
+                if (!r && (!have || p.path.latency_ns < plan->path.latency_ns)) {
+                        ntbf_plan_free(plan);
+                        *plan = p;
+                        have = true;
+                        best = 0;
+                        continue;
+                }
+                if (r && !have && (best == NTBF_ENOPATH || r != NTBF_ENOPATH)) {
+                        /* What refused it: a budget says more than a missing path. */
+                        ntbf_plan_free(plan);
+                        *plan = p;
+                        best = r;
+                        continue;
+                }
+                ntbf_plan_free(&p);
+        }
+        if (!have && best == NTBF_ENOPATH) {
+                plan->result = NTBF_ENOPATH;
+                snprintf(plan->why, sizeof(plan->why),
+                         "segment %u of '%s' is available on its adapter%s %s only, and '%s' "
+                         "reaches none of them%s",
+                         e->id, nname(fm, e->node), strchr(names, ',') ? "s" : "",
+                         names[0] ? names : "(none)", nname(fm, req->requester.node),
+                         req->via_adapter != NTBF_NONE ? " through the adapter it named" : "");
+        }
+        return best;
+}
+
 /* sx_connect: a client of node `from` connects to an export (or sends to a group). */
 static void op_connect(struct ntbf__fm *fm, struct fm_op *op)
 {
@@ -571,6 +634,38 @@ static void op_connect(struct ntbf__fm *fm, struct fm_op *op)
                                        fdid, memtype == SX_MEMTYPE_SHARED ? "shared" : "private",
                                        id);
                 req.target = (struct ntbf_target){NTBF_TARGET_MEM, e->node, e->addr, e->size, 0};
+        } else if (!strcmp(k, "bar")) {
+                /*
+                 * BAR `id` of a device the node borrowed, reached through the adapter named
+                 * (article 6.3: one BAR mapped through each of a borrower's adapters). It hangs
+                 * off the node's borrow: returning or losing the device releases it.
+                 */
+                uint32_t fdid = (uint32_t)u(op->p, "fdid", NTBF_NONE);
+                struct fm_fn *f = ntbf__fm_fn(fm, fdid);
+                if (!f)
+                        return op_fail(fm, NTBF_ENOTFOUND, "no device has fdid 0x%04x", fdid);
+                uint32_t lender = ntbf__fm_fn_node(fm, f);
+                struct fm_alloc *sb = ntbf__fm_find_borrow(fm, fdid, op->from);
+                if (lender == op->from)
+                        return op_fail(fm, -EINVAL,
+                                       "0x%04x is a device of '%s' itself: its BARs are reached "
+                                       "directly, through no adapter",
+                                       fdid, nname(fm, op->from));
+                if (!sb)
+                        return op_fail(fm, -EPERM, "0x%04x is not borrowed by '%s'", fdid,
+                                       nname(fm, op->from));
+                const struct ntbf_device *dv = &t->devices[f->device];
+                uint64_t bsize =
+                    id < NTBF_MAX_BARS ? ntbf_device_bar_size(dv, f->function, (uint32_t)id) : 0;
+                if (!bsize)
+                        return op_fail(fm, NTBF_ENOTFOUND, "0x%04x has no BAR %" PRIu64, fdid, id);
+                req.target = (struct ntbf_target){
+                    NTBF_TARGET_MEM, lender, ntbf_device_bar_addr(dv, f->function, (uint32_t)id),
+                    bsize, 0};
+                proto.fdid = fdid;
+                proto.parent = sb->seq;
+                proto.target_fdid = fdid;
+                proto.bar = (uint32_t)id;
         } else {
                 uint32_t kind = !strcmp(k, "seg")                          ? SXE_SEG
                                 : !strcmp(k, "int")                        ? SXE_INT
@@ -622,7 +717,8 @@ static void op_connect(struct ntbf__fm *fm, struct fm_op *op)
                 proto.eid = e->kind == SXE_DEVSEG ? e->tag : e->id;
         }
         struct ntbf_plan plan;
-        int r = ntbf_admit(fm->s, &req, &plan);
+        int r = e && e->kind == SXE_SEG ? admit_available(fm, e, &req, &plan)
+                                        : ntbf_admit(fm->s, &req, &plan);
         if (r) {
                 char why[600];
                 snprintf(why, sizeof(why), "%s", plan.why[0] ? plan.why : ntbf_strerror(r));
@@ -783,6 +879,24 @@ static void op_dmap(struct ntbf__fm *fm, struct fm_op *op)
                 req.target = (struct ntbf_target){NTBF_TARGET_MEM, (uint32_t)node, addr, size, 0};
         else
                 return op_fail(fm, -EINVAL, "sx_dmap needs a target node or group");
+        /*
+         * The adapter the device's DMA enters the asking node by (SCIMapLocalSegmentForDevice's
+         * adapter, article 6.3): the core resolves the lender's adapter along the least-latency
+         * path to it. Only memory of the asking node enters through one of its adapters.
+         */
+        uint32_t to = (uint32_t)u(op->p, "to_adapter", NTBF_NONE);
+        if (to != NTBF_NONE) {
+                if (to >= t->nadapters || t->adapters[to].node != op->from)
+                        return op_fail(fm, -EINVAL,
+                                       "sx_dmap: to_adapter must be an adapter of '%s'",
+                                       nname(fm, op->from));
+                if (req.target.kind != NTBF_TARGET_MEM || req.target.node != op->from)
+                        return op_fail(fm, -EINVAL,
+                                       "sx_dmap: an adapter of '%s' is named, but the memory is "
+                                       "not in '%s'",
+                                       nname(fm, op->from), nname(fm, op->from));
+                req.to_adapter = to;
+        }
         struct ntbf_plan plan;
         int r = ntbf_admit(fm->s, &req, &plan);
         if (r) {

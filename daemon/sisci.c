@@ -395,6 +395,7 @@ struct json_object *ntbf__sx_register_params(struct ntbf__d *d)
                 ntbf__jput_u(e, "addr", g->addr);
                 ntbf__jput_u(e, "size", g->size);
                 ntbf__jput_b(e, "available", g->available != 0);
+                ntbf__jput_u(e, "adapters", g->available); /* connections enter by these */
                 ntbf__jput_b(e, "broadcast", g->broadcast);
                 json_object_array_add(ex, e);
         }
@@ -515,6 +516,7 @@ static struct json_object *seg_export(const struct sx_seg *g)
         ntbf__jput_u(e, "addr", g->addr);
         ntbf__jput_u(e, "size", g->size);
         ntbf__jput_b(e, "available", g->available != 0);
+        ntbf__jput_u(e, "adapters", g->available); /* connections enter by these */
         ntbf__jput_b(e, "broadcast", g->broadcast);
         return e;
 }
@@ -1234,9 +1236,15 @@ void ntbf__sx_m_devseg_connect(void *ctx, struct ntbf__rpc_call *call, struct js
                              d->t->nodes[d->self].name, u(p, "adapter", 0));
         if (!fm_ok(d, call))
                 return;
+        /* memtype 1 (SCI_MEMTYPE_BAR): BAR `id` of the device through this adapter. */
+        bool bar = u(p, "memtype", 0) == 1;
+        if (bar && h->local)
+                return failf(call, -EINVAL,
+                             "0x%04x is a device of this node: its BARs are reached directly",
+                             h->fdid);
         struct json_object *q = json_object_new_object();
         ntbf__jput_u(q, "session", h->session);
-        ntbf__jput_s(q, "kind", "devseg");
+        ntbf__jput_s(q, "kind", bar ? "bar" : "devseg");
         ntbf__jput_u(q, "fdid", h->fdid);
         ntbf__jput_u(q, "id", u(p, "id", 0));
         ntbf__jput_u(q, "memtype", u(p, "memtype", 0));
@@ -1247,19 +1255,30 @@ void ntbf__sx_m_devseg_connect(void *ctx, struct ntbf__rpc_call *call, struct js
 /*
  * sisci.map_device: make memory reachable by a held device's DMA: a segment of the session
  * (seg, from offset addr), memory of another node (node, addr: what a connection reported as
- * its owner's address), or a multicast group (group, offset addr).
+ * its owner's address), or a multicast group (group, offset addr). With adapter, memory of
+ * this node is reached through that adapter of it (the manager's to_adapter).
  */
 void ntbf__sx_m_map_device(void *ctx, struct ntbf__rpc_call *call, struct json_object *p)
 {
         struct ntbf__d *d = ctx;
         struct sx_holder *h = holder_of(d, call, u(p, "holder", 0));
-        if (!h || !fm_ok(d, call))
+        if (!h)
+                return;
+        /* adapter (optional): the adapter number of this node the device's DMA enters by. */
+        uint32_t to = NTBF_NONE;
+        if (json_object_object_get_ex(p, "adapter", NULL) &&
+            (to = adapter_of(d, u(p, "adapter", 0))) == NTBF_NONE)
+                return failf(call, -ENODEV, "'%s' has no adapter number %" PRIu64,
+                             d->t->nodes[d->self].name, u(p, "adapter", 0));
+        if (!fm_ok(d, call))
                 return;
         uint64_t seg, node, group, off = u(p, "addr", 0), size = u(p, "size", 0);
         struct json_object *q = json_object_new_object();
         ntbf__jput_u(q, "session", h->session);
         ntbf__jput_u(q, "fdid", h->fdid);
         ntbf__jput_u(q, "size", size);
+        if (to != NTBF_NONE)
+                ntbf__jput_u(q, "to_adapter", to);
         if (ntbf__jget_u(p, "seg", &seg)) {
                 struct sx_seg *g = seg_find(d->sx, (uint32_t)seg, h->session);
                 if (!g || !g->has_mem || off > g->size || size > g->size - off) {

@@ -101,13 +101,14 @@ extern const char *const ntbf__sx_places[]; /* "hints", "device", "host" */
               {"place", NTBF_P_ENUM, false, 0, 0, ntbf__sx_places}}},                              \
             {"sisci.devseg_connect",                                                               \
              ntbf__sx_m_devseg_connect,                                                            \
-             {NTBF__SX_HOLD, NTBF__SX_ID, NTBF__SX_U("memtype", true, 2, 4), NTBF__SX_ADAP}},      \
+             {NTBF__SX_HOLD, NTBF__SX_ID, NTBF__SX_U("memtype", true, 1, 4), NTBF__SX_ADAP}},      \
             {"sisci.map_device",                                                                   \
              ntbf__sx_m_map_device,                                                                \
              {NTBF__SX_HOLD, NTBF__SX_U("seg", false, 0, UINT32_MAX),                              \
               NTBF__SX_U("node", false, 0, UINT32_MAX), NTBF__SX_U("group", false, 0, UINT32_MAX), \
               NTBF__SX_U("addr", false, 0, UINT64_MAX),                                            \
-              NTBF__SX_U("size", true, 1, UINT64_C(1) << 48)}},                                    \
+              NTBF__SX_U("size", true, 1, UINT64_C(1) << 48),                                      \
+              NTBF__SX_U("adapter", false, 0, 63)}},                                               \
         {                                                                                          \
                 "sisci.requester", ntbf__sx_m_requester,                                           \
                 {                                                                                  \

@@ -49,27 +49,28 @@ static int make_qpair(struct ntbf_nvmx_client *c, const struct ntbf_nvmx_client_
         struct ntbf_nvmx_qpair *q = &c->q[p];
         uint32_t n = o->entries ? o->entries : 64;
         /*
-         * The backup pair (article 6.3) lives on the controller's host, every part of it: the
-         * controller reaches it without crossing a cable, and this host reaches it, and BAR0,
-         * through the second adapter. libsisci routes a device's DMA along one path whatever
-         * adapter is named, so memory here would be reached through the primary's cable.
+         * The backup pair (article 6.3) lives in this host's memory, every part of it (SQ, CQ,
+         * PRP lists, its own data buffer), mapped for the controller through the second
+         * adapter only: the controller's DMA to it enters this host by the second cable, and
+         * its doorbells in BAR0 are reached through the second adapter too (path p's BAR0).
+         * Its own data buffer: a command of the dead path that the controller still runs
+         * late reads the primary's buffer, which nothing writes any more.
          */
-        enum ntbf_nvmx_where sw = p ? NTBF_NVMX_LENDER : o->sq_where;
-        enum ntbf_nvmx_where cw = p ? NTBF_NVMX_LENDER : o->cq_where;
-        enum ntbf_nvmx_where pw = p ? NTBF_NVMX_LENDER : NTBF_NVMX_HOST;
+        enum ntbf_nvmx_where sw = p ? NTBF_NVMX_HOST : o->sq_where;
+        enum ntbf_nvmx_where cw = p ? NTBF_NVMX_HOST : o->cq_where;
         if (ntbf_nvmx_alloc_on(x, p, ntbf_nvme_sq_bytes(n), sw,
                                SCI_MEMACCESS_HOST_WRITE | SCI_MEMACCESS_DEVICE_READ, &c->dm,
                                &q->sq) ||
             ntbf_nvmx_alloc_on(x, p, ntbf_nvme_cq_bytes(n), cw,
                                SCI_MEMACCESS_DEVICE_WRITE | SCI_MEMACCESS_HOST_READ, &c->dm,
                                &q->cq) ||
-            ntbf_nvmx_alloc_on(x, p, ntbf_nvme_prp_bytes(n), pw,
+            ntbf_nvmx_alloc_on(x, p, ntbf_nvme_prp_bytes(n), NTBF_NVMX_HOST,
                                SCI_MEMACCESS_HOST_WRITE | SCI_MEMACCESS_DEVICE_READ, NULL, &q->prp))
                 return -1;
         struct ntbf_nvmx_mem *data = &c->data;
         if (p) {
                 data = &c->backup;
-                if (ntbf_nvmx_alloc_on(x, p, c->data.m.size, NTBF_NVMX_LENDER,
+                if (ntbf_nvmx_alloc_on(x, p, c->data.m.size, NTBF_NVMX_HOST,
                                        SCI_MEMACCESS_DEVICE_WRITE | SCI_MEMACCESS_DEVICE_READ |
                                            SCI_MEMACCESS_HOST_READ | SCI_MEMACCESS_HOST_WRITE,
                                        NULL, data))

@@ -81,33 +81,6 @@ uint32_t ntbf_nvmx_find_nvme(struct ntbf_nvmx *x)
         return fdids[0];
 }
 
-/* BAR0 for path p through the manager's export of it; 0, or -1 (none: use the BAR segment). */
-static int connect_bar_export(struct ntbf_nvmx *x, unsigned p)
-{
-        sci_error_t e;
-        sci_remote_segment_t seg;
-        SCIConnectSegment(x->sd, &seg, x->lender_id, NTBF_NVMS_BARSEGID(x->fdid),
-                          x->path[p].adapter, NULL, NULL, 0, 0, &e);
-        if (e != SCI_ERR_OK)
-                return -1;
-        size_t size = SCIGetRemoteSegmentSize(seg);
-        sci_map_t map;
-        volatile void *bar =
-            SCIMapRemoteSegment(seg, &map, 0, size, NULL, SCI_FLAG_IO_MAP_IOSPACE, &e);
-        if (e != SCI_ERR_OK) {
-                SCIDisconnectSegment(seg, 0, &e);
-                return -1;
-        }
-        x->path[p].seg = seg;
-        x->path[p].map = map;
-        x->path[p].bar0 = bar;
-        x->path[p].size = size;
-        x->path[p].phys = SCIGetMapPhysAddr(map);
-        x->path[p].exported = true;
-        x->npaths = p + 1;
-        return 0;
-}
-
 int ntbf_nvmx_borrow(struct ntbf_nvmx *x, uint32_t fdid, bool exclusive, const unsigned *adapters,
                      unsigned npaths)
 {
@@ -137,10 +110,7 @@ int ntbf_nvmx_borrow(struct ntbf_nvmx *x, uint32_t fdid, bool exclusive, const u
         for (unsigned p = 0; p < npaths; p++) {
                 x->path[p].adapter = adapters ? adapters[p] : 0;
                 sci_remote_segment_t seg;
-                /* A second path: the manager's export of BAR0, connected through this
-                 * adapter (a BAR segment would come through the borrow's one window). */
-                if (p && !connect_bar_export(x, p))
-                        continue;
+                /* BAR0 through this path's adapter (its own connection, article 6.3). */
                 SCIConnectDeviceSegmentPath(x->dev, &seg, 0, SCI_MEMTYPE_BAR, x->path[p].adapter,
                                             NULL, NULL, 0, &e);
                 if (e != SCI_ERR_OK)
@@ -198,7 +168,8 @@ void ntbf_nvmx_close(struct ntbf_nvmx *x)
 
 /* ---- DMA memory ----------------------------------------------------------------------------- */
 
-static int map_local(struct ntbf_nvmx *x, size_t size, struct ntbf_nvmx_mem *m)
+/* This host's memory, mapped for the controller through the adapters of the paths in mask. */
+static int map_local(struct ntbf_nvmx *x, size_t size, unsigned mask, struct ntbf_nvmx_mem *m)
 {
         sci_error_t e;
         SCICreateSegment(x->sd, &m->lseg, 0, size, NULL, NULL, SCI_FLAG_AUTO_ID | SCI_FLAG_PRIVATE,
@@ -208,6 +179,8 @@ static int map_local(struct ntbf_nvmx *x, size_t size, struct ntbf_nvmx_mem *m)
                 return SCIFAIL(x, "SCICreateSegment", e);
         }
         for (unsigned p = 0; p < x->npaths; p++) {
+                if (!(mask >> p & 1))
+                        continue;
                 SCIPrepareSegment(m->lseg, x->path[p].adapter, 0, &e);
                 if (e != SCI_ERR_OK)
                         return SCIFAIL(x, "SCIPrepareSegment", e);
@@ -216,6 +189,9 @@ static int map_local(struct ntbf_nvmx *x, size_t size, struct ntbf_nvmx_mem *m)
         if (e != SCI_ERR_OK)
                 return SCIFAIL(x, "SCIMapLocalSegment", e);
         for (unsigned p = 0; p < x->npaths; p++) {
+                if (!(mask >> p & 1))
+                        continue;
+                /* The controller's DMA enters this host through path p's adapter. */
                 sci_ioaddr_t io;
                 SCIMapLocalSegmentForDevice(m->lseg, x->path[p].adapter, x->dev, &io, 0, size, 0,
                                             &e);
@@ -272,7 +248,9 @@ int ntbf_nvmx_alloc_on(struct ntbf_nvmx *x, unsigned p, size_t size, enum ntbf_n
         int r;
         switch (where) {
         case NTBF_NVMX_HOST:
-                r = map_local(x, size, out);
+                /* Memory of a backup path is reached through that path only (article 6.3);
+                 * path 0's through every path. */
+                r = map_local(x, size, p ? 1u << p : ~0u, out);
                 break;
         case NTBF_NVMX_HINTS:
                 r = map_devseg(x, p, size, hints, 0, out);
@@ -301,7 +279,7 @@ int ntbf_nvmx_alloc_on(struct ntbf_nvmx *x, unsigned p, size_t size, enum ntbf_n
                 ntbf_nvmx_free(x, out);
                 return r;
         }
-        out->m.io = out->io[0];
+        out->m.io = out->io[p];
         out->m.size = size;
         memset(out->m.va, 0, size);
         return 0;
@@ -379,52 +357,6 @@ void ntbf_nvmx_devmem_close(struct ntbf_nvmx *x, struct ntbf_nvmx_devmem *dm)
         if (dm->acc)
                 SCIReturnDevice(dm->acc, 0, &e);
         memset(dm, 0, sizeof(*dm));
-}
-
-/* ---- BAR0 exported for backup paths --------------------------------------------------------- */
-
-int ntbf_nvmx_bar_export(struct ntbf_nvmx *x, struct ntbf_nvmx_barx *bx)
-{
-        memset(bx, 0, sizeof(*bx));
-        if (x->lender_id != x->node_id)
-                return fail(x, "BAR0 of %s can only be exported on its own host (node %u)", x->name,
-                            x->lender_id);
-        sci_error_t e;
-        size_t size = x->path[0].size;
-        SCICreateSegment(x->sd, &bx->lseg, NTBF_NVMS_BARSEGID(x->fdid), size, NULL, NULL,
-                         SCI_FLAG_EMPTY, &e);
-        if (e != SCI_ERR_OK) {
-                bx->lseg = NULL;
-                return SCIFAIL(x, "SCICreateSegment(BAR0 export)", e);
-        }
-        /* On its own host the BAR's mapping is the BAR: its physical address. */
-        SCIAttachPhysicalMemory(x->path[0].phys, (void *)x->path[0].bar0, 0, size, bx->lseg, 0, &e);
-        if (e != SCI_ERR_OK) {
-                ntbf_nvmx_bar_unexport(x, bx);
-                return SCIFAIL(x, "SCIAttachPhysicalMemory(BAR0)", e);
-        }
-        unsigned n = 0;
-        for (unsigned a = 0; a < 8; a++) {
-                SCIPrepareSegment(bx->lseg, a, 0, &e);
-                if (e != SCI_ERR_OK)
-                        continue;
-                SCISetSegmentAvailable(bx->lseg, a, 0, &e);
-                n += e == SCI_ERR_OK;
-        }
-        if (!n) {
-                ntbf_nvmx_bar_unexport(x, bx);
-                return fail(x, "SCIPrepareSegment(BAR0 export): no adapter of this host takes it");
-        }
-        return 0;
-}
-
-void ntbf_nvmx_bar_unexport(struct ntbf_nvmx *x, struct ntbf_nvmx_barx *bx)
-{
-        (void)x;
-        sci_error_t e;
-        if (bx->lseg)
-                SCIRemoveSegment(bx->lseg, SCI_FLAG_FORCE_REMOVE, &e);
-        bx->lseg = NULL;
 }
 
 /* ---- the mailbox ---------------------------------------------------------------------------- */

@@ -425,7 +425,6 @@ static int run_manager(struct opts *o)
         struct ntbf_nvme_ctrl c = {0};
         struct ntbf_nvmx_mem admin = {0};
         struct ntbf_nvmx_mbox mb = {0};
-        struct ntbf_nvmx_barx bx = {0};
         struct ntbf_nvms_manager m = {0};
         bool m_up = false;
         if (!fdid)
@@ -450,15 +449,6 @@ static int run_manager(struct opts *o)
                 goto fail;
         if (ntbf_nvmx_mbox_create(&x, ntbf_nvms_mbox_bytes(c.io_queues), &mb))
                 goto fail;
-        /* Clients' backup paths reach the doorbells through this export (docs/nvme.md). */
-        bool exported = x.lender_id == x.node_id && !ntbf_nvmx_bar_export(&x, &bx);
-        if (!exported)
-                fprintf(stderr,
-                        "ntbfab-nvme: note: BAR0 is not exported for clients' backup "
-                        "paths: %s\n",
-                        x.lender_id == x.node_id ? x.why
-                                                 : "the manager does not run on the "
-                                                   "controller's host");
         uint64_t lease = o->lease_ns ? o->lease_ns : UINT64_C(10000000000);
         r = ntbf_nvms_manager_init(&m, &c, (void *)mb.va[0], mb.size, fdid,
                                    (uint32_t)(lease / 1000000), o->max_qp);
@@ -477,7 +467,6 @@ static int run_manager(struct opts *o)
                 jput(j, "node", ju(x.node_id));
                 jput(j, "io_queues", ju(c.io_queues));
                 jput(j, "mailbox_segment", ju(NTBF_NVMS_SEGID(fdid)));
-                jput(j, "bar0_segment", exported ? ju(NTBF_NVMS_BARSEGID(fdid)) : NULL);
                 jput(j, "model", json_object_new_string(c.id.mn));
                 jput(j, "serial", json_object_new_string(c.id.sn));
                 jput(j, "blocks", ju(c.ns.nsze));
@@ -487,10 +476,9 @@ static int run_manager(struct opts *o)
         } else {
                 printf("manager ready: %s (fdid 0x%x) reset by node %u: %s, serial %s, "
                        "firmware %s; %u I/O queue pairs for clients; %" PRIu64
-                       " blocks of %u bytes; mailbox segment 0x%x, lease %" PRIu64 " ms%s\n",
+                       " blocks of %u bytes; mailbox segment 0x%x, lease %" PRIu64 " ms\n",
                        x.name, fdid, x.node_id, c.id.mn, c.id.sn, c.id.fr, c.io_queues, c.ns.nsze,
-                       1u << c.ns.lba_shift, NTBF_NVMS_SEGID(fdid), lease / 1000000,
-                       exported ? "; BAR0 exported for backup paths" : "");
+                       1u << c.ns.lba_shift, NTBF_NVMS_SEGID(fdid), lease / 1000000);
         }
         fflush(stdout);
         signal(SIGINT, on_signal);
@@ -514,7 +502,6 @@ fail:
                 err("%s", x.why);
         if (m_up)
                 ntbf_nvms_manager_fini(&m);
-        ntbf_nvmx_bar_unexport(&x, &bx);
         ntbf_nvmx_mbox_close(&x, &mb);
         ntbf_nvmx_free(&x, &admin);
         ntbf_nvme_ctrl_close(&c);
@@ -525,6 +512,9 @@ fail:
 }
 
 /* ---- clients -------------------------------------------------------------------------------- */
+
+static const char *where_desc(const struct ntbf_nvmx_client *c, const struct ntbf_nvmx_mem *m,
+                              char *buf, size_t len);
 
 static int client_open(struct opts *o, struct ntbf_nvmx_client *c, bool queues, size_t data)
 {
@@ -541,6 +531,17 @@ static int client_open(struct opts *o, struct ntbf_nvmx_client *c, bool queues, 
                         "as through adapter %u: the backup queue pair shares the primary's route, "
                         "so a failed link takes both\n",
                         c->x.name, c->x.path[1].adapter, c->x.path[0].adapter);
+        /* Where the backup pairs are, as the controller addresses them (article 6.3). */
+        for (unsigned p = 1; queues && !o->json && p < c->npaths; p++) {
+                const struct ntbf_nvmx_qpair *q = &c->q[p];
+                char w[96];
+                printf("backup pair: path %u through adapter %u, queue pair %u: SQ at 0x%" PRIx64
+                       ", CQ at 0x%" PRIx64 ", PRP lists at 0x%" PRIx64 ", data at 0x%" PRIx64
+                       " for the controller, in %s\n",
+                       p, c->x.path[p].adapter, q->qid, q->sq.io[p], q->cq.io[p], q->prp.io[p],
+                       c->backup.io[p], where_desc(c, &q->sq, w, sizeof(w)));
+                fflush(stdout);
+        }
         if (queues && o->together) {
                 /* A barrier for clients on many hosts: the manager counts the pairs. */
                 uint64_t t0 = ntbf_nvme_now_ns();

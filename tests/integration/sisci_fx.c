@@ -41,6 +41,11 @@ int sfx_cli(const char *args)
 int sfx_setup(void **state)
 {
         (void)state;
+        return sfx_setup_on("sisci-cluster.yaml", "a");
+}
+
+int sfx_setup_on(const char *yaml, const char *node)
+{
         if (!getenv("NTBFAB") || !getenv("NTBFAB_DAEMON") || !getenv("NTBFAB_SIMD") ||
             !getenv("SISCI_PEER") || !getenv("NTBFAB_SRC")) {
                 fprintf(stderr, "test_sisci: run it through meson (it needs the built tools)\n");
@@ -51,15 +56,14 @@ int sfx_setup(void **state)
                 return -1;
         snprintf(dir, sizeof(dir), "%s/inst", top);
         char args[600];
-        snprintf(args, sizeof(args), "up %s/tests/integration/sisci-cluster.yaml",
-                 getenv("NTBFAB_SRC"));
+        snprintf(args, sizeof(args), "up %s/tests/integration/%s", getenv("NTBFAB_SRC"), yaml);
         up = true;
         if (sfx_cli(args)) {
                 fprintf(stderr, "test_sisci: ntbfab up failed (logs in %s/log)\n", dir);
                 return -1;
         }
         setenv("NTBFAB_DIR", dir, 1);
-        setenv("NTBFAB_NODE", "a", 1);
+        setenv("NTBFAB_NODE", node, 1);
         unsetenv("NTBFAB_CONFIG");
         sci_error_t e;
         SCIInitialize(0, &e);

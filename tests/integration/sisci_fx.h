@@ -25,6 +25,8 @@ struct peer {
 
 /* Bring the cluster up in a fresh directory and initialize libsisci as node a. */
 int sfx_setup(void **state);
+/* The same with another cluster file of tests/integration, as node. */
+int sfx_setup_on(const char *yaml, const char *node);
 int sfx_teardown(void **state);
 const char *sfx_dir(void);
 /* Start a peer on node; asserts it came up. */

@@ -116,13 +116,17 @@ int main(void)
                                 *(volatile uint32_t *)(segs[i].mem + k) = seed + (uint32_t)k;
                         answer(e, NULL);
                 } else if (!strcmp(c, "seg_available") || !strcmp(c, "seg_unavailable")) {
+                        /* seg_available ID [ADAPTER]: prepared on that adapter first. */
                         int i = seg_of((unsigned)num(argv[1]));
+                        unsigned ad = (unsigned)num(argv[2]);
                         if (i < 0)
                                 e = SCI_ERR_NO_SUCH_SEGMENT;
                         else if (!strcmp(c, "seg_available"))
-                                SCISetSegmentAvailable(segs[i].seg, 0, 0, &e);
-                        else
-                                SCISetSegmentUnavailable(segs[i].seg, 0, 0, &e);
+                                SCIPrepareSegment(segs[i].seg, ad, 0, &e);
+                        if (i >= 0 && e == SCI_ERR_OK && !strcmp(c, "seg_available"))
+                                SCISetSegmentAvailable(segs[i].seg, ad, 0, &e);
+                        else if (i >= 0 && e == SCI_ERR_OK)
+                                SCISetSegmentUnavailable(segs[i].seg, ad, 0, &e);
                         answer(e, NULL);
                 } else if (!strcmp(c, "seg_wait")) {
                         int i = seg_of((unsigned)num(argv[1]));

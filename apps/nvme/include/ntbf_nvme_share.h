@@ -43,9 +43,7 @@
 #define NTBF_NVMS_LMSG    112u /* a lobby entry's answer text */
 
 /* The mailbox's segment id: one manager per device per node (docs/nvme.md). */
-#define NTBF_NVMS_SEGID(fdid)    (0x40000000u | ((fdid)&0x0fffffffu))
-/* BAR0 exported by a manager on the controller's host, for clients' backup paths. */
-#define NTBF_NVMS_BARSEGID(fdid) (0x50000000u | ((fdid)&0x0fffffffu))
+#define NTBF_NVMS_SEGID(fdid) (0x40000000u | ((fdid)&0x0fffffffu))
 
 enum ntbf_nvms_op {
         NTBF_NVMS_OP_NONE = 0,

@@ -39,7 +39,6 @@ struct ntbf_nvmx {
                 volatile void *bar0;
                 size_t size;
                 uint64_t phys; /* where this host reaches BAR0 on this path */
-                bool exported; /* through the manager's export of BAR0 (a connection) */
         } path[NTBF_NVMX_PATHS];
         char why[320];
 };
@@ -65,7 +64,7 @@ struct ntbf_nvmx_devmem {
 };
 
 struct ntbf_nvmx_mem {
-        struct ntbf_nvme_mem m;       /* va and the controller address of path 0 */
+        struct ntbf_nvme_mem m;       /* va and the controller address of its path */
         uint64_t io[NTBF_NVMX_PATHS]; /* the controller address on each path */
         enum ntbf_nvmx_where where;
         uint32_t node_id; /* the host whose memory it is */
@@ -99,7 +98,12 @@ uint32_t ntbf_nvmx_find_nvme(struct ntbf_nvmx *x);
  */
 int ntbf_nvmx_alloc(struct ntbf_nvmx *x, size_t size, enum ntbf_nvmx_where where, unsigned hints,
                     struct ntbf_nvmx_devmem *dm, struct ntbf_nvmx_mem *out);
-/* The same, a device segment's CPU mapping made through path p's adapter. */
+/*
+ * The same for path p: a device segment's CPU mapping made through path p's adapter; this
+ * host's memory (NTBF_NVMX_HOST) of a path p > 0 mapped for the device through path p's
+ * adapter only, so the controller's DMA to it enters this host there (a backup queue pair,
+ * article 6.3); m.io is the address on path p.
+ */
 int ntbf_nvmx_alloc_on(struct ntbf_nvmx *x, unsigned p, size_t size, enum ntbf_nvmx_where where,
                        unsigned hints, struct ntbf_nvmx_devmem *dm, struct ntbf_nvmx_mem *out);
 void ntbf_nvmx_free(struct ntbf_nvmx *x, struct ntbf_nvmx_mem *m);
@@ -107,17 +111,6 @@ void ntbf_nvmx_free(struct ntbf_nvmx *x, struct ntbf_nvmx_mem *m);
 /* Borrow accelerator acc_fdid (shared) and map its BAR2 for the CPU and for x's controller. */
 int ntbf_nvmx_devmem_open(struct ntbf_nvmx *x, uint32_t acc_fdid, struct ntbf_nvmx_devmem *dm);
 void ntbf_nvmx_devmem_close(struct ntbf_nvmx *x, struct ntbf_nvmx_devmem *dm);
-
-/*
- * A manager on the controller's host exports BAR0 as a segment (NTBF_NVMS_BARSEGID): a
- * client's backup path reaches the doorbells through its second adapter by connecting to it,
- * since libsisci maps a BAR segment through the device's one borrow window (docs/nvme.md).
- */
-struct ntbf_nvmx_barx {
-        sci_local_segment_t lseg;
-};
-int ntbf_nvmx_bar_export(struct ntbf_nvmx *x, struct ntbf_nvmx_barx *bx);
-void ntbf_nvmx_bar_unexport(struct ntbf_nvmx *x, struct ntbf_nvmx_barx *bx);
 
 /* The mailbox: the manager's segment, or a client's mapping of it on each path. */
 struct ntbf_nvmx_mbox {

@@ -224,6 +224,15 @@ static void start(sci_dma_queue_t dq, sci_local_segment_t lseg, sci_remote_segme
                 *err = SCI_ERR_NOT_CONNECTED;
                 goto out;
         }
+        /*
+         * A queue of adapter n moves data through adapter n: its engine writes the remote
+         * segment's window address, so the segment must be connected through the same adapter
+         * (connect it again through this one) or be in this host.
+         */
+        if (!rs->local && rs->adapter != NTBF_NONE && rs->adapter != q->adapter) {
+                *err = SCI_ERR_ILLEGAL_ADAPTERNO;
+                goto out;
+        }
         bool read = flags & SCI_FLAG_DMA_READ;
         if (read && rs->broadcast) {
                 *err = SCI_ERR_ILLEGAL_OPERATION; /* a multicast group cannot be read */

@@ -104,7 +104,8 @@ void sx_map_drop(struct sx_map *m)
         else if (m->base && sx.ops)
                 sx.ops->unmap_window(sx_ah(m->rs->adapter), m->base, m->base_size);
         m->base = NULL;
-        if (m->rs && m->rs->rkind == SX_R_BAR && m->rs->maps == 1 && m->rs->dev && m->rs->dev->nd)
+        if (m->rs && m->rs->rkind == SX_R_BAR && !m->rs->dh && m->rs->maps == 1 && m->rs->dev &&
+            m->rs->dev->nd)
                 ntbf_dev_unmap_bar(m->rs->dev->nd, m->rs->bar);
         if (m->ls && m->ls->maps)
                 m->ls->maps--;
@@ -191,8 +192,9 @@ volatile void *SCIMapRemoteSegment(sci_remote_segment_t segment, sci_map_t *map,
         volatile uint8_t *p = NULL;
         bool host = false;
         int r = 0;
-        if (s->rkind == SX_R_BAR) {
-                /* A device's BAR through the device API: the borrower's window, or the BAR. */
+        if (s->rkind == SX_R_BAR && !s->dh) {
+                /* A device's BAR through the device API: the borrower's window, or the BAR. A
+                 * BAR connected through a chosen adapter (dh) is mapped like a segment. */
                 void *bar;
                 size_t len;
                 r = s->dev && s->dev->nd ? ntbf_dev_map_bar(s->dev->nd, s->bar, &bar, &len)

@@ -325,8 +325,15 @@ void sx_on_device_lost(uint32_t fdid)
 /* ---- device segments --------------------------------------------------------------------------
  */
 
+/*
+ * A device segment through adapter `adapter`. A BAR of a remote device named with a path
+ * (SCIConnectDeviceSegmentPath) is a connection of this host's CPU to the BAR through that
+ * adapter (sisci.devseg_connect with SCI_MEMTYPE_BAR: a CONNECT at the fabric manager), so one
+ * borrowed device can have its BAR mapped through every adapter of the host (article 6.3);
+ * without a path it is the borrow's own mapping (the device API's BAR, one window).
+ */
 static void connect_devseg(sci_smartio_device_t device, sci_remote_segment_t *segment,
-                           unsigned segid, unsigned memtype, unsigned adapter,
+                           unsigned segid, unsigned memtype, unsigned adapter, bool path,
                            sci_cb_device_segment_t cb, void *cbarg, unsigned flags,
                            sci_error_t *err)
 {
@@ -351,13 +358,15 @@ static void connect_devseg(sci_smartio_device_t device, sci_remote_segment_t *se
         }
         struct ntbf_dev_info info;
         struct json_object *res = NULL;
+        bool bar_conn = memtype == SCI_MEMTYPE_BAR && path && !x->local;
         if (memtype == SCI_MEMTYPE_BAR) {
                 /* BAR segId of the device, where this host reaches it. */
                 if (ntbf_dev_info(x->nd, &info) || segid >= 6 || !info.bars[segid].size) {
                         *err = SCI_ERR_NO_SUCH_SEGMENT;
                         goto out;
                 }
-        } else if (memtype == SCI_MEMTYPE_PRIVATE || memtype == SCI_MEMTYPE_SHARED) {
+        }
+        if (bar_conn || memtype == SCI_MEMTYPE_PRIVATE || memtype == SCI_MEMTYPE_SHARED) {
                 struct json_object *p = sx_obj_new();
                 sx_put_u(p, "holder", x->holder);
                 sx_put_u(p, "id", segid);
@@ -368,7 +377,7 @@ static void connect_devseg(sci_smartio_device_t device, sci_remote_segment_t *se
                         *err = r == NTBF_ENOTFOUND ? SCI_ERR_NO_SUCH_SEGMENT : sx_err_of(r);
                         goto out;
                 }
-        } else {
+        } else if (memtype != SCI_MEMTYPE_BAR) {
                 *err = SCI_ERR_ILLEGAL_PARAMETER;
                 goto out;
         }
@@ -388,7 +397,14 @@ static void connect_devseg(sci_smartio_device_t device, sci_remote_segment_t *se
         s->id = segid;
         s->adapter_no = adapter;
         x->segs++;
-        if (memtype == SCI_MEMTYPE_BAR) {
+        if (bar_conn) {
+                /* Reached through the connection's window, like a segment of the lender. */
+                s->rkind = SX_R_BAR;
+                s->bar = segid;
+                sx_rseg_fill(s, res);
+                s->owner_node = x->lender < sx.t->nnodes ? x->lender : s->owner_node;
+                s->node_id = s->owner_node < sx.t->nnodes ? sx.t->nodes[s->owner_node].id : 0;
+        } else if (memtype == SCI_MEMTYPE_BAR) {
                 s->rkind = SX_R_BAR;
                 s->bar = segid;
                 s->size = info.bars[segid].size;
@@ -419,8 +435,8 @@ void SCIConnectDeviceSegment(sci_smartio_device_t device, sci_remote_segment_t *
                              unsigned int flags, sci_error_t *error)
 {
         SX_ERR(error);
-        connect_devseg(device, segment, segmentId, memoryType, 0, callback, callbackArg, flags,
-                       err);
+        connect_devseg(device, segment, segmentId, memoryType, 0, false, callback, callbackArg,
+                       flags, err);
 }
 
 void SCIConnectDeviceSegmentPath(sci_smartio_device_t device, sci_remote_segment_t *segment,
@@ -429,7 +445,7 @@ void SCIConnectDeviceSegmentPath(sci_smartio_device_t device, sci_remote_segment
                                  void *callbackArg, unsigned int flags, sci_error_t *error)
 {
         SX_ERR(error);
-        connect_devseg(device, segment, segmentId, memoryType, localAdapterNo, callback,
+        connect_devseg(device, segment, segmentId, memoryType, localAdapterNo, true, callback,
                        callbackArg, flags, err);
 }
 
@@ -613,10 +629,12 @@ void SCIMapLocalSegmentForDevice(sci_local_segment_t segment, unsigned int local
                            : NTBF_EUNSUPPORTED;
                 m->vfio_size = size;
         } else {
+                /* The device's DMA enters this host through that adapter (article 6.3). */
                 struct json_object *p = sx_obj_new();
                 sx_put_u(p, "seg", s->did);
                 sx_put_u(p, "addr", offset);
                 sx_put_u(p, "size", size);
+                sx_put_u(p, "adapter", localAdapterNo);
                 r = map_device(x, p, &m->dh, &m->ioaddr);
         }
         if (r) {
@@ -725,6 +743,10 @@ void SCIMapRemoteSegmentForDevice(sci_remote_segment_t segment, sci_smartio_devi
                 } else {
                         sx_put_u(p, "node", s->local ? sx.node_idx : s->owner_node);
                         sx_put_u(p, "addr", (s->local ? s->addr : s->owner_phys) + offset);
+                        /* Memory of this host (a device segment placed here): the device
+                         * reaches it through the adapter the segment was connected by. */
+                        if (s->local)
+                                sx_put_u(p, "adapter", s->adapter_no);
                 }
                 sx_put_u(p, "size", size);
                 r = map_device(x, p, &m->dh, &m->ioaddr);
