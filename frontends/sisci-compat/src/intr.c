@@ -217,11 +217,15 @@ static void create(sci_desc_t sd, void **out, unsigned adapter, unsigned int *in
                 i->lane_head = calloc(DINT_LANES, sizeof(*i->lane_head));
                 /* Writers on other nodes reach the mailbox: on hardware it is the adapter's
                  * memory for export (hw.c), on the simulated fabric DMA-able node RAM. */
-                if (i->lane_head && !sx_hw_alloc(MBOX_BYTES, &i->xmbox)) {
+                int hw = i->lane_head ? sx_hw_alloc(MBOX_BYTES, &i->xmbox) : -ENOMEM;
+                if (!hw) {
                         i->mbox = i->xmbox.addr;
                         i->mbox_bus = i->xmbox.bus_addr;
-                } else if (!i->lane_head ||
-                           (r = ntbf_dma_alloc(sx.ctx, MBOX_BYTES, 4096, &i->mbox)) ||
+                } else if (hw != NTBF_EUNSUPPORTED) {
+                        r = hw;
+                        json_object_put(p);
+                        goto fail;
+                } else if ((r = ntbf_dma_alloc(sx.ctx, MBOX_BYTES, 4096, &i->mbox)) ||
                            (r = ntbf_dma_bus(sx.ctx, i->mbox, MBOX_BYTES, &i->mbox_bus))) {
                         r = r ? r : -ENOMEM;
                         json_object_put(p);

@@ -243,11 +243,17 @@ void SCICreateSegment(sci_desc_t sd, sci_local_segment_t *segment, unsigned int 
         void *mem = NULL;
         uint64_t bus = 0;
         struct ntbf_mem xmem = {0};
-        if (!(flags & SCI_FLAG_EMPTY) && !(flags & SCI_FLAG_PRIVATE) && !sx_hw_alloc(size, &xmem)) {
-                /* On hardware, what other nodes and processes connect to is the adapter's
-                 * memory for export (hw.c); a private segment is the process's own. */
+        /* On hardware, what other nodes and processes connect to is the adapter's memory for
+         * export (hw.c); a private segment is the process's own. When that memory is full the
+         * segment cannot be made: process memory would be out of the others' reach. */
+        int hw = flags & (SCI_FLAG_EMPTY | SCI_FLAG_PRIVATE) ? NTBF_EUNSUPPORTED
+                                                             : sx_hw_alloc(size, &xmem);
+        if (!hw) {
                 mem = xmem.addr;
                 bus = xmem.bus_addr;
+        } else if (hw != NTBF_EUNSUPPORTED) {
+                *err = SCI_ERR_NOSPC;
+                goto out;
         } else if (!(flags & SCI_FLAG_EMPTY)) {
                 /* Segment memory is the node's DMA-able memory (docs/sisci.md). */
                 if (ntbf_dma_alloc(sx.ctx, size, 4096, &mem) ||
