@@ -87,6 +87,12 @@ def ensure_tools():
         print("vmtier: SKIPPED: QEMU cannot be installed here (apt-get install qemu-system-x86 "
               "failed); the VM tier needs it", flush=True)
         sys.exit(77)
+    # The guests' network is a -netdev dgram pair (QEMU 7.2 and later).
+    r = subprocess.run(["qemu-system-x86_64", "-netdev", "help"], capture_output=True, text=True)
+    if "dgram" not in r.stdout.split():
+        ver = subprocess.run(["qemu-system-x86_64", "--version"], capture_output=True,
+                             text=True).stdout.split("\n")[0]
+        fail(f"{ver} has no '-netdev dgram' (QEMU 7.2 or later): the guests' network needs it")
     busybox = shutil.which("busybox")
     if not busybox or not is_static(busybox):
         fail(f"busybox ({busybox}) is not statically linked: install busybox-static")
