@@ -143,7 +143,12 @@ sisci_servers() {
                 sleep 0.1
         done
         # Guest a says when its clients start (its other tests use the ivshmem link first).
-        nc -l -p $SX_PORT </dev/null >/tmp/go
+        if ! timeout 150 nc -l -p $SX_PORT </dev/null >/tmp/go; then
+                result sisci-go-signal FAIL "guest a never said go on port $SX_PORT"
+                kill -TERM $DPID
+                wait $DPID
+                return
+        fi
         for x in "pingpong pingpong -loops 200" "memcpy_bw memcpy_bw -size 1048576" \
                 "dma-write dma -max 1048576" "dma-read dma -max 1048576" \
                 "intlat intlat -loops 100" "intlat-data intlat -data -size 64 -loops 100"; do
