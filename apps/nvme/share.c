@@ -260,11 +260,23 @@ static int serve_lobby(struct ntbf_nvms_manager *m, uint32_t e, uint64_t now)
         if (chk != lobby_chk(nonce, node, pid, gen))
                 return 0; /* torn by two writers, or still being written: look again later */
         m->served_gen[e] = gen;
-        uint32_t s = 0;
-        while (s < m->nslots && m->owner[s].used)
-                s++;
         char msg[NTBF_NVMS_LMSG];
         int status = 0;
+        /*
+         * A client asks again with the same nonce when it missed the answer (another client
+         * wrote the same lobby entry before it read it): it gets the slot it was given.
+         */
+        uint32_t s = 0;
+        while (s < m->nslots && !(m->owner[s].used && m->owner[s].nonce == nonce))
+                s++;
+        if (s < m->nslots) {
+                snprintf(msg, sizeof(msg), "slot %u", s);
+                mlog(m, "node %u pid %u asked again: still slot %u", node, pid, s);
+                goto answer;
+        }
+        s = 0;
+        while (s < m->nslots && m->owner[s].used)
+                s++;
         if (s == m->nslots) {
                 snprintf(msg, sizeof(msg),
                          "all %u client slots are taken (one per I/O queue pair); retry when a "
@@ -288,6 +300,7 @@ static int serve_lobby(struct ntbf_nvms_manager *m, uint32_t e, uint64_t now)
                 mlog(m, "node %u pid %u joined as slot %u", node, pid, s);
                 publish_counts(m);
         }
+answer:
         st32(b, LOB(e, status), (uint32_t)status);
         st32(b, LOB(e, slot), s);
         st64(b, LOB(e, echo), nonce);
@@ -565,14 +578,18 @@ int ntbf_nvms_client_attach(struct ntbf_nvms_client *cl, volatile void *mbox, si
         cl->epoch = cl->hdr.epoch;
         cl->ns =
             (struct ntbf_nvme_ns){cl->hdr.nsid, cl->hdr.nsze, cl->hdr.lba_shift, cl->hdr.max_xfer};
-        /* A few tries in random lobby entries; a taken entry shows another nonce. */
+        /*
+         * A few tries in random lobby entries; a taken entry shows another nonce. Every try
+         * carries the same nonce: if the manager served one whose answer another client's
+         * request overwrote, it answers the next with the same slot (no slot is lost).
+         */
+        uint64_t nonce = rnd64();
         for (int attempt = 0; attempt < 6; attempt++) {
                 uint64_t r = rnd64();
                 uint32_t e = (uint32_t)(r % NTBF_NVMS_LOBBY);
                 uint32_t gen = (uint32_t)(r >> 32);
                 if (!gen || gen == ld32(b, LOB(e, rsp_gen)))
                         gen = gen * 2654435761u + 7;
-                uint64_t nonce = rnd64();
                 st64(b, LOB(e, nonce), nonce);
                 st32(b, LOB(e, node), node);
                 st32(b, LOB(e, pid), pid);

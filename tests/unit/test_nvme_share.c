@@ -24,6 +24,8 @@ struct rig {
         size_t size;
         uint64_t mnow; /* the manager's clock */
         bool manager_off;
+        bool clobber;             /* once: another client's request overwrites the first answer */
+        uint32_t served;          /* the slot of the clobbered answer */
         struct ntbf_nvme_wait cw; /* clients' waits */
         char log[64][200];
         unsigned nlog;
@@ -46,6 +48,15 @@ static void step(void *arg)
                 return;
         g->mnow += 100000; /* 100 us per look */
         ntbf_nvms_manager_step(&g->m, g->mnow);
+        struct ntbf_nvms_lobby *l = (struct ntbf_nvms_lobby *)((uint8_t *)g->mbox + PG);
+        for (unsigned e = 0; g->clobber && e < NTBF_NVMS_LOBBY; e++)
+                if (l[e].rsp_gen) {
+                        /* What the manager's answer to another client leaves there. */
+                        l[e].nonce = l[e].echo = 0x0ddba11;
+                        l[e].gen = l[e].rsp_gen = l[e].rsp_gen + 1;
+                        g->served = l[e].slot;
+                        g->clobber = false;
+                }
 }
 
 static void rig_up(struct rig *g, uint32_t queues, uint32_t lease_ms, uint32_t max_per_client)
@@ -389,13 +400,39 @@ static void test_lobby_and_mailbox(void **state)
         rig_down(&g);
 }
 
+/*
+ * Two clients write the same lobby entry: the first one's answer is overwritten before it
+ * reads it. It asks again elsewhere with the same nonce and gets the slot it was given: no
+ * second slot, no slot held by nobody until its lease runs out.
+ */
+static void test_lost_answer(void **state)
+{
+        (void)state;
+        static struct rig g;
+        rig_up(&g, 4, 3600000, 4); /* the manager's clock runs fast here: no lease runs out */
+        g.cw.timeout_ms = 40;      /* each try waits half of it */
+        g.clobber = true;
+        struct ntbf_nvms_client cl;
+        join(&g, &cl, 8);
+        assert_false(g.clobber);
+        assert_int_equal(cl.slot, g.served);
+        assert_int_equal(g.m.joins, 1);
+        assert_true(logged(&g, "node 8 pid 108 asked again: still slot"));
+        uint32_t clients, pairs;
+        ntbf_nvms_client_counts(&cl, &clients, &pairs);
+        assert_int_equal(clients, 1);
+        /* And the slot works. */
+        struct ntbf_nvme_qp q;
+        assert_true(client_qp(&g, &cl, &q, 16) > 0);
+        rig_down(&g);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_join_and_io),
-            cmocka_unit_test(test_refusals),
-            cmocka_unit_test(test_lease),
-            cmocka_unit_test(test_lobby_and_mailbox),
+            cmocka_unit_test(test_join_and_io), cmocka_unit_test(test_refusals),
+            cmocka_unit_test(test_lease),       cmocka_unit_test(test_lobby_and_mailbox),
+            cmocka_unit_test(test_lost_answer),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
