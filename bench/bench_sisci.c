@@ -146,10 +146,10 @@ int main(int argc, char **argv)
         }
         setenv("NTBFAB_DIR", inst, 1);
 
-        struct json_object *bw =
-            pair("memcpy_bw", "-rn 8 -server -size 67108864", "-rn 4 -size 67108864 -rounds 21");
-        struct json_object *bw0 = pair_on("memcpy_bw", "-rn 4 -server -size 67108864",
-                                          "-rn 4 -size 67108864 -rounds 21", "a");
+        struct json_object *bw = pair("memcpy_bw", "-rn 8 -server -size 67108864 -cpu 1",
+                                      "-rn 4 -size 67108864 -rounds 21 -cpu 1");
+        struct json_object *bw0 = pair_on("memcpy_bw", "-rn 4 -server -size 67108864 -cpu 1",
+                                          "-rn 4 -size 67108864 -rounds 21 -cpu 1", "a");
         struct json_object *pp =
             pair("pingpong", "-rn 8 -server -loops 100000", "-rn 4 -loops 100000");
         struct json_object *in = pair("intlat", "-rn 8 -server -loops 2000", "-rn 4 -loops 2000");

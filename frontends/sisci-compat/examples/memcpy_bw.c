@@ -1,7 +1,7 @@
 /* memcpy_bw.c: memcpy bandwidth into a mapped remote segment, next to the same memory written
  * by its own host. */
 /*
- * Usage: memcpy_bw -rn NODE_ID [-server] [-size BYTES] [-rounds N] [-a ADAPTER] [-json]
+ * Usage: memcpy_bw -rn NODE_ID [-server] [-size BYTES] [-rounds N] [-a ADAPTER] [-cpu N] [-json]
  *
  * The server offers a segment; the client maps it and copies a buffer into it with plain
  * memcpy (stores through the mapping: no library call on the way). The baseline is the same
@@ -14,7 +14,12 @@
  * and nothing else. (Where the pages of two different buffers lie in memory moves a copy's
  * speed by several percent on a virtual machine: a baseline in other memory, or in another
  * role, would measure that too.)
+ *
+ * -cpu N runs the process on CPU N only. When both sides run on one machine (a simulated
+ * fabric), giving both the same CPU takes the CPUs' own differences out of the ratio: only
+ * one side copies at a time, and the other sleeps while it waits.
  */
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,23 +83,33 @@ static void wait_for(const volatile uint64_t *word, uint64_t want, const char *w
                                 what, WAIT_S);
                         exit(1);
                 }
-                nanosleep(&(struct timespec){0, 20000}, NULL);
+                nanosleep(&(struct timespec){0, 100000}, NULL);
         }
 }
 
-/* A fresh source buffer each round: how its pages fall against the destination's in the
- * caches otherwise favours one side for the whole run. */
-static uint8_t *fresh_source(uint8_t *old, size_t size)
+/*
+ * The source: 512 KiB that stay in the CPU's caches, copied again and again. What is measured
+ * is the stores into the destination; a source as large as the segment would be read from
+ * pages that lie differently in memory for the two sides (the page allocator hands a process
+ * the same pages again round after round), which moves a side's speed by several percent
+ * for a whole run.
+ */
+#define SOURCE (512u << 10)
+
+static uint8_t source[SOURCE];
+
+/* Copy the source over [off, off + n) of dst, again and again (check: compare instead;
+ * returns whether it matched). */
+static int copy_piece(uint8_t *dst, size_t off, size_t n, int check)
 {
-        free(old);
-        uint8_t *src = malloc(size);
-        if (!src) {
-                fprintf(stderr, "memcpy_bw: out of memory for a %zu-byte source\n", size);
-                exit(1);
+        for (size_t o = 0; o < n; o += SOURCE) {
+                size_t len = n - o < SOURCE ? n - o : SOURCE;
+                if (check && memcmp(dst + off + o, source, len))
+                        return 0;
+                if (!check)
+                        memcpy(dst + off + o, source, len);
         }
-        for (size_t k = 0; k < size; k++)
-                src[k] = (uint8_t)(k * 7);
-        return src;
+        return 1;
 }
 
 /*
@@ -102,32 +117,35 @@ static uint8_t *fresh_source(uint8_t *old, size_t size)
  * taken by side (r + p) % 2 (the client is side 0), so a piece one side copies in one round
  * the other copies in the next, and no side writes a piece the other has just written (it
  * would find it in the caches). Each side waits for its turn in its own control segment and
- * hands on by storing into the other's. mbps[r]: this side's bandwidth in round r. Returns
- * the last round's source (the segment's expected content).
+ * hands on by storing into the other's. mbps[r]: this side's bandwidth in round r. check:
+ * compare dst with what the turns wrote instead (returns whether it matched).
  */
-static uint8_t *take_turns(int side, uint8_t *dst, size_t size, unsigned rounds,
-                           volatile struct control *mine, volatile struct control *theirs,
-                           double mbps[])
+static int take_turns(int side, uint8_t *dst, size_t size, unsigned rounds,
+                      volatile struct control *mine, volatile struct control *theirs, double mbps[],
+                      int check)
 {
         size_t piece = size / 2 < (8u << 20) ? size / 2 : (8u << 20);
         piece &= ~(size_t)4095;
         uint64_t pieces = (size + piece - 1) / piece;
+        if (check) {
+                for (uint64_t p = 0; p < pieces; p++)
+                        if (!copy_piece(dst, p * piece,
+                                        size - p * piece < piece ? size - p * piece : piece, 1))
+                                return 0;
+                return 1;
+        }
+        for (size_t k = 0; k < SOURCE; k++)
+                source[k] = (uint8_t)(k * 7 + 1);
         double secs[MAX_ROUNDS + 1] = {0}, bytes[MAX_ROUNDS + 1] = {0};
-        uint8_t *src = NULL;
-        unsigned have = UINT32_MAX;
         for (uint64_t t = 0; t < (rounds + 1) * pieces; t++) {
                 unsigned r = (unsigned)(t / pieces);
                 uint64_t p = t % pieces;
                 if ((r + p) % 2 != (uint64_t)side)
                         continue;
                 wait_for(&mine->token, t, "take its turn");
-                if (r != have) {
-                        src = fresh_source(src, size);
-                        have = r;
-                }
                 size_t off = p * piece, n = size - off < piece ? size - off : piece;
                 double t0 = now_s();
-                memcpy(dst + off, src + off, n);
+                copy_piece(dst, off, n, 0);
                 secs[r] += now_s() - t0;
                 bytes[r] += (double)n;
                 __atomic_store_n(&mine->token, t + 1, __ATOMIC_RELAXED);
@@ -135,7 +153,7 @@ static uint8_t *take_turns(int side, uint8_t *dst, size_t size, unsigned rounds,
         }
         for (unsigned r = 0; r <= rounds; r++)
                 mbps[r] = secs[r] > 0 ? bytes[r] / secs[r] / 1e6 : 0;
-        return src;
+        return 1;
 }
 
 /* Make a control segment of this side, mapped and available. */
@@ -225,7 +243,7 @@ static void serve(sci_desc_t sd, unsigned client, unsigned adapter, size_t size)
                 exit(1);
         }
         double mbps[MAX_ROUNDS + 1];
-        free(take_turns(1, dst, size, rounds, mine, theirs, mbps));
+        take_turns(1, dst, size, rounds, mine, theirs, mbps, 0);
         for (unsigned r = 0; r <= rounds; r++)
                 theirs->mbps[r] = mbps[r];
         __atomic_store_n(&theirs->done, 1, __ATOMIC_RELEASE);
@@ -238,7 +256,7 @@ int main(int argc, char **argv)
 {
         unsigned remote_node = 0, adapter = 0, rounds = 9;
         size_t size = 16u << 20;
-        int server = 0, json = 0;
+        int server = 0, json = 0, cpu = -1;
         for (int i = 1; i < argc; i++) {
                 if (!strcmp(argv[i], "-rn") && i + 1 < argc)
                         remote_node = (unsigned)strtoul(argv[++i], NULL, 0);
@@ -248,13 +266,15 @@ int main(int argc, char **argv)
                         size = strtoull(argv[++i], NULL, 0);
                 else if (!strcmp(argv[i], "-rounds") && i + 1 < argc)
                         rounds = (unsigned)strtoul(argv[++i], NULL, 0);
+                else if (!strcmp(argv[i], "-cpu") && i + 1 < argc)
+                        cpu = atoi(argv[++i]);
                 else if (!strcmp(argv[i], "-server"))
                         server = 1;
                 else if (!strcmp(argv[i], "-json"))
                         json = 1;
                 else {
                         fprintf(stderr, "usage: memcpy_bw -rn NODE_ID [-server] [-size BYTES] "
-                                        "[-rounds N] [-a ADAPTER] [-json]\n");
+                                        "[-rounds N] [-a ADAPTER] [-cpu N] [-json]\n");
                         return 2;
                 }
         }
@@ -262,6 +282,15 @@ int main(int argc, char **argv)
                 fprintf(stderr, "memcpy_bw: -rounds must be 1 to %d and -size at least 8192\n",
                         MAX_ROUNDS);
                 return 2;
+        }
+        if (cpu >= 0) {
+                cpu_set_t set;
+                CPU_ZERO(&set);
+                CPU_SET(cpu, &set);
+                if (cpu >= CPU_SETSIZE || sched_setaffinity(0, sizeof(set), &set)) {
+                        fprintf(stderr, "memcpy_bw: cannot run on CPU %d\n", cpu);
+                        return 2;
+                }
         }
         sci_desc_t sd;
         SCIInitialize(NO_FLAGS, &error);
@@ -287,13 +316,12 @@ int main(int argc, char **argv)
         theirs->rounds = rounds;
         __atomic_store_n(&theirs->ready, 1, __ATOMIC_RELEASE);
         double rbw[MAX_ROUNDS + 1], lbw[MAX_ROUNDS], ratio[MAX_ROUNDS];
-        uint8_t *src = take_turns(0, rp, size, rounds, mine, theirs, rbw);
+        take_turns(0, rp, size, rounds, mine, theirs, rbw, 0);
         wait_for(&mine->done, 1, "report");
-        if (memcmp(rp, src, size)) {
+        if (!take_turns(0, rp, size, rounds, mine, theirs, rbw, 1)) {
                 fprintf(stderr, "memcpy_bw: the remote segment does not hold what was copied\n");
                 return 1;
         }
-        free(src);
         /* Round 0 is not counted (the first writes of each side to each piece). The ratio of
          * each round (both sides saw the same moments), then the medians. */
         for (unsigned r = 0; r < rounds; r++) {
