@@ -69,25 +69,32 @@ nvme_tool() {
         else
                 result nvme-tool-identify FAIL "rc $rc, model '$model': $out"
         fi
-        # Two clients at once (--together 2: neither starts before both hold a queue pair),
-        # each writing then verifying its own 8 MiB with its own pattern.
+        # Two clients at once (--together 2: neither starts writing before both hold a queue
+        # pair), each writing then verifying its own range with its own pattern: client 1 in 1,000
+        # commands of 4 KiB, client 2 in 8 commands of 1 MiB (the controller's largest, mdts=8:
+        # PRP1 and a list of 255 entries).
         for c in 1 2; do
-                (ntbfab-nvme write --fdid $F --lba $(((c - 1) * 32768)) --blocks 16384 --seed $c \
-                        --bs 64KiB --qd 8 --together 2 >/tmp/w$c.out 2>&1 &&
-                        ntbfab-nvme verify --fdid $F --lba $(((c - 1) * 32768)) --blocks 16384 \
-                                --seed $c --bs 64KiB --qd 8 --together 2 >/tmp/v$c.out 2>&1
+                # lba, blocks of 512 bytes, bytes per command, queue depth, commands
+                [ $c = 1 ] && set -- 0 8000 4KiB 8 1000 || set -- 32768 16384 1MiB 2 8
+                (ntbfab-nvme write --fdid $F --lba $1 --blocks $2 --seed $c --bs $3 --qd $4 \
+                        --together 2 >/tmp/w$c.out 2>&1 &&
+                        ntbfab-nvme verify --fdid $F --lba $1 --blocks $2 --seed $c --bs $3 \
+                                --qd $4 >/tmp/v$c.out 2>&1
                         echo $? >/tmp/rc$c) &
                 eval C$c=$!
+                eval N$c=$5
         done
         wait $C1 $C2
         ok=0
         for c in 1 2; do
-                [ "$(cat /tmp/rc$c)" = 0 ] && grep -q "result .* 128 commands" /tmp/v$c.out && ok=$((ok + 1))
+                eval n=\$N$c
+                [ "$(cat /tmp/rc$c)" = 0 ] && grep -q "result .* $n commands ($n reads, 0 writes)" /tmp/v$c.out &&
+                        grep -q "result .* $n commands (0 reads, $n writes)" /tmp/w$c.out && ok=$((ok + 1))
         done
         joins=$(grep -c "joined as slot" /tmp/mgr.out)
         if [ $ok = 2 ]; then
-                result nvme-tool-manager-2-clients ok "2 clients wrote and verified 8 MiB each at once; the manager saw $joins joins: $(grep -m1 'result' /tmp/v1.out | sed 's/^ *//')"
-                echo "FIGURE nvme_tool_bytes_verified 16777216 bytes"
+                result nvme-tool-manager-2-clients ok "2 clients at once wrote and verified 1,000 blocks of 4 KiB and 8 MiB in 1 MiB commands; the manager saw $joins joins: $(grep -m1 'result' /tmp/v1.out | sed 's/^ *//'); $(grep -m1 'result' /tmp/v2.out | sed 's/^ *//')"
+                echo "FIGURE nvme_tool_bytes_verified $((8000 * 512 + 16384 * 512)) bytes"
         else
                 result nvme-tool-manager-2-clients FAIL "client 1: rc $(cat /tmp/rc1) $(tail -n 3 /tmp/v1.out /tmp/w1.out); client 2: rc $(cat /tmp/rc2) $(tail -n 3 /tmp/v2.out /tmp/w2.out)"
         fi
