@@ -98,17 +98,34 @@ static void wait_for(const volatile uint64_t *word, uint64_t want, const char *w
 
 static uint8_t source[SOURCE];
 
-/* Copy the source over [off, off + n) of dst, again and again (check: compare instead;
- * returns whether it matched). */
-static int copy_piece(uint8_t *dst, size_t off, size_t n, int check)
+/* The segment is cut in pieces of this size (8 MiB, or half of a smaller segment). */
+static size_t piece_of(size_t size)
+{
+        size_t piece = size / 2 < (8u << 20) ? size / 2 : (8u << 20);
+        return piece & ~(size_t)4095;
+}
+
+/* Copy the source over [off, off + n) of dst, again and again (compare: check that it is
+ * there instead; returns whether it was). */
+static int copy_piece(uint8_t *dst, size_t off, size_t n, int compare)
 {
         for (size_t o = 0; o < n; o += SOURCE) {
                 size_t len = n - o < SOURCE ? n - o : SOURCE;
-                if (check && memcmp(dst + off + o, source, len))
+                if (compare && memcmp(dst + off + o, source, len))
                         return 0;
-                if (!check)
+                if (!compare)
                         memcpy(dst + off + o, source, len);
         }
+        return 1;
+}
+
+/* Whether dst holds what the turns wrote into it. */
+static int holds_copies(uint8_t *dst, size_t size)
+{
+        size_t piece = piece_of(size);
+        for (size_t off = 0; off < size; off += piece)
+                if (!copy_piece(dst, off, size - off < piece ? size - off : piece, 1))
+                        return 0;
         return 1;
 }
 
@@ -117,23 +134,14 @@ static int copy_piece(uint8_t *dst, size_t off, size_t n, int check)
  * taken by side (r + p) % 2 (the client is side 0), so a piece one side copies in one round
  * the other copies in the next, and no side writes a piece the other has just written (it
  * would find it in the caches). Each side waits for its turn in its own control segment and
- * hands on by storing into the other's. mbps[r]: this side's bandwidth in round r. check:
- * compare dst with what the turns wrote instead (returns whether it matched).
+ * hands on by storing into the other's. mbps[r]: this side's bandwidth in round r.
  */
-static int take_turns(int side, uint8_t *dst, size_t size, unsigned rounds,
-                      volatile struct control *mine, volatile struct control *theirs, double mbps[],
-                      int check)
+static void take_turns(int side, uint8_t *dst, size_t size, unsigned rounds,
+                       volatile struct control *mine, volatile struct control *theirs,
+                       double mbps[])
 {
-        size_t piece = size / 2 < (8u << 20) ? size / 2 : (8u << 20);
-        piece &= ~(size_t)4095;
+        size_t piece = piece_of(size);
         uint64_t pieces = (size + piece - 1) / piece;
-        if (check) {
-                for (uint64_t p = 0; p < pieces; p++)
-                        if (!copy_piece(dst, p * piece,
-                                        size - p * piece < piece ? size - p * piece : piece, 1))
-                                return 0;
-                return 1;
-        }
         for (size_t k = 0; k < SOURCE; k++)
                 source[k] = (uint8_t)(k * 7 + 1);
         double secs[MAX_ROUNDS + 1] = {0}, bytes[MAX_ROUNDS + 1] = {0};
@@ -153,7 +161,6 @@ static int take_turns(int side, uint8_t *dst, size_t size, unsigned rounds,
         }
         for (unsigned r = 0; r <= rounds; r++)
                 mbps[r] = secs[r] > 0 ? bytes[r] / secs[r] / 1e6 : 0;
-        return 1;
 }
 
 /* Make a control segment of this side, mapped and available. */
@@ -243,7 +250,7 @@ static void serve(sci_desc_t sd, unsigned client, unsigned adapter, size_t size)
                 exit(1);
         }
         double mbps[MAX_ROUNDS + 1];
-        take_turns(1, dst, size, rounds, mine, theirs, mbps, 0);
+        take_turns(1, dst, size, rounds, mine, theirs, mbps);
         for (unsigned r = 0; r <= rounds; r++)
                 theirs->mbps[r] = mbps[r];
         __atomic_store_n(&theirs->done, 1, __ATOMIC_RELEASE);
@@ -316,9 +323,9 @@ int main(int argc, char **argv)
         theirs->rounds = rounds;
         __atomic_store_n(&theirs->ready, 1, __ATOMIC_RELEASE);
         double rbw[MAX_ROUNDS + 1], lbw[MAX_ROUNDS], ratio[MAX_ROUNDS];
-        take_turns(0, rp, size, rounds, mine, theirs, rbw, 0);
+        take_turns(0, rp, size, rounds, mine, theirs, rbw);
         wait_for(&mine->done, 1, "report");
-        if (!take_turns(0, rp, size, rounds, mine, theirs, rbw, 1)) {
+        if (!holds_copies(rp, size)) {
                 fprintf(stderr, "memcpy_bw: the remote segment does not hold what was copied\n");
                 return 1;
         }
