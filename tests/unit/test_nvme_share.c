@@ -424,6 +424,7 @@ static void test_lost_answer(void **state)
         /* And the slot works. */
         struct ntbf_nvme_qp q;
         assert_true(client_qp(&g, &cl, &q, 16) > 0);
+        ntbf_nvme_qp_fini(&q);
         rig_down(&g);
 }
 
