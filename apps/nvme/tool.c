@@ -53,8 +53,9 @@ static const char usage_text[] =
     "manager:   [--entries N] [--lease DURATION] [--max-qp-per-client N] [--time DURATION]\n"
     "identify:  [--multicast GROUP]\n"
     "read:      --lba L --blocks N [--output FILE]\n"
-    "write:     --lba L --blocks N [--seed S] [--gen G] [--bs SIZE] [--qd N] [--log FILE]\n"
-    "verify:    --lba L --blocks N [--seed S] [--gen G] [--bs SIZE] [--qd N]\n"
+    "write:     --lba L --blocks N [--seed S] [--gen G] [--bs SIZE] [--qd N] [--random]\n"
+    "           [--log FILE]\n"
+    "verify:    --lba L --blocks N [--seed S] [--gen G] [--bs SIZE] [--qd N] [--random]\n"
     "bench:     [--rw randread|randwrite|randrw|read|write|rw] [--mix READ%] [--bs SIZE]\n"
     "           [--qd N] [--time DURATION | --ios N] [--lba L] [--blocks N] [--seed S]\n"
     "           [--histogram]\n"
@@ -72,6 +73,7 @@ struct opts {
         uint64_t size;
         const char *rw, *output, *log;
         bool multicast;
+        bool random; /* write, verify: the range's commands in a random order (seeded) */
 };
 
 static volatile sig_atomic_t stop_flag;
@@ -186,6 +188,7 @@ static int parse(int argc, char **argv, struct opts *o)
                 O_TIMEOUT,
                 O_NAP,
                 O_TOGETHER,
+                O_RANDOM,
                 O_HELP
         };
         static const struct option lo[] = {{"fdid", 1, 0, O_FDID},
@@ -219,6 +222,7 @@ static int parse(int argc, char **argv, struct opts *o)
                                            {"size", 1, 0, O_SIZE},
                                            {"nap", 1, 0, O_NAP},
                                            {"together", 1, 0, O_TOGETHER},
+                                           {"random", 0, 0, O_RANDOM},
                                            {"timeout", 1, 0, O_TIMEOUT},
                                            {"help", 0, 0, O_HELP},
                                            {0, 0, 0, 0}};
@@ -370,12 +374,18 @@ static int parse(int argc, char **argv, struct opts *o)
                 case O_HIST:
                         o->histogram = true;
                         break;
+                case O_RANDOM:
+                        o->random = true;
+                        break;
                 default:
                         return usage("unknown option '%s' for %s", argv[optind - 1], o->verb);
                 }
         }
         if (optind < argc)
                 return usage("unexpected argument '%s'", argv[optind]);
+        if (o->random && strcmp(o->verb, "write") && strcmp(o->verb, "verify"))
+                return usage("--random is an option of write and verify (bench: --rw randread "
+                             "and the like)");
         return 0;
 }
 
@@ -896,6 +906,7 @@ static int run_io(struct opts *o)
         j.read_pct = write ? 0 : 100;
         j.ios = o->blocks * bsz / j.bs;
         j.pattern = NTBF_NVME_PAT_STREAM;
+        j.shuffle = o->random; /* the same order for the same seed: a verify retraces a write */
         if (o->log) {
                 logf = fopen(o->log, "w");
                 if (!logf) {

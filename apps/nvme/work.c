@@ -168,6 +168,30 @@ static uint64_t rnd(struct run *r)
         return r->rng * UINT64_C(0x2545f4914f6cdd1d);
 }
 
+/*
+ * The i-th unit of a shuffled pass over n units: a keyed bijection of [0, 2^b) (four Feistel
+ * rounds on two halves of b/2 bits, b even and 2^b >= n), applied again while the result is
+ * n or more (cycle walking: a bijection of [0, 2^b) restricted so maps [0, n) onto itself).
+ */
+static uint64_t shuffled(uint64_t i, uint64_t n, uint64_t key)
+{
+        unsigned half = 1;
+        while ((UINT64_C(1) << (2 * half)) < n)
+                half++;
+        uint64_t mask = (UINT64_C(1) << half) - 1;
+        do {
+                uint64_t l = i >> half, r = i & mask;
+                for (unsigned round = 0; round < 4; round++) {
+                        uint64_t f = mix(key + round * UINT64_C(0x9e3779b97f4a7c15) + r) & mask;
+                        uint64_t t = r;
+                        r = l ^ f;
+                        l = t;
+                }
+                i = l << half | r;
+        } while (i >= n);
+        return i;
+}
+
 static bool bar_dead(volatile void *bar0)
 {
         if (!bar0)
@@ -305,7 +329,10 @@ int ntbf_nvme_job_run(struct ntbf_nvme_path *paths, unsigned npaths, const struc
                         struct cmd *c = &r.cmds[k];
                         if (c->busy)
                                 continue;
-                        uint64_t unit = job->random ? rnd(&r) % r.units : r.next_unit++ % r.units;
+                        uint64_t unit = job->random ? rnd(&r) % r.units
+                                        : job->shuffle
+                                            ? shuffled(r.next_unit++ % r.units, r.units, job->seed)
+                                            : r.next_unit++ % r.units;
                         c->write = job->read_pct == 0 ||
                                    (job->read_pct < 100 && rnd(&r) % 100 >= job->read_pct);
                         c->slba = r.first + unit * r.nlb;

@@ -251,6 +251,20 @@ static void test_refusal_and_lease(void **state)
         assert_true(nit_wait_for(m, "; deleted queue pair", 0));
         nit_run(&f, "client", 0, out, sizeof(out), 60000, "bench --fdid 0x%x --ios 500", NVME1);
         assert_non_null(strstr(out, "500 commands (500 reads"));
+        /* Writes in a random order (each 4 KiB once) read back in any order; another seed's
+         * pattern is not there; --random belongs to write and verify. */
+        nit_run(&f, "client", 0, out, sizeof(out), 60000,
+                "write --fdid 0x%x --lba 0 --blocks 800 --seed 5 --random --qd 4", NVME1);
+        assert_non_null(strstr(out, "100 commands (0 reads, 100 writes)"));
+        nit_run(&f, "client", 0, out, sizeof(out), 60000,
+                "verify --fdid 0x%x --lba 0 --blocks 800 --seed 5 --qd 4", NVME1);
+        assert_non_null(strstr(out, "100 commands (100 reads, 0 writes)"));
+        nit_run(&f, "client", 1, out, sizeof(out), 60000,
+                "verify --fdid 0x%x --lba 0 --blocks 800 --seed 6 --random", NVME1);
+        assert_non_null(
+            strstr(out, "100 of 100 commands read data other than the pattern of seed 6"));
+        nit_run(&f, "client", 2, out, sizeof(out), 60000, "bench --fdid 0x%x --random", NVME1);
+        assert_non_null(strstr(out, "--random is an option of write and verify"));
         /* b was never disturbed. */
         assert_int_equal(nit_wait(b, 0), -1);
         nit_kill(b, SIGTERM);

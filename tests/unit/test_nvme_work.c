@@ -74,8 +74,10 @@ struct two {
         /* What the done callback saw. */
         unsigned ok, failed;
         uint8_t written[4096]; /* per 4 KiB unit: reported complete */
-        unsigned fail_after;   /* break path 0 after this many completions (0: never) */
-        int how;               /* 0: its CQ, 1: its SQ */
+        uint32_t order[4096];  /* the units in the order they were reported complete */
+        unsigned norder;
+        unsigned fail_after; /* break path 0 after this many completions (0: never) */
+        int how;             /* 0: its CQ, 1: its SQ */
 };
 
 static void on_done(void *arg, bool write, uint64_t slba, uint32_t nlb, int status)
@@ -89,6 +91,8 @@ static void on_done(void *arg, bool write, uint64_t slba, uint32_t nlb, int stat
         t->ok++;
         if (write)
                 t->written[slba / 8] = 1;
+        if (t->norder < 4096)
+                t->order[t->norder++] = (uint32_t)(slba / 8);
         if (t->fail_after && t->ok == t->fail_after)
                 fake_dma_fail(t->x.f, t->how ? t->q[0].sq_io : t->q[0].cq_io, PG);
 }
@@ -160,6 +164,47 @@ static void test_write_verify(void **state)
         j = job_of(&t, 100, 300, 2);
         assert_int_equal(ntbf_nvme_job_run(t.p, 1, &t.x.c.ns, t.buf.va, &j, &st), -EBADMSG);
         assert_int_equal(st.mismatches, 300);
+        /* Shuffled (write and verify --random): every unit once, not in order, and the same
+         * order again for the same seed, so a verify reads what the write wrote. */
+        uint32_t first[300];
+        for (int pass = 0; pass < 2; pass++) {
+                memset(t.written, 0, sizeof(t.written));
+                t.norder = 0;
+                j = job_of(&t, pass ? 100 : 0, 300, 1);
+                j.qd = 1; /* completions in submission order */
+                j.shuffle = true;
+                j.first = 3 * 300 * 8; /* a range of its own: unwritten until now */
+                assert_int_equal(ntbf_nvme_job_run(t.p, 1, &t.x.c.ns, t.buf.va, &j, &st), 0);
+                assert_int_equal(st.ios, 300);
+                assert_int_equal(st.mismatches, 0);
+                assert_int_equal(t.norder, 300);
+                unsigned in_place = 0, seen[300] = {0};
+                for (unsigned i = 0; i < 300; i++) {
+                        uint32_t u = t.order[i] - 3 * 300;
+                        assert_true(u < 300);
+                        seen[u]++;
+                        in_place += u == i;
+                        if (!pass)
+                                first[i] = u;
+                        else
+                                assert_int_equal(u, first[i]);
+                }
+                for (unsigned u = 0; u < 300; u++)
+                        assert_int_equal(seen[u], 1);
+                assert_true(in_place < 30); /* a shuffle, not the sequential order */
+        }
+        /* Another seed, another order. */
+        t.norder = 0;
+        j = job_of(&t, 0, 300, 1);
+        j.qd = 1;
+        j.shuffle = true;
+        j.seed = 10;
+        j.first = 3 * 300 * 8;
+        assert_int_equal(ntbf_nvme_job_run(t.p, 1, &t.x.c.ns, t.buf.va, &j, &st), 0);
+        unsigned same = 0;
+        for (unsigned i = 0; i < 300; i++)
+                same += t.order[i] - 3 * 300 == first[i];
+        assert_true(same < 30);
         /* A random mix by time. */
         j = job_of(&t, 50, 0, 1);
         j.random = true;

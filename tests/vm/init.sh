@@ -71,15 +71,15 @@ nvme_tool() {
         fi
         # Two clients at once (--together 2: neither starts writing before both hold a queue
         # pair), each writing then verifying its own range with its own pattern: client 1 in 1,000
-        # commands of 4 KiB, client 2 in 8 commands of 1 MiB (the controller's largest, mdts=8:
-        # PRP1 and a list of 255 entries).
+        # commands of 4 KiB in a random order (--random: each block once), client 2 in 8 commands
+        # of 1 MiB (the controller's largest, mdts=8: PRP1 and a list of 255 entries).
         for c in 1 2; do
-                # lba, blocks of 512 bytes, bytes per command, queue depth, commands
-                [ $c = 1 ] && set -- 0 8000 4KiB 8 1000 || set -- 32768 16384 1MiB 2 8
-                (ntbfab-nvme write --fdid $F --lba $1 --blocks $2 --seed $c --bs $3 --qd $4 \
+                # lba, blocks of 512 bytes, bytes per command, queue depth, commands, order
+                [ $c = 1 ] && set -- 0 8000 4KiB 8 1000 --random || set -- 32768 16384 1MiB 2 8
+                (ntbfab-nvme write --fdid $F --lba $1 --blocks $2 --seed $c --bs $3 --qd $4 $6 \
                         --together 2 >/tmp/w$c.out 2>&1 &&
                         ntbfab-nvme verify --fdid $F --lba $1 --blocks $2 --seed $c --bs $3 \
-                                --qd $4 >/tmp/v$c.out 2>&1
+                                --qd $4 $6 >/tmp/v$c.out 2>&1
                         echo $? >/tmp/rc$c) &
                 eval C$c=$!
                 eval N$c=$5
@@ -93,7 +93,7 @@ nvme_tool() {
         done
         joins=$(grep -c "joined as slot" /tmp/mgr.out)
         if [ $ok = 2 ]; then
-                result nvme-tool-manager-2-clients ok "2 clients at once wrote and verified 1,000 blocks of 4 KiB and 8 MiB in 1 MiB commands; the manager saw $joins joins: $(grep -m1 'result' /tmp/v1.out | sed 's/^ *//'); $(grep -m1 'result' /tmp/v2.out | sed 's/^ *//')"
+                result nvme-tool-manager-2-clients ok "2 clients at once wrote and verified 1,000 random blocks of 4 KiB and 8 MiB in 1 MiB commands; the manager saw $joins joins: $(grep -m1 'result' /tmp/v1.out | sed 's/^ *//'); $(grep -m1 'result' /tmp/v2.out | sed 's/^ *//')"
                 echo "FIGURE nvme_tool_bytes_verified $((8000 * 512 + 16384 * 512)) bytes"
         else
                 result nvme-tool-manager-2-clients FAIL "client 1: rc $(cat /tmp/rc1) $(tail -n 3 /tmp/v1.out /tmp/w1.out); client 2: rc $(cat /tmp/rc2) $(tail -n 3 /tmp/v2.out /tmp/w2.out)"

@@ -49,6 +49,8 @@ struct ntbf_nvme_job {
         uint32_t bs;         /* bytes per command: a multiple of the block size */
         uint32_t qd;         /* commands in flight */
         bool random;         /* random blocks (else sequential, wrapping) */
+        bool shuffle;        /* every unit of the range once per pass, in a random order that
+                                depends only on seed (a write and a verify agree on it) */
         uint32_t read_pct;   /* 100: reads only, 0: writes only */
         uint64_t first;      /* first block of the range */
         uint64_t blocks;     /* blocks in the range (0: to the end of the namespace) */
@@ -58,7 +60,8 @@ struct ntbf_nvme_job {
         uint64_t timeout_ns; /* a command outstanding this long has failed (0: 2 s) */
         enum ntbf_nvme_pattern pattern;
         uint32_t gen; /* pattern generation of writes; reads expect it */
-        /* Sequential writes visit each bs-sized unit of the range once when ios = units. */
+        /* Sequential and shuffled writes visit each bs-sized unit of the range once when ios =
+         * units. */
         uint32_t nap_ns;         /* sleep this long when a look finds nothing (0: spin) */
         void (*idle)(void *arg); /* called while waiting (tests poll a model) */
         void *idle_arg;
