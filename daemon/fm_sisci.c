@@ -110,6 +110,15 @@ static const char *nname(struct ntbf__fm *fm, uint32_t n)
         return n < fm->t->nnodes ? ntbf__fm_node_name(fm, n) : "?";
 }
 
+/* Why an admission was refused (the core's sentence, else the error's), in why; the plan is
+ * freed. */
+static const char *refusal(int r, struct ntbf_plan *plan, char *why, size_t len)
+{
+        snprintf(why, len, "%s", plan->why[0] ? plan->why : ntbf_strerror(r));
+        ntbf_plan_free(plan);
+        return why;
+}
+
 static uint64_t u(struct json_object *p, const char *k, uint64_t dflt)
 {
         uint64_t v;
@@ -485,11 +494,9 @@ static void op_export(struct ntbf__fm *fm, struct fm_op *op)
         int r = ntbf_admit(fm->s, &req, &plan);
         if (r) {
                 char why[600];
-                snprintf(why, sizeof(why), "%s", plan.why[0] ? plan.why : ntbf_strerror(r));
-                ntbf_plan_free(&plan);
                 e->available = false;
                 return op_fail(fm, r, "broadcast segment %u of '%s' cannot join its group: %s",
-                               e->id, nname(fm, op->from), why);
+                               e->id, nname(fm, op->from), refusal(r, &plan, why, sizeof(why)));
         }
         struct fm_alloc *a = calloc(1, sizeof(*a));
         if (!a) {
@@ -721,9 +728,7 @@ static void op_connect(struct ntbf__fm *fm, struct fm_op *op)
                                         : ntbf_admit(fm->s, &req, &plan);
         if (r) {
                 char why[600];
-                snprintf(why, sizeof(why), "%s", plan.why[0] ? plan.why : ntbf_strerror(r));
-                ntbf_plan_free(&plan);
-                return op_fail(fm, r, "%s", why);
+                return op_fail(fm, r, "%s", refusal(r, &plan, why, sizeof(why)));
         }
         struct fm_alloc *a = calloc(1, sizeof(*a));
         if (!a) {
@@ -901,9 +906,7 @@ static void op_dmap(struct ntbf__fm *fm, struct fm_op *op)
         int r = ntbf_admit(fm->s, &req, &plan);
         if (r) {
                 char why[600];
-                snprintf(why, sizeof(why), "%s", plan.why[0] ? plan.why : ntbf_strerror(r));
-                ntbf_plan_free(&plan);
-                return op_fail(fm, r, "%s", why);
+                return op_fail(fm, r, "%s", refusal(r, &plan, why, sizeof(why)));
         }
         struct fm_alloc *a = calloc(1, sizeof(*a));
         if (!a) {
@@ -1114,9 +1117,7 @@ static void op_requester(struct ntbf__fm *fm, struct fm_op *op)
         int r = ntbf_admit(fm->s, &req, &plan);
         if (r) {
                 char why[600];
-                snprintf(why, sizeof(why), "%s", plan.why[0] ? plan.why : ntbf_strerror(r));
-                ntbf_plan_free(&plan);
-                return op_fail(fm, r, "%s", why);
+                return op_fail(fm, r, "%s", refusal(r, &plan, why, sizeof(why)));
         }
         struct fm_alloc *a = calloc(1, sizeof(*a));
         if (!a) {
