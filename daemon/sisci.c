@@ -302,6 +302,19 @@ static bool sisci_borrowed(struct ntbf__sx *s, uint32_t fdid)
 
 static void holder_gone(struct ntbf__d *d, struct sx_holder *h);
 
+/* Unlink and free every element of the singly linked list head (of type T, linked by next)
+ * that belongs to session id. */
+#define FREE_OF_SESSION(T, head, id)                                                               \
+        for (T **pp_ = &(head); *pp_;) {                                                           \
+                T *g_ = *pp_;                                                                      \
+                if (g_->session == (id)) {                                                         \
+                        *pp_ = g_->next;                                                           \
+                        free(g_);                                                                  \
+                } else {                                                                           \
+                        pp_ = &g_->next;                                                           \
+                }                                                                                  \
+        }
+
 void ntbf__sx_conn_gone(struct ntbf__d *d, struct ntbf__rpc_conn *c)
 {
         struct ntbf__sx *s = d->sx;
@@ -330,42 +343,10 @@ void ntbf__sx_conn_gone(struct ntbf__d *d, struct ntbf__rpc_conn *c)
                         holder_gone(d, h);
                         free(h);
                 }
-                for (struct sx_seg **sp = &s->segs; *sp;) {
-                        struct sx_seg *g = *sp;
-                        if (g->session == id) {
-                                *sp = g->next;
-                                free(g);
-                        } else {
-                                sp = &g->next;
-                        }
-                }
-                for (struct sx_int **ip = &s->ints; *ip;) {
-                        struct sx_int *g = *ip;
-                        if (g->session == id) {
-                                *ip = g->next;
-                                free(g);
-                        } else {
-                                ip = &g->next;
-                        }
-                }
-                for (struct sx_chan **cp = &s->chans; *cp;) {
-                        struct sx_chan *g = *cp;
-                        if (g->session == id) {
-                                *cp = g->next;
-                                free(g);
-                        } else {
-                                cp = &g->next;
-                        }
-                }
-                for (struct sx_devseg **dp = &s->devsegs; *dp;) {
-                        struct sx_devseg *g = *dp;
-                        if (g->session == id) {
-                                *dp = g->next;
-                                free(g);
-                        } else {
-                                dp = &g->next;
-                        }
-                }
+                FREE_OF_SESSION(struct sx_seg, s->segs, id);
+                FREE_OF_SESSION(struct sx_int, s->ints, id);
+                FREE_OF_SESSION(struct sx_chan, s->chans, id);
+                FREE_OF_SESSION(struct sx_devseg, s->devsegs, id);
                 /* The manager releases the session's exports (users hear "lost") and its
                  * connections and mappings (owners hear "disconnect"). */
                 if (ntbf__peer_connected(d, d->manager) || d->manager == d->self) {
