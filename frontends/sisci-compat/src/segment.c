@@ -44,6 +44,22 @@ static bool evq_pop(struct sx_evq *q, struct sx_ev *ev)
         return true;
 }
 
+/* Wait (lock held) for the next event of a segment's queue: SCI_ERR_OK with it in *ev,
+ * SCI_ERR_TIMEOUT, or SCI_ERR_CANCELLED when the segment goes away meanwhile. */
+static sci_error_t wait_event(struct sx_obj *o, struct sx_evq *q, unsigned timeout,
+                              struct sx_ev *ev)
+{
+        uint64_t deadline = sx_deadline(timeout);
+        bool got = false;
+        sx_ref(o);
+        while (!o->dead && !(got = evq_pop(q, ev)))
+                if (!sx_wait(deadline))
+                        break;
+        sci_error_t e = got ? SCI_ERR_OK : o->dead ? SCI_ERR_CANCELLED : SCI_ERR_TIMEOUT;
+        sx_unref(o);
+        return e;
+}
+
 void sx_lseg_event(struct sx_lseg *s, sci_segment_cb_reason_t reason, uint32_t node_id,
                    uint32_t adapter_no)
 {
@@ -601,17 +617,8 @@ sci_segment_cb_reason_t SCIWaitForLocalSegmentEvent(sci_local_segment_t segment,
                 *err = SCI_ERR_ILLEGAL_OPERATION; /* its events go to the callback */
                 goto out;
         }
-        uint64_t deadline = sx_deadline(timeout);
         struct sx_ev ev = {0};
-        bool got = false;
-        sx_ref(&s->o);
-        while (!s->o.dead && !(got = evq_pop(&s->evq, &ev)))
-                if (!sx_wait(deadline))
-                        break;
-        if (!got)
-                *err = s->o.dead ? SCI_ERR_CANCELLED : SCI_ERR_TIMEOUT;
-        sx_unref(&s->o);
-        if (got) {
+        if ((*err = wait_event(&s->o, &s->evq, timeout, &ev)) == SCI_ERR_OK) {
                 reason = ev.reason;
                 if (sourceNodeId)
                         *sourceNodeId = ev.node_id;
@@ -861,17 +868,8 @@ sci_segment_cb_reason_t SCIWaitForRemoteSegmentEvent(sci_remote_segment_t segmen
                 *err = SCI_ERR_ILLEGAL_OPERATION;
                 goto out;
         }
-        uint64_t deadline = sx_deadline(timeout);
         struct sx_ev ev = {0};
-        bool got = false;
-        sx_ref(&s->o);
-        while (!s->o.dead && !(got = evq_pop(&s->evq, &ev)))
-                if (!sx_wait(deadline))
-                        break;
-        if (!got)
-                *err = s->o.dead ? SCI_ERR_CANCELLED : SCI_ERR_TIMEOUT;
-        sx_unref(&s->o);
-        if (got) {
+        if ((*err = wait_event(&s->o, &s->evq, timeout, &ev)) == SCI_ERR_OK) {
                 reason = ev.reason;
                 if (status)
                         *status = ev.status;
