@@ -27,26 +27,7 @@ fail() {
 	fail "ntbfab up: $(cat "$top/up.log")"
 export NTBFAB_DIR="$dir"
 
-# Start a program on a node in the background: NAME NODE PROGRAM ARGS...
-start() {
-	name=$1 node=$2
-	shift 2
-	NTBFAB_NODE=$node timeout 120 "$@" >"$top/$name.out" 2>&1 &
-	pids="$pids $!"
-	eval "pid_$name=$!"
-}
-# Run a program on a node in the foreground and keep its output: NAME NODE PROGRAM ARGS...
-run() {
-	name=$1 node=$2
-	shift 2
-	NTBFAB_NODE=$node timeout 120 "$@" >"$top/$name.out" 2>&1 || fail "$name exited $?"
-}
-# Wait for a background program: NAME
-finish() {
-	eval "p=\$pid_$1"
-	wait "$p" || fail "$1 exited $?"
-}
-expect() { grep -q "$2" "$top/$1.out" || fail "$1 did not print '$2'"; }
+. "$src/tests/integration/sx_procs.sh"
 
 echo "pingpong: an ST-built server on a, an MT-built client on b"
 start pp_server a "$ex/sisci-pingpong-st" -rn 8 -server -loops 500

@@ -42,24 +42,7 @@ for i in $(seq 1 200); do
 done
 grep -q "joined the fabric manager" "$dir/log/b.log" 2>/dev/null || fail "b never joined a's fabric manager"
 
-# Start a program on a node in the background: NAME NODE PROGRAM ARGS...
-start() {
-	name=$1 node=$2
-	shift 2
-	NTBFAB_NODE=$node timeout 120 "$@" >"$top/$name.out" 2>&1 &
-	pids="$pids $!"
-	eval "pid_$name=$!"
-}
-run() {
-	name=$1 node=$2
-	shift 2
-	NTBFAB_NODE=$node timeout 120 "$@" >"$top/$name.out" 2>&1 || fail "$name exited $?"
-}
-finish() {
-	eval "p=\$pid_$1"
-	wait "$p" || fail "$1 exited $?"
-}
-expect() { grep -q "$2" "$top/$1.out" || fail "$1 did not print '$2'"; }
+. "$src/tests/integration/sx_procs.sh"
 
 echo "pingpong between a and b, and between two processes of a (mem_map)"
 start pp_server a "$ex/sisci-pingpong" -rn 8 -server -loops 300
