@@ -23,7 +23,7 @@
  * fabric's devhost_kick futex, which dma_submit bumps, so a submission ends their nap.
  */
 
-enum runner_kind { RUN_MODEL, RUN_DMA, RUN_REAPER };
+enum runner_kind { RUN_MODEL, RUN_DMA, RUN_REAPER, RUN_MCAST };
 
 struct runner {
         struct ntbf_sim_devhost *dh;
@@ -294,6 +294,34 @@ static int setup_model(struct ntbf_sim_devhost *dh, struct runner *r, uint32_t d
         return ops->create(e, &r->state);
 }
 
+/*
+ * The switches' multicast replication of CPU stores (mcpost.c): a pass over the multicast
+ * slots every 10 us while stores keep coming, backing off to max_nap_ns when idle.
+ */
+static void *mcast_main(void *arg)
+{
+        struct runner *r = arg;
+        struct ntbf_sim_devhost *dh = r->dh;
+        struct ntbf__sim_mcpost *m = ntbf__sim_mcpost_new(dh->s);
+        if (!m)
+                return NULL;
+        prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+        uint64_t nap = 10000;
+        while (!atomic_load_explicit(&dh->stop, memory_order_relaxed)) {
+                uint64_t n = ntbf__sim_mcpost_run(m);
+                atomic_fetch_add_explicit(&r->polls, 1, memory_order_relaxed);
+                if (n) {
+                        atomic_fetch_add_explicit(&r->work, n, memory_order_relaxed);
+                        nap = 10000;
+                } else if (nap < dh->o.max_nap_ns) {
+                        nap = nap * 2 < dh->o.max_nap_ns ? nap * 2 : dh->o.max_nap_ns;
+                }
+                nap_ns(nap);
+        }
+        ntbf__sim_mcpost_free(m);
+        return NULL;
+}
+
 int ntbf_sim_devhost_start(struct ntbf_backend *b, const struct ntbf_sim_devhost_opts *opts,
                            struct ntbf_sim_devhost **out, char *why, size_t whylen)
 {
@@ -313,7 +341,7 @@ int ntbf_sim_devhost_start(struct ntbf_backend *b, const struct ntbf_sim_devhost
         if (!dh->o.max_nap_ns)
                 dh->o.max_nap_ns = 1000000;
         const struct ntbf_topo *t = s->t;
-        uint32_t cap = 1 + t->nadapters;
+        uint32_t cap = 2 + t->nadapters;
         for (uint32_t d = 0; d < t->ndevices; d++)
                 cap += ntbf_device_nfuncs(&t->devices[d]);
         dh->r = calloc(cap, sizeof(*dh->r));
@@ -355,6 +383,11 @@ int ntbf_sim_devhost_start(struct ntbf_backend *b, const struct ntbf_sim_devhost
                 x->adapter = a;
                 x->node = s->ad[a].node;
         }
+        if (!r && !dh->o.no_dma) {
+                struct runner *x = &dh->r[dh->nr++];
+                x->dh = dh;
+                x->kind = RUN_MCAST;
+        }
         if (!r && !dh->o.no_reaper) {
                 struct runner *x = &dh->r[dh->nr++];
                 x->dh = dh;
@@ -362,9 +395,10 @@ int ntbf_sim_devhost_start(struct ntbf_backend *b, const struct ntbf_sim_devhost
         }
         for (uint32_t i = 0; i < dh->nr && !r; i++) {
                 struct runner *x = &dh->r[i];
-                void *(*fn)(void *) = x->kind == RUN_MODEL ? model_main
-                                      : x->kind == RUN_DMA ? dma_main
-                                                           : reaper_main;
+                void *(*fn)(void *) = x->kind == RUN_MODEL   ? model_main
+                                      : x->kind == RUN_DMA   ? dma_main
+                                      : x->kind == RUN_MCAST ? mcast_main
+                                                             : reaper_main;
                 r = -pthread_create(&x->th, NULL, fn, x);
                 x->started = !r;
                 if (r)
@@ -384,7 +418,7 @@ void ntbf_sim_devhost_stats(struct ntbf_sim_devhost *dh, struct ntbf_sim_devhost
         memset(o, 0, sizeof(*o));
         for (uint32_t i = 0; i < dh->nr; i++) {
                 struct runner *x = &dh->r[i];
-                if (x->kind == RUN_REAPER)
+                if (x->kind == RUN_REAPER || x->kind == RUN_MCAST)
                         continue;
                 o->models += x->kind == RUN_MODEL;
                 o->dma_engines += x->kind == RUN_DMA;

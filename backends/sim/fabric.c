@@ -360,6 +360,11 @@ const char *ntbf__sim_file_name(const struct ntbf_sim *s, enum sim_file_kind kin
         case SF_ONES:
                 snprintf(buf, len, "(all ones)");
                 break;
+        case SF_MCPOST: {
+                const struct ntbf_adapter *a = &t->adapters[obj];
+                snprintf(buf, len, "%s/mcpost-%s-%s", s->dir, t->nodes[a->node].name, a->name);
+                break;
+        }
         }
         return buf;
 }
@@ -368,6 +373,8 @@ static uint64_t file_size(const struct ntbf_topo *t, enum sim_file_kind kind, ui
 {
         if (kind == SF_RAM)
                 return t->nodes[obj].ram;
+        if (kind == SF_MCPOST)
+                return t->adapters[obj].p.window;
         const struct ntbf_device *d = &t->devices[obj / NTBF_MAX_BARS];
         uint32_t b = obj % NTBF_MAX_BARS;
         if (kind == SF_BAR)
@@ -384,9 +391,7 @@ uint64_t ntbf__sim_ram_off(const struct ntbf_sim *s, uint32_t node, const struct
 
 uint8_t *ntbf__sim_file_slow(struct ntbf_sim *s, enum sim_file_kind kind, uint32_t obj)
 {
-        struct sim_file *f = kind == SF_RAM   ? &s->ram[obj]
-                             : kind == SF_BAR ? &s->bar[obj]
-                                              : &s->vfbar[obj];
+        struct sim_file *f = sim_file_rec(s, kind, obj);
         pthread_mutex_lock(&s->file_lock);
         uint8_t *p = atomic_load(&f->base);
         if (!p) {
@@ -418,10 +423,15 @@ int ntbf__sim_file_fd(struct ntbf_sim *s, enum sim_file_kind kind, uint32_t obj)
                 return s->ones_fd;
         if (!sim_file(s, kind, obj))
                 return -1;
-        struct sim_file *f = kind == SF_RAM   ? &s->ram[obj]
-                             : kind == SF_BAR ? &s->bar[obj]
-                                              : &s->vfbar[obj];
-        return f->fd;
+        return sim_file_rec(s, kind, obj)->fd;
+}
+
+void ntbf__sim_mcpost_forget(struct ntbf_sim *s, uint32_t a, uint64_t off, uint64_t len)
+{
+        if (!sim_file(s, SF_MCPOST, a))
+                return;
+        fallocate(s->mcpost[a].fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+                  (off_t)len);
 }
 
 int ntbf__sim_ones_fd(struct ntbf_sim *s, uint64_t need)
@@ -845,6 +855,11 @@ int ntbf_sim_fabric_create(const struct ntbf_topo *t, const char *dir, char *why
                 ntbf__sim_file_name(&tmp_s, SF_RAM, i, tmp, sizeof(tmp));
                 r = make_file(tmp, t->nodes[i].ram, false, why, whylen);
         }
+        /* Multicast post buffers: sparse, window-sized, zero (docs/sim.md). */
+        for (uint32_t a = 0; a < t->nadapters && !r; a++) {
+                ntbf__sim_file_name(&tmp_s, SF_MCPOST, a, tmp, sizeof(tmp));
+                r = make_file(tmp, file_size(t, SF_MCPOST, a), false, why, whylen);
+        }
         bool images = false;
         for (uint32_t d = 0; d < t->ndevices && !r; d++) {
                 const struct ntbf_device *dev = &t->devices[d];
@@ -894,7 +909,7 @@ out:
 
 static bool fabric_file(const char *name)
 {
-        static const char *const prefixes[] = {"ram-", "bar-", "vfbar-", "iommu-"};
+        static const char *const prefixes[] = {"ram-", "bar-", "vfbar-", "iommu-", "mcpost-"};
         if (!strcmp(name, "fabric") || !strcmp(name, "fabric.tmp") || !strcmp(name, "lock"))
                 return true;
         for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
@@ -968,6 +983,7 @@ void ntbf__sim_close(struct ntbf_sim *s)
         files_close(s->ram, s->t->nnodes);
         files_close(s->bar, s->t->ndevices * NTBF_MAX_BARS);
         files_close(s->vfbar, s->t->ndevices * NTBF_MAX_BARS);
+        files_close(s->mcpost, s->t->nadapters);
         files_close(s->iommu, s->t->nnodes + (s->hdr ? s->hdr->nfuncs : 0));
         if (s->ones_fd >= 0)
                 close(s->ones_fd);
@@ -1056,10 +1072,11 @@ int ntbf_sim_attach(const struct ntbf_backend_env *env, struct ntbf_backend **ou
         s->ram = calloc(t->nnodes + 1, sizeof(*s->ram));
         s->bar = calloc((size_t)t->ndevices * NTBF_MAX_BARS + 1, sizeof(*s->bar));
         s->vfbar = calloc((size_t)t->ndevices * NTBF_MAX_BARS + 1, sizeof(*s->vfbar));
+        s->mcpost = calloc((size_t)t->nadapters + 1, sizeof(*s->mcpost));
         s->func_first = calloc(t->ndevices + 1, sizeof(*s->func_first));
         /* Host domains, then one isolation domain per device function. */
         s->iommu = calloc((size_t)t->nnodes + s->hdr->nfuncs + 1, sizeof(*s->iommu));
-        if (!s->ram || !s->iommu || !s->bar || !s->vfbar || !s->func_first) {
+        if (!s->ram || !s->iommu || !s->bar || !s->vfbar || !s->mcpost || !s->func_first) {
                 r = -ENOMEM;
                 goto fail;
         }

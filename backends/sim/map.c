@@ -53,13 +53,18 @@ static int resolve(struct ntbf_sim *s, struct sim_mapping *m)
         m->nruns = 0;
         for (uint64_t off = 0; off < m->size;) {
                 struct sim_hit h;
-                /* A read's routing: MSI, multicast and anything that cannot be one shared
-                 * mapping read all ones through a CPU mapping (docs/sim.md). */
+                /* A read's routing: MSI and anything that cannot be one shared mapping read
+                 * all ones through a CPU mapping; a multicast slot is the adapter's post
+                 * buffer, which the device host's replicator sends to the group
+                 * (docs/sim.md). */
                 ntbf__sim_route(s, node, NTBF_NONE, NTBF_SIM_RID_CPU, base + off, m->size - off,
                                 false, false, &h);
                 int r;
-                if (h.err || h.kind == NTBF_REGION_MSI || h.group != NTBF_NONE ||
-                    !sim_file(s, h.fkind, h.fobj))
+                bool post = h.group != NTBF_NONE && (!h.err || h.err == NTBF_EUNREACHABLE);
+                if (post && sim_file(s, SF_MCPOST, m->adapter))
+                        r = add_run(m, off, h.len, SF_MCPOST, m->adapter, m->offset + off);
+                else if (h.err || h.kind == NTBF_REGION_MSI || h.group != NTBF_NONE ||
+                         !sim_file(s, h.fkind, h.fobj))
                         r = add_run(m, off, h.len, SF_ONES, 0, 0);
                 else
                         r = add_run(m, off, h.len, h.fkind, h.fobj, h.foff);

@@ -338,6 +338,11 @@ static int program_slot(struct ntbf_sim *s, uint32_t a, uint32_t slot, const str
                         return NTBF_ENOPATH; /* the adapters do not reach each other */
                 e = SLOT_VALID | x->addr | (uint64_t)x->dst_adapter << 48;
         }
+        /* A new multicast translation starts with nothing posted (docs/sim.md). */
+        uint64_t old = atomic_load(&sim_slots(s, a)[slot]);
+        if ((e & SLOT_MCAST) && old != e)
+                ntbf__sim_mcpost_forget(s, a, (uint64_t)slot * s->ad[a].slot_size,
+                                        s->ad[a].slot_size);
         atomic_store_explicit(&sim_slots(s, a)[slot], e, memory_order_release);
         ntbf__sim_changed(s);
         return 0;

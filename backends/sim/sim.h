@@ -26,13 +26,19 @@ struct sim_file {
 };
 
 /* Kinds of backing files (a CPU mapping run names one). */
-enum sim_file_kind { SF_RAM, SF_BAR, SF_VFBAR, SF_ONES };
+enum sim_file_kind {
+        SF_RAM,
+        SF_BAR,
+        SF_VFBAR,
+        SF_ONES,
+        SF_MCPOST, /* an adapter's multicast post buffer, window-sized (docs/sim.md) */
+};
 
 /* A piece of a CPU window mapping and the memory behind it. */
 struct sim_run {
         uint64_t off, len; /* within the mapping */
         enum sim_file_kind kind;
-        uint32_t obj;  /* node (RAM), device * NTBF_MAX_BARS + bar (BAR, VF BAR) */
+        uint32_t obj;  /* node (RAM), device * NTBF_MAX_BARS + bar (BAR, VF BAR), adapter */
         uint64_t foff; /* offset in the file */
 };
 
@@ -87,11 +93,12 @@ struct ntbf_sim {
 
         /* Backing files, mapped lazily: the only syscalls a transaction may make. */
         pthread_mutex_t file_lock;
-        struct sim_file *ram;   /* per node */
-        struct sim_file *bar;   /* per device * NTBF_MAX_BARS */
-        struct sim_file *vfbar; /* per device * NTBF_MAX_BARS */
-        struct sim_file *iommu; /* per node */
-        int ones_fd;            /* a file of all-ones bytes for broken window ranges */
+        struct sim_file *ram;    /* per node */
+        struct sim_file *bar;    /* per device * NTBF_MAX_BARS */
+        struct sim_file *vfbar;  /* per device * NTBF_MAX_BARS */
+        struct sim_file *mcpost; /* per adapter: CPU stores into its multicast slots */
+        struct sim_file *iommu;  /* per node */
+        int ones_fd;             /* a file of all-ones bytes for broken window ranges */
         uint64_t ones_size;
 
         /* Process-local state: handles, mappings, vectors, the watcher thread. */
@@ -167,11 +174,17 @@ void ntbf__sim_adapter_event(struct ntbf_sim *s, uint32_t a);
 /* ---- files (fabric.c) ---------------------------------------------------------------------- */
 
 uint8_t *ntbf__sim_file_slow(struct ntbf_sim *s, enum sim_file_kind kind, uint32_t obj);
+static inline struct sim_file *sim_file_rec(struct ntbf_sim *s, enum sim_file_kind kind,
+                                            uint32_t obj)
+{
+        return kind == SF_RAM     ? &s->ram[obj]
+               : kind == SF_BAR   ? &s->bar[obj]
+               : kind == SF_VFBAR ? &s->vfbar[obj]
+                                  : &s->mcpost[obj];
+}
 static inline uint8_t *sim_file(struct ntbf_sim *s, enum sim_file_kind kind, uint32_t obj)
 {
-        struct sim_file *f = kind == SF_RAM   ? &s->ram[obj]
-                             : kind == SF_BAR ? &s->bar[obj]
-                                              : &s->vfbar[obj];
+        struct sim_file *f = sim_file_rec(s, kind, obj);
         uint8_t *p = atomic_load_explicit(&f->base, memory_order_acquire);
         return likely(p) ? p : ntbf__sim_file_slow(s, kind, obj);
 }
@@ -182,6 +195,14 @@ const char *ntbf__sim_file_name(const struct ntbf_sim *s, enum sim_file_kind kin
 uint64_t ntbf__sim_ram_off(const struct ntbf_sim *s, uint32_t node, const struct ntbf_region *r,
                            uint64_t addr);
 int ntbf__sim_ones_fd(struct ntbf_sim *s, uint64_t need);
+/* The replication of CPU stores into multicast slots (mcpost.c, run by the device host). */
+struct ntbf__sim_mcpost;
+struct ntbf__sim_mcpost *ntbf__sim_mcpost_new(struct ntbf_sim *s);
+void ntbf__sim_mcpost_free(struct ntbf__sim_mcpost *m);
+/* One pass over every multicast slot: sends what changed; returns the bytes sent. */
+uint64_t ntbf__sim_mcpost_run(struct ntbf__sim_mcpost *m);
+/* Forget what was posted into window range [off, off + len) of adapter a (a slot changed). */
+void ntbf__sim_mcpost_forget(struct ntbf_sim *s, uint32_t a, uint64_t off, uint64_t len);
 
 /* ---- routing (route.c) ------------------------------------------------------------------- */
 

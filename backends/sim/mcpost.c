@@ -1,0 +1,153 @@
+/* backends/sim/mcpost.c: the switch's replication of CPU stores into multicast slots. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "sim.h"
+
+/*
+ * A CPU mapping of a multicast slot is the sending adapter's post buffer (docs/sim.md): a
+ * window-sized file whose bytes at a window offset are what the host's CPUs last stored
+ * there. A direct mapping cannot replicate a store, and the host must not run software to
+ * do it, so the replication is the simulated switch's: the device host compares each
+ * multicast slot's post buffer with what it already sent (its shadow), and sends every
+ * changed 64-byte line as one posted write of the sending host's CPU through the slot,
+ * routed to every member exactly like window_write (requester IDs, links, overlays).
+ */
+
+#define LINE 64u
+
+struct mcpost_adapter {
+        uint8_t *shadow; /* window-sized, lazily populated: what was sent */
+        uint64_t *last;  /* per slot: the entry the shadow belongs to */
+};
+
+struct ntbf__sim_mcpost {
+        struct ntbf_sim *s;
+        struct mcpost_adapter *a;
+        uint8_t *buf;
+};
+
+struct ntbf__sim_mcpost *ntbf__sim_mcpost_new(struct ntbf_sim *s)
+{
+        struct ntbf__sim_mcpost *m = calloc(1, sizeof(*m));
+        if (!m)
+                return NULL;
+        m->s = s;
+        m->a = calloc(s->t->nadapters + 1, sizeof(*m->a));
+        m->buf = malloc(SIM_PAGE);
+        if (!m->a || !m->buf) {
+                ntbf__sim_mcpost_free(m);
+                return NULL;
+        }
+        return m;
+}
+
+void ntbf__sim_mcpost_free(struct ntbf__sim_mcpost *m)
+{
+        if (!m)
+                return;
+        for (uint32_t a = 0; m->a && a < m->s->t->nadapters; a++) {
+                if (m->a[a].shadow)
+                        munmap(m->a[a].shadow, m->s->t->adapters[a].p.window);
+                free(m->a[a].last);
+        }
+        free(m->a);
+        free(m->buf);
+        free(m);
+}
+
+/* The bytes of group g any member receives: the largest overlay that joined it. */
+static uint64_t group_size(struct ntbf_sim *s, uint32_t g)
+{
+        uint64_t most = 0;
+        for (uint32_t x = 0; x < s->t->nadapters; x++) {
+                uint64_t base, size;
+                if (g < s->ad[x].ngroups && ntbf__sim_mcast_get(s, x, g, &base, &size) &&
+                    size > most)
+                        most = size;
+        }
+        return most;
+}
+
+static int adapter_state(struct ntbf__sim_mcpost *m, uint32_t a)
+{
+        struct mcpost_adapter *x = &m->a[a];
+        if (x->shadow)
+                return 0;
+        uint64_t w = m->s->t->adapters[a].p.window;
+        x->last = calloc(m->s->ad[a].nslots, sizeof(*x->last));
+        void *p = mmap(NULL, w, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                       -1, 0);
+        if (!x->last || p == MAP_FAILED) {
+                free(x->last);
+                x->last = NULL;
+                return -ENOMEM;
+        }
+        x->shadow = p;
+        return 0;
+}
+
+/* Send the changed lines of [off, off + len) of adapter a's window; returns bytes sent. */
+static uint64_t send_changes(struct ntbf__sim_mcpost *m, uint32_t a, const uint8_t *post,
+                             uint64_t off, uint64_t len)
+{
+        struct ntbf_sim *s = m->s;
+        uint8_t *shadow = m->a[a].shadow;
+        uint64_t base = s->t->adapters[a].window_base, sent = 0;
+        for (uint64_t o = off; o < off + len;) {
+                uint64_t n = off + len - o < LINE ? off + len - o : LINE;
+                if (!memcmp(post + o, shadow + o, n)) {
+                        o += n;
+                        continue;
+                }
+                /* A run of changed lines, up to a page: one snapshot, one posted write. */
+                uint64_t run = 0;
+                while (o + run < off + len && run < SIM_PAGE) {
+                        uint64_t k = off + len - (o + run) < LINE ? off + len - (o + run) : LINE;
+                        if (run && !memcmp(post + o + run, shadow + o + run, k))
+                                break;
+                        run += k;
+                }
+                memcpy(m->buf, post + o, run);
+                memcpy(shadow + o, m->buf, run);
+                ntbf__sim_xfer(s, s->t->adapters[a].node, NTBF_NONE, NTBF_SIM_RID_CPU, base + o,
+                               m->buf, run, true, NULL);
+                sent += run;
+                o += run;
+        }
+        return sent;
+}
+
+uint64_t ntbf__sim_mcpost_run(struct ntbf__sim_mcpost *m)
+{
+        struct ntbf_sim *s = m->s;
+        uint64_t sent = 0;
+        for (uint32_t a = 0; a < s->t->nadapters; a++) {
+                _Atomic uint64_t *slots = sim_slots(s, a);
+                const uint8_t *post = NULL;
+                uint64_t ss = s->ad[a].slot_size;
+                for (uint32_t i = 0; i < s->ad[a].nslots; i++) {
+                        uint64_t e = atomic_load_explicit(&slots[i], memory_order_acquire);
+                        if ((e & (SLOT_VALID | SLOT_MCAST)) != (SLOT_VALID | SLOT_MCAST))
+                                continue;
+                        if (!post && (!(post = sim_file(s, SF_MCPOST, a)) || adapter_state(m, a)))
+                                break;
+                        struct mcpost_adapter *x = &m->a[a];
+                        if (x->last[i] != e) {
+                                /* A new translation: its post buffer was emptied when it was
+                                 * programmed; so is what was sent. */
+                                madvise(x->shadow + (uint64_t)i * ss, ss, MADV_DONTNEED);
+                                x->last[i] = e;
+                        }
+                        uint64_t len = group_size(s, SLOT_TARGET(e));
+                        if (len > ss)
+                                len = ss;
+                        if (len && atomic_load_explicit(&s->nodes[s->t->adapters[a].node].alive,
+                                                        memory_order_acquire))
+                                sent += send_changes(m, a, post, (uint64_t)i * ss, len);
+                }
+        }
+        return sent;
+}
