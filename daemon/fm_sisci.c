@@ -41,6 +41,7 @@ struct sx_export {
         uint64_t creator_session;
         uint32_t tag; /* DEVSEG: the manager's number for it (allocations' eid) */
         bool gone;    /* being removed: its users are told "lost", not its owner */
+        bool removed; /* removed by its owner without SCI_FLAG_FORCE_REMOVE */
 };
 
 struct ntbf__fm_sx {
@@ -342,6 +343,8 @@ void ntbf__fm_sx_released(struct ntbf__fm *fm, struct fm_alloc *a)
         if (!a->self_quit && (a->kind == A_SX_CONNECT || a->kind == A_SX_DMAP)) {
                 struct json_object *n = json_object_new_object();
                 ntbf__jput_u(n, "handle", a->seq);
+                /* Its owner removed the segment (not by force): SCI_CB_DISCONNECT. */
+                ntbf__jput_b(n, "removed", e && e->gone && e->removed);
                 note(fm, a->node, a->session, "lost", n);
         }
 }
@@ -531,6 +534,7 @@ static void op_unexport(struct ntbf__fm *fm, struct fm_op *op)
         if (!e)
                 return ntbf__fm_finish(fm, 0, NULL, json_object_new_object());
         unsigned c = connections_to(fm, e);
+        e->removed = b(op->p, "graceful");
         if (c && !b(op->p, "force"))
                 return op_fail(fm, NTBF_EBUSY, "%s %u of '%s' has %u connection%s",
                                kind_word(e->kind), e->id, nname(fm, e->node), c, c == 1 ? "" : "s");
@@ -959,11 +963,23 @@ static void mem_answer(void *arg, int err, const char *msg, struct json_object *
 }
 
 /*
- * sx_devseg: memory for a device's queues, placed by the access hints (docs/sisci.md): what
- * the device reads and the host only writes (a submission queue), what devices read peer to
- * peer, and what several hosts share sit in the device's host; what the host reads (a
- * completion queue) sits in the creator's host.
+ * Where a device segment's memory goes by its access hints (docs/sisci.md has the table):
+ * near its readers, since writes are posted and reads across the fabric are round trips.
+ * What several hosts read (MULTIHOST_READ: the creator writes, other hosts read) sits in the
+ * creator's host; what devices read or write peer to peer, and what the device reads and no
+ * host reads (a submission queue, written by one host or by several), in the device's host;
+ * everything else (a completion queue: the host reads; no hints) in the creator's host.
  */
+static bool placed_near_device(uint32_t hints)
+{
+        if ((hints & SX_MULTIHOST) && (hints & SX_HOST_READ))
+                return false;
+        if (hints & SX_P2P)
+                return true;
+        return (hints & SX_DEVICE_READ) && !(hints & SX_HOST_READ);
+}
+
+/* sx_devseg: memory for a device's queues, placed by the access hints or the flags. */
 static void op_devseg(struct ntbf__fm *fm, struct fm_op *op)
 {
         uint32_t fdid = (uint32_t)u(op->p, "fdid", NTBF_NONE), id = (uint32_t)u(op->p, "id", 0),
@@ -981,8 +997,7 @@ static void op_devseg(struct ntbf__fm *fm, struct fm_op *op)
                                memtype == SX_MEMTYPE_SHARED ? "shared" : "private", id);
         const char *place = "hints";
         ntbf__jget_s(op->p, "place", &place);
-        bool near_device = ((hints & SX_DEVICE_READ) && !(hints & SX_HOST_READ)) ||
-                           (hints & SX_P2P) || (hints & SX_MULTIHOST);
+        bool near_device = placed_near_device(hints);
         if (!strcmp(place, "device"))
                 near_device = true;
         else if (!strcmp(place, "host"))

@@ -580,6 +580,7 @@ void ntbf__sx_m_seg_remove(void *ctx, struct ntbf__rpc_call *call, struct json_o
         ntbf__jput_s(q, "kind", "seg");
         ntbf__jput_u(q, "id", g->id);
         ntbf__jput_b(q, "force", b(p, "force"));
+        ntbf__jput_b(q, "graceful", b(p, "graceful"));
         to_fm(d, "sx_unexport", q, seg_removed, op);
 }
 
@@ -1336,6 +1337,7 @@ bool ntbf__sx_note(struct ntbf__d *d, const char *m, struct json_object *p)
                 } else if (!strcmp(what, "lost")) {
                         ntbf__jput_s(ev, "kind", "sisci.lost");
                         ntbf__jput_u(ev, "handle", u(p, "handle", 0));
+                        ntbf__jput_b(ev, "removed", b(p, "removed"));
                 } else {
                         json_object_put(ev);
                         return true;

@@ -65,7 +65,9 @@ extern const char *const ntbf__sx_places[]; /* "hints", "device", "host" */
             {"sisci.seg_available",                                                                \
              ntbf__sx_m_seg_available,                                                             \
              {NTBF__SX_ID, NTBF__SX_ADAP, {"available", NTBF_P_BOOL, true, 0, 0, NULL}}},          \
-            {"sisci.seg_remove", ntbf__sx_m_seg_remove, {NTBF__SX_ID, NTBF__SX_B("force")}},       \
+            {"sisci.seg_remove",                                                                   \
+             ntbf__sx_m_seg_remove,                                                                \
+             {NTBF__SX_ID, NTBF__SX_B("force"), NTBF__SX_B("graceful")}},                          \
             {"sisci.connect",                                                                      \
              ntbf__sx_m_connect,                                                                   \
              {NTBF__SX_U("node_id", true, 0, UINT32_MAX), NTBF__SX_ID, NTBF__SX_ADAP,              \

@@ -173,8 +173,9 @@ static void test_identity_and_queries(void **state)
         dis_nodeId_list_t list;
         dis_virt_adapter_t at;
         OK(SCIGetNodeIdByAdapterName("c", &list, &at, 0, &err));
-        assert_int_equal(list.count, 1);
-        assert_int_equal(list.nodeid[0], NODE_C);
+        assert_int_equal(list[0], NODE_C); /* an array, one node id per adapter */
+        assert_int_equal(list[1], 0);
+        assert_int_equal(at, DIS_ADAPTER_TYPE_NTB);
         EXPECT(SCI_ERR_NO_SUCH_NODEID, SCIGetNodeIdByAdapterName("nobody", &list, &at, 0, &err));
         EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIGetNodeIdByAdapterName(NULL, &list, &at, 0, &err));
         OK(SCIClose(sd, 0, &err));
@@ -525,12 +526,16 @@ static void test_remote_access(void **state)
         EXPECT(SCI_ERR_ILLEGAL_OPERATION, SCIMemCpy(NULL, buf, ro, 0, 4, 0, &err));
         EXPECT(SCI_ERR_ILLEGAL_ADDRESS, SCIMemWrite(buf, (volatile void *)rp, 4, 0, &err));
         OK(SCIMemCpy(NULL, back, ro, 0, 4, SCI_FLAG_BLOCK_READ, &err));
-        /* Still mapped, sequences open: busy. */
+        /* Still mapped: busy. A map with a sequence open unmaps (as on Dolphin's library);
+         * the sequence stays, not retriable, until removed. */
         EXPECT(SCI_ERR_BUSY, SCIDisconnectSegment(r, 0, &err));
-        EXPECT(SCI_ERR_BUSY, SCIUnmapSegment(m, 0, &err));
+        OK(SCIUnmapSegment(m, 0, &err));
+        sci_sequence_status_t gone;
+        OK(gone = SCICheckSequence(seq, 0, &err));
+        assert_int_equal(gone, SCI_SEQ_NOT_RETRIABLE);
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIMemCpy(seq, buf, m, 0, 4, 0, &err));
         OK(SCIRemoveSequence(seq, 0, &err));
         EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCIRemoveSequence(seq, 0, &err));
-        OK(SCIUnmapSegment(m, 0, &err));
         OK(SCIUnmapSegment(ro, 0, &err));
         OK(SCIDisconnectSegment(r, 0, &err));
         assert_int_equal(sfx_cmd(b, ans, sizeof(ans), "seg_wait 0x3200 5000"), 0);
@@ -748,9 +753,7 @@ static void test_connector_dies(void **state)
         for (int i = 0; i < 500 && conn_events[SCI_CB_CONNECT] < 2; i++)
                 sfx_nap(10);
         assert_int_equal(conn_events[SCI_CB_CONNECT], 2);
-        /* Owned by a live connection: removing needs force. */
         OK(SCIUnmapSegment(lm, 0, &err));
-        EXPECT(SCI_ERR_BUSY, SCIRemoveSegment(s, 0, &err));
         sfx_kill(b); /* a connector dies: the owner sees it disconnect */
         for (int i = 0; i < 1000 && conn_events[SCI_CB_DISCONNECT] < 1; i++)
                 sfx_nap(10);
@@ -945,10 +948,10 @@ static void test_data_interrupts(void **state)
         len = sizeof(buf);
         OK(SCIWaitForDataInterrupt(li, buf, &len, 5000, 0, &err));
         assert_int_equal(len, 8);
-        /* More than a lane holds unread: the writer waits for the reader (here: it times out). */
+        /* More than a lane holds unread: the trigger fails at once, nothing is sent. */
         for (int i = 0; i < 8; i++)
                 sfx_ok(c, "dint_trigger %02x", i);
-        assert_int_equal(sfx_cmd(c, NULL, 0, "dint_trigger ff"), SCI_ERR_TIMEOUT);
+        assert_int_equal(sfx_cmd(c, NULL, 0, "dint_trigger ff"), SCI_ERR_NOSPC);
         for (int i = 0; i < 8; i++) {
                 len = sizeof(buf);
                 OK(SCIWaitForDataInterrupt(li, buf, &len, 5000, 0, &err));
@@ -1039,9 +1042,11 @@ static void test_dma(void **state)
         OK(rp = SCIMapRemoteSegment(rs, &rm, 0, S, NULL, 0, &err));
         lp = make_segment(sd, 0x6001, S, &ls, &lm);
         sci_dma_queue_t dq;
-        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCICreateDMAQueue(sd, &dq, 0, 0, 0, &err));
+        OK(SCICreateDMAQueue(sd, &dq, 0, 0, 0, &err)); /* 0 entries: one */
+        OK(SCIRemoveDMAQueue(dq, 0, &err));
+        EXPECT(SCI_ERR_ILLEGAL_PARAMETER, SCICreateDMAQueue(sd, NULL, 0, 4, 0, &err));
         EXPECT(SCI_ERR_NO_SUCH_ADAPTERNO, SCICreateDMAQueue(sd, &dq, 2, 4, 0, &err));
-        EXPECT(SCI_ERR_ILLEGAL_FLAG, SCICreateDMAQueue(sd, &dq, 0, 4, 1, &err));
+        EXPECT(SCI_ERR_ILLEGAL_FLAG, SCICreateDMAQueue(sd, &dq, 0, 4, 0x40000000u, &err));
         OK(SCICreateDMAQueue(sd, &dq, 0, 4, 0, &err));
         assert_int_equal(SCIDMAQueueState(dq), SCI_DMAQUEUE_IDLE);
         sci_dma_queue_state_t st;
@@ -1068,12 +1073,11 @@ static void test_dma(void **state)
         static dis_dma_vec_t many[DIS_DMA_MAX_VECLEN + 1];
         EXPECT(SCI_ERR_MAX_ENTRIES, SCIStartDmaTransferVec(dq, ls, rs, DIS_DMA_MAX_VECLEN + 1, many,
                                                            NULL, NULL, 0, &err));
-        EXPECT(SCI_ERR_MAX_ENTRIES,
-               SCIStartDmaTransferVec(dq, ls, rs, 5, many, NULL, NULL, 0, &err));
         EXPECT(SCI_ERR_ILLEGAL_PARAMETER,
                SCIStartDmaTransferVec(dq, ls, rs, 0, v, NULL, NULL, 0, &err));
-        v[0].flags = 1;
-        EXPECT(SCI_ERR_ILLEGAL_FLAG, SCIStartDmaTransferVec(dq, ls, rs, 1, v, NULL, NULL, 0, &err));
+        v[0].flags = 0xdeadbeef; /* not read: programs leave it uninitialized */
+        OK(SCIStartDmaTransferVec(dq, ls, rs, 1, v, NULL, NULL, 0, &err));
+        OK(SCIWaitForDMAQueue(dq, 10000, 0, &err));
         EXPECT(SCI_ERR_OUT_OF_RANGE,
                SCIStartDmaTransfer(dq, ls, rs, 0, 8192, S - 4096, NULL, NULL, 0, &err));
         EXPECT(SCI_ERR_OUT_OF_RANGE,
@@ -1426,7 +1430,7 @@ static void test_device_segments(void **state)
         assert_int_equal(sfx_cmd(b, ans, sizeof(ans), "devseg 5 4096 %u %u", SCI_MEMTYPE_SHARED,
                                  SCI_MEMACCESS_HOST_WRITE),
                          0);
-        assert_int_equal(strtoul(ans, NULL, 0), NODE_C);
+        assert_int_equal(strtoul(ans, NULL, 0), NODE_A); /* read by several hosts: its creator's */
         sfx_ok(b, "rwrite 16 4242");
         assert_true(eventually32(shp + 4, 4242));
         sfx_ok(b, "disconnect");

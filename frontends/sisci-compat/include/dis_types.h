@@ -1,6 +1,7 @@
 /*
- * dis_types.h: basic types shared by SISCI-compatible headers (ntbfab's libsisci).
- * Also reachable as dis/dis_types.h. Written from shared/spec/sisci.md; see docs/sisci.md.
+ * dis_types.h: basic types shared by the SISCI-compatible headers (ntbfab's libsisci).
+ * Also reachable as dis/dis_types.h. Every name, its value and its status are in
+ * docs/sisci.md ("Every name of the headers").
  */
 #ifndef _DIS_TYPES_H_
 #define _DIS_TYPES_H_
@@ -10,6 +11,9 @@
 
 /* Node id used as nodeId with SCI_FLAG_BROADCAST: every node of the multicast group. */
 #define DIS_BROADCAST_NODEID_GROUP_ALL 252
+
+/* The most adapters of one node the API describes (per-adapter lists are this long). */
+#define DIS_MAX_NSCIS 4
 
 /* ntbfab: the most elements SCIStartDmaTransferVec takes in one call. */
 #define DIS_DMA_MAX_VECLEN 256
@@ -22,18 +26,19 @@ typedef struct {
         size_t size;
         size_t local_offset;
         size_t remote_offset;
-        uint32_t flags; /* ntbfab: per-element flags, 0 (reserved) */
+        uint32_t flags; /* not read: programs leave it uninitialized */
 } dis_dma_vec_t;
 
-/* ntbfab: the answer of SCIGetNodeIdByAdapterName. */
-#define DIS_MAX_NODEIDS 16
-typedef struct {
-        unsigned int count;
-        unsigned int nodeid[DIS_MAX_NODEIDS];
-} dis_nodeId_list_t;
+/*
+ * The node ids of a host, one per adapter number (0 where the host has no such adapter):
+ * an array, indexed as list[0] (SCIGetNodeIdByAdapterName, SCIGetNodeInfoByAdapterName).
+ */
+typedef unsigned int dis_nodeId_list_t[DIS_MAX_NSCIS];
 
-typedef struct {
-        unsigned int adapter_no;
-} dis_virt_adapter_t;
+/* The kind of an adapter (SCIGetNodeIdByAdapterName), and one per adapter number. */
+typedef unsigned int dis_virt_adapter_t;
+typedef unsigned int dis_adapter_type_t[DIS_MAX_NSCIS];
+#define DIS_ADAPTER_TYPE_NONE 0u /* no adapter with that number */
+#define DIS_ADAPTER_TYPE_NTB  1u /* ntbfab: an NTB adapter of any backend */
 
 #endif

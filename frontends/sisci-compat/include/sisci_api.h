@@ -1,9 +1,8 @@
 /*
  * sisci_api.h: the SISCI-compatible API (ntbfab's libsisci), with the SmartIO device
- * extension of the SISCI 5.11 generation.
- *
- * Written for ntbfab from the interface facts in shared/spec/sisci.md; semantics and
- * every choice ntbfab made where facts were missing are in docs/sisci.md.
+ * extension of the SISCI 5.11 generation and the calls of the older SmartIO generation.
+ * Semantics, every choice ntbfab made where Dolphin's documentation is silent, and every
+ * name with its status are in docs/sisci.md.
  *
  * As in the original API, each function name is a macro that selects the thread-safe
  * ("MT") entry point when _REENTRANT is defined and the single-threaded ("ST") one
@@ -52,6 +51,11 @@ void SCIGetNodeIdByAdapterName(char *adapterName, dis_nodeId_list_t *nodeIdList,
                                dis_virt_adapter_t *adapterType, unsigned int flags,
                                sci_error_t *error);
 
+#define SCIGetNodeInfoByAdapterName _SISCI_EXPANDE_FUNCTION_NAME(SCIGetNodeInfoByAdapterName)
+void SCIGetNodeInfoByAdapterName(char *adapterName, unsigned int *adapterNo,
+                                 dis_nodeId_list_t *nodeIdList, dis_adapter_type_t *adapterType,
+                                 unsigned int flags, sci_error_t *error);
+
 #define SCIQuery _SISCI_EXPANDE_FUNCTION_NAME(SCIQuery)
 void SCIQuery(unsigned int command, void *data, unsigned int flags, sci_error_t *error);
 
@@ -87,6 +91,14 @@ void SCIAttachPhysicalMemory(sci_ioaddr_t ioaddress, void *address, unsigned int
 #define SCIRegisterSegmentMemory _SISCI_EXPANDE_FUNCTION_NAME(SCIRegisterSegmentMemory)
 void SCIRegisterSegmentMemory(void *address, size_t size, sci_local_segment_t segment,
                               unsigned int flags, sci_error_t *error);
+
+#define SCIShareSegment _SISCI_EXPANDE_FUNCTION_NAME(SCIShareSegment)
+void SCIShareSegment(sci_local_segment_t segment, unsigned int flags, sci_error_t *error);
+
+#define SCIAttachLocalSegment _SISCI_EXPANDE_FUNCTION_NAME(SCIAttachLocalSegment)
+void SCIAttachLocalSegment(sci_desc_t sd, sci_local_segment_t *segment, unsigned int segmentId,
+                           size_t *size, sci_cb_local_segment_t callback, void *callbackArg,
+                           unsigned int flags, sci_error_t *error);
 
 #define SCIConnectSegment _SISCI_EXPANDE_FUNCTION_NAME(SCIConnectSegment)
 void SCIConnectSegment(sci_desc_t sd, sci_remote_segment_t *segment, unsigned int nodeId,
@@ -174,6 +186,11 @@ void SCIMemCpy(sci_sequence_t sequence, void *memAddr, sci_map_t remoteMap, size
 void SCIMemWrite(void *memAddr, volatile void *remoteAddr, size_t size, unsigned int flags,
                  sci_error_t *error);
 
+/* Undocumented exports of Dolphin's library, under their plain names: the CPU copy routine
+ * SCIMemCpy uses (a number; ntbfab has one routine and keeps the number). */
+void SetSciMemCopyFunction(unsigned int function); /* plain export */
+unsigned int GetSciMemCopyFunction(void);          /* plain export */
+
 #define SCICacheSync _SISCI_EXPANDE_FUNCTION_NAME(SCICacheSync)
 void SCICacheSync(sci_map_t map, void *addr, size_t length, unsigned int flags, sci_error_t *error);
 
@@ -200,6 +217,24 @@ void SCIStartDmaTransferVec(sci_dma_queue_t dq, sci_local_segment_t localSegment
                             sci_remote_segment_t remoteSegment, size_t vecLength,
                             dis_dma_vec_t *disDmaVec, sci_cb_dma_t callback, void *callbackArg,
                             unsigned int flags, sci_error_t *error);
+
+#define SCIStartDmaTransferMem _SISCI_EXPANDE_FUNCTION_NAME(SCIStartDmaTransferMem)
+void SCIStartDmaTransferMem(sci_dma_queue_t dq, void *localAddress,
+                            sci_remote_segment_t remoteSegment, size_t size, size_t remoteOffset,
+                            sci_cb_dma_t callback, void *callbackArg, unsigned int flags,
+                            sci_error_t *error);
+
+#define SCIRequestDMAChannel _SISCI_EXPANDE_FUNCTION_NAME(SCIRequestDMAChannel)
+void SCIRequestDMAChannel(sci_desc_t sd, sci_dma_channel_t *channel, unsigned int localAdapterNo,
+                          sci_dma_type_t type, unsigned int channelId, unsigned int flags,
+                          sci_error_t *error);
+
+#define SCIReturnDMAChannel _SISCI_EXPANDE_FUNCTION_NAME(SCIReturnDMAChannel)
+void SCIReturnDMAChannel(sci_dma_channel_t channel, sci_error_t *error);
+
+#define SCIAssignDMAChannel _SISCI_EXPANDE_FUNCTION_NAME(SCIAssignDMAChannel)
+void SCIAssignDMAChannel(sci_dma_channel_t channel, sci_dma_queue_t dq, unsigned int flags,
+                         sci_error_t *error);
 
 #define SCIWaitForDMAQueue _SISCI_EXPANDE_FUNCTION_NAME(SCIWaitForDMAQueue)
 sci_dma_queue_state_t SCIWaitForDMAQueue(sci_dma_queue_t dq, unsigned int timeout,
@@ -262,6 +297,28 @@ void SCIDisconnectDataInterrupt(sci_remote_data_interrupt_t interrupt, unsigned 
 #define SCITriggerDataInterrupt _SISCI_EXPANDE_FUNCTION_NAME(SCITriggerDataInterrupt)
 void SCITriggerDataInterrupt(sci_remote_data_interrupt_t interrupt, void *data, unsigned int length,
                              unsigned int flags, sci_error_t *error);
+
+/* Conditional interrupts (an interrupt raised by a store to a flag in a segment). */
+
+#define SCIRegisterInterruptFlag _SISCI_EXPANDE_FUNCTION_NAME(SCIRegisterInterruptFlag)
+void SCIRegisterInterruptFlag(unsigned int localAdapterNo, sci_local_interrupt_t *interrupt,
+                              sci_local_segment_t segment, unsigned int offset,
+                              sci_cb_interrupt_t callback, void *callbackArg, unsigned int flags,
+                              sci_error_t *error);
+
+#define SCIEnableConditionalInterrupt _SISCI_EXPANDE_FUNCTION_NAME(SCIEnableConditionalInterrupt)
+void SCIEnableConditionalInterrupt(sci_local_interrupt_t interrupt, unsigned int flags,
+                                   sci_error_t *error);
+
+#define SCIDisableConditionalInterrupt _SISCI_EXPANDE_FUNCTION_NAME(SCIDisableConditionalInterrupt)
+void SCIDisableConditionalInterrupt(sci_local_interrupt_t interrupt, unsigned int flags,
+                                    sci_error_t *error);
+
+#define SCIGetConditionalInterruptTrigCounter                                                      \
+        _SISCI_EXPANDE_FUNCTION_NAME(SCIGetConditionalInterruptTrigCounter)
+void SCIGetConditionalInterruptTrigCounter(sci_local_interrupt_t interrupt,
+                                           unsigned int *interruptTrigCounter, unsigned int flags,
+                                           sci_error_t *error);
 
 /* ---- SmartIO device extension (SISCI 5.11 generation) ---- */
 
@@ -327,8 +384,90 @@ void SCIRegisterPCIeRequester(sci_desc_t sd, unsigned int localAdapterNo, unsign
 void SCIUnregisterPCIeRequester(sci_desc_t sd, unsigned int localAdapterNo, unsigned int bus,
                                 unsigned int devfn, unsigned int flags, sci_error_t *error);
 
+/* ---- The older SmartIO generation ----
+ *
+ * sci_device_t is sci_smartio_device_t, SCIBorrowDevice and SCIReturnDevice are the same
+ * calls. SCIConnectDeviceMemory connects a device segment whose kind a flag names
+ * (SCI_FLAG_BAR or 0: a BAR, SCI_FLAG_PRIVATE, SCI_FLAG_SHARED), through an adapter; both
+ * argument orders of that generation are accepted (the adapter before or after the device),
+ * the sixth argument is not used. SCIMapLocalSegmentForDevice with 7 arguments and
+ * SCIMapRemoteSegmentForDevice with 6 are that generation's forms: no flags.
+ */
+#define SCIConnectDeviceMemory _SISCI_EXPANDE_FUNCTION_NAME(SCIConnectDeviceMemory)
+void SCIConnectDeviceMemory(sci_desc_t sd, sci_remote_segment_t *segment,
+                            unsigned int localAdapterNo, sci_device_t device,
+                            unsigned int segmentNo, unsigned int reserved, unsigned int flags,
+                            sci_error_t *error);
+
 #ifdef __cplusplus
 }
+#endif
+
+static inline void _SISCI_MapLocalSegmentForDevice7(sci_local_segment_t segment,
+                                                    unsigned int localAdapterNo,
+                                                    sci_smartio_device_t device,
+                                                    sci_ioaddr_t *ioaddr, size_t offset,
+                                                    size_t size, sci_error_t *error)
+{
+        SCIMapLocalSegmentForDevice(segment, localAdapterNo, device, ioaddr, offset, size, 0,
+                                    error);
+}
+
+static inline void _SISCI_MapRemoteSegmentForDevice6(sci_remote_segment_t segment,
+                                                     sci_smartio_device_t device,
+                                                     sci_ioaddr_t *ioaddr, size_t offset,
+                                                     size_t size, sci_error_t *error)
+{
+        SCIMapRemoteSegmentForDevice(segment, device, ioaddr, offset, size, 0, error);
+}
+
+static inline void _SISCI_ConnectDeviceMemoryDevFirst(sci_desc_t sd, sci_remote_segment_t *segment,
+                                                      sci_device_t device,
+                                                      unsigned int localAdapterNo,
+                                                      unsigned int segmentNo, unsigned int reserved,
+                                                      unsigned int flags, sci_error_t *error)
+{
+        SCIConnectDeviceMemory(sd, segment, localAdapterNo, device, segmentNo, reserved, flags,
+                               error);
+}
+
+/* A call with the older generation's number of arguments takes that generation's form. */
+#define _SISCI_PICK8(_1, _2, _3, _4, _5, _6, _7, _8, name, ...) name
+#define _SISCI_PICK7(_1, _2, _3, _4, _5, _6, _7, name, ...)     name
+#define _SISCI_PUBLIC_FUNC_MT_SCIMapLocalSegmentForDevice(...)                                     \
+        _SISCI_PICK8(__VA_ARGS__, _SISCI_PUBLIC_FUNC_MT_SCIMapLocalSegmentForDevice,               \
+                     _SISCI_MapLocalSegmentForDevice7, )                                           \
+        (__VA_ARGS__)
+#define _SISCI_PUBLIC_FUNC_ST_SCIMapLocalSegmentForDevice(...)                                     \
+        _SISCI_PICK8(__VA_ARGS__, _SISCI_PUBLIC_FUNC_ST_SCIMapLocalSegmentForDevice,               \
+                     _SISCI_MapLocalSegmentForDevice7, )                                           \
+        (__VA_ARGS__)
+#define _SISCI_PUBLIC_FUNC_MT_SCIMapRemoteSegmentForDevice(...)                                    \
+        _SISCI_PICK7(__VA_ARGS__, _SISCI_PUBLIC_FUNC_MT_SCIMapRemoteSegmentForDevice,              \
+                     _SISCI_MapRemoteSegmentForDevice6, )                                          \
+        (__VA_ARGS__)
+#define _SISCI_PUBLIC_FUNC_ST_SCIMapRemoteSegmentForDevice(...)                                    \
+        _SISCI_PICK7(__VA_ARGS__, _SISCI_PUBLIC_FUNC_ST_SCIMapRemoteSegmentForDevice,              \
+                     _SISCI_MapRemoteSegmentForDevice6, )                                          \
+        (__VA_ARGS__)
+
+#ifdef __cplusplus
+static inline void _SISCI_EXPANDE_FUNCTION_NAME(SCIConnectDeviceMemory)(
+    sci_desc_t sd, sci_remote_segment_t *segment, sci_device_t device, unsigned int localAdapterNo,
+    unsigned int segmentNo, unsigned int reserved, unsigned int flags, sci_error_t *error)
+{
+        _SISCI_ConnectDeviceMemoryDevFirst(sd, segment, device, localAdapterNo, segmentNo, reserved,
+                                           flags, error);
+}
+#else
+#define _SISCI_CONNECT_DEVICE_MEMORY(fn, sd, segment, a, ...)                                      \
+        _Generic((a), sci_device_t                                                                 \
+                 : _SISCI_ConnectDeviceMemoryDevFirst, default                                     \
+                 : fn)(sd, segment, a, __VA_ARGS__)
+#define _SISCI_PUBLIC_FUNC_MT_SCIConnectDeviceMemory(...)                                          \
+        _SISCI_CONNECT_DEVICE_MEMORY(_SISCI_PUBLIC_FUNC_MT_SCIConnectDeviceMemory, __VA_ARGS__)
+#define _SISCI_PUBLIC_FUNC_ST_SCIConnectDeviceMemory(...)                                          \
+        _SISCI_CONNECT_DEVICE_MEMORY(_SISCI_PUBLIC_FUNC_ST_SCIConnectDeviceMemory, __VA_ARGS__)
 #endif
 
 #endif

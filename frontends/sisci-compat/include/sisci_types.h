@@ -1,11 +1,11 @@
 /*
  * sisci_types.h: types and constants of the SISCI-compatible API (ntbfab's libsisci).
  *
- * Written for ntbfab from the interface facts in shared/spec/sisci.md (SISCI 5.11 era,
- * with the SmartIO device extension). Constants are plain compile-time values, a
- * compatible superset of headers that declare them as extern constants; the library
- * also exports them as _SISCI_PUBLIC_CONST_<name>. Values marked "ntbfab" were not
- * public and are chosen by ntbfab (docs/sisci.md); they will not change.
+ * The SISCI 5.11 interface with the SmartIO device extension, and the names of the older
+ * SmartIO generation. Constants are plain compile-time values, a compatible superset of
+ * headers that declare them as extern constants; the library also exports them as
+ * _SISCI_PUBLIC_CONST_<name>. Values marked "ntbfab" were not public and are chosen by
+ * ntbfab; they will not change. docs/sisci.md lists every name with its status.
  *
  * This header does not define the helper macros clients define themselves (NO_FLAGS,
  * NO_CALLBACK, NO_ARG, SCI_NO_FLAGS, SCI_NO_CALLBACK).
@@ -34,6 +34,8 @@ typedef struct sci_local_data_interrupt *sci_local_data_interrupt_t;
 typedef struct sci_remote_data_interrupt *sci_remote_data_interrupt_t;
 typedef struct sci_block_transfer *sci_block_transfer_t;
 typedef struct sci_smartio_device *sci_smartio_device_t;
+/* The older SmartIO generation's name of the same handle. */
+typedef sci_smartio_device_t sci_device_t;
 
 /* I/O addresses are 64-bit (a device-side or physical bus address). */
 typedef uint64_t sci_ioaddr_t;
@@ -115,6 +117,7 @@ typedef sci_cb_remote_segment_t sci_cb_device_segment_t;
 #define SCI_FLAG_DMA_USER_MEM  0x200u
 #define SCI_FLAG_DMA_ADAPTER   0x800u
 
+typedef unsigned int sci_dma_type_t; /* SCIRequestDMAChannel's kind of engine */
 #define SCI_DMA_TYPE_DONTCARE       1u
 #define SCI_DMA_TYPE_ADAPTER        2u
 #define SCI_DMA_TYPE_GLOBAL         3u
@@ -144,11 +147,12 @@ typedef sci_cb_remote_segment_t sci_cb_device_segment_t;
 
 /* ---- sequences, copies, cache ------------------------------------------------------------- */
 
-#define SCI_FLAG_BLOCK_READ       0x40u  /* ntbfab: SCIMemCpy reads remote -> local */
-#define SCI_FLAG_ERROR_CHECK      0x80u  /* ntbfab: SCIMemCpy checks the sequence after copying */
-#define SCI_FLAG_THREAD_SAFE      0x100u /* ntbfab: accepted; the library is always thread safe */
-#define SCI_FLAG_CACHE_FLUSH      0x100000u
-#define SCI_FLAG_CACHE_INVALIDATE 0x200000u
+#define SCI_FLAG_BLOCK_READ             0x40u /* ntbfab: SCIMemCpy reads remote -> local */
+#define SCI_FLAG_ERROR_CHECK            0x80u /* ntbfab: SCIMemCpy checks the sequence after copying */
+#define SCI_FLAG_THREAD_SAFE            0x100u /* ntbfab: accepted; the library is always thread safe */
+#define SCI_FLAG_FLUSH_CPU_BUFFERS_ONLY 0x1u /* ntbfab: SCIFlush, SCIStoreBarrier */
+#define SCI_FLAG_CACHE_FLUSH            0x100000u
+#define SCI_FLAG_CACHE_INVALIDATE       0x200000u
 
 /* ---- SmartIO ------------------------------------------------------------------------------ */
 
@@ -160,6 +164,11 @@ typedef sci_cb_remote_segment_t sci_cb_device_segment_t;
 #define SCI_FLAG_SPECIFY_PATH            0x10000000u
 #define SCI_FLAG_SPECIFY_SLOT            0x20000000u
 #define SCI_FLAG_PCIE_REQUESTER_GLOBAL   0x1u
+
+/* The older SmartIO generation: SCIConnectDeviceMemory's kind of segment (ntbfab values;
+ * SCI_FLAG_PRIVATE, the segment flag, is its third kind). */
+#define SCI_FLAG_BAR    0x00010000u
+#define SCI_FLAG_SHARED 0x00020000u
 
 #define SCI_MEMTYPE_BAR     1u
 #define SCI_MEMTYPE_PRIVATE 2u

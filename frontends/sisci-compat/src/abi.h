@@ -18,6 +18,7 @@
         X(SCIGetLocalNodeId)                                                                       \
         X(SCIProbeNode)                                                                            \
         X(SCIGetNodeIdByAdapterName)                                                               \
+        X(SCIGetNodeInfoByAdapterName)                                                             \
         X(SCIQuery)                                                                                \
         X(SCIGetErrorString)                                                                       \
         X(SCICreateSegment)                                                                        \
@@ -27,6 +28,8 @@
         X(SCISetSegmentUnavailable)                                                                \
         X(SCIAttachPhysicalMemory)                                                                 \
         X(SCIRegisterSegmentMemory)                                                                \
+        X(SCIShareSegment)                                                                         \
+        X(SCIAttachLocalSegment)                                                                   \
         X(SCIConnectSegment)                                                                       \
         X(SCIDisconnectSegment)                                                                    \
         X(SCIGetLocalSegmentSize)                                                                  \
@@ -55,6 +58,10 @@
         X(SCIAbortDMAQueue)                                                                        \
         X(SCIStartDmaTransfer)                                                                     \
         X(SCIStartDmaTransferVec)                                                                  \
+        X(SCIStartDmaTransferMem)                                                                  \
+        X(SCIRequestDMAChannel)                                                                    \
+        X(SCIReturnDMAChannel)                                                                     \
+        X(SCIAssignDMAChannel)                                                                     \
         X(SCIWaitForDMAQueue)                                                                      \
         X(SCIDMAQueueState)                                                                        \
         X(SCICreateInterrupt)                                                                      \
@@ -69,6 +76,10 @@
         X(SCIConnectDataInterrupt)                                                                 \
         X(SCIDisconnectDataInterrupt)                                                              \
         X(SCITriggerDataInterrupt)                                                                 \
+        X(SCIRegisterInterruptFlag)                                                                \
+        X(SCIEnableConditionalInterrupt)                                                           \
+        X(SCIDisableConditionalInterrupt)                                                          \
+        X(SCIGetConditionalInterruptTrigCounter)                                                   \
         X(SCIGetDeviceList)                                                                        \
         X(SCIBorrowDevice)                                                                         \
         X(SCIReturnDevice)                                                                         \
@@ -82,7 +93,13 @@
         X(SCIMapRemoteSegmentForDevice)                                                            \
         X(SCIUnmapRemoteSegmentForDevice)                                                          \
         X(SCIRegisterPCIeRequester)                                                                \
-        X(SCIUnregisterPCIeRequester)
+        X(SCIUnregisterPCIeRequester)                                                              \
+        X(SCIConnectDeviceMemory)
+
+/* Undocumented exports of Dolphin's library under their plain names (compat.c). */
+#define SX_PLAIN(X)                                                                                \
+        X(SetSciMemCopyFunction)                                                                   \
+        X(GetSciMemCopyFunction)
 
 /*
  * Constants that headers of the original API declare as extern const unsigned int
@@ -127,6 +144,7 @@
         X(SCI_FLAG_BLOCK_READ)                                                                     \
         X(SCI_FLAG_ERROR_CHECK)                                                                    \
         X(SCI_FLAG_THREAD_SAFE)                                                                    \
+        X(SCI_FLAG_FLUSH_CPU_BUFFERS_ONLY)                                                         \
         X(SCI_FLAG_CACHE_FLUSH)                                                                    \
         X(SCI_FLAG_CACHE_INVALIDATE)                                                               \
         X(SCI_FLAG_EXCLUSIVE)                                                                      \
@@ -137,6 +155,8 @@
         X(SCI_FLAG_SPECIFY_PATH)                                                                   \
         X(SCI_FLAG_SPECIFY_SLOT)                                                                   \
         X(SCI_FLAG_PCIE_REQUESTER_GLOBAL)                                                          \
+        X(SCI_FLAG_BAR)                                                                            \
+        X(SCI_FLAG_SHARED)                                                                         \
         X(SCI_Q_VENDORID)                                                                          \
         X(SCI_Q_API)                                                                               \
         X(SCI_Q_ADAPTER)                                                                           \

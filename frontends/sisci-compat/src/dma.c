@@ -37,7 +37,6 @@ struct sx_dmajob {
         int chan;
         struct sx_desc_x *d;
         unsigned nd, submitted, completed;
-        unsigned vecn;    /* vector elements: the queue's entries it takes */
         uint64_t cookie0; /* descriptor k has cookie cookie0 + k */
         int status;
         sci_cb_dma_t cb;
@@ -99,12 +98,12 @@ void SCICreateDMAQueue(sci_desc_t sd, sci_dma_queue_t *dq, unsigned int localAda
         if ((*err = sx_enter()) != SCI_ERR_OK)
                 goto out;
         struct sx_desc *d = (struct sx_desc *)sx_get(sd, SX_DESC);
-        if (!d || !dq || !maxEntries) {
+        if (!d || !dq) {
                 *err = SCI_ERR_ILLEGAL_PARAMETER;
                 goto out;
         }
-        if (flags) {
-                *err = SCI_ERR_ILLEGAL_FLAG;
+        if (flags & ~DMA_FLAGS) {
+                *err = SCI_ERR_ILLEGAL_FLAG; /* DMA flags are accepted: they change nothing */
                 goto out;
         }
         uint32_t ad = sx_adapter(localAdapterNo);
@@ -133,7 +132,9 @@ void SCICreateDMAQueue(sci_desc_t sd, sci_dma_queue_t *dq, unsigned int localAda
         }
         q->adapter_no = localAdapterNo;
         q->adapter = ad;
-        q->max_entries = maxEntries;
+        /* Entries are transfers (one SCIStartDma* call each, whatever its vector length);
+         * 0 is taken as 1, as programs that pass no number expect (docs/sisci.md). */
+        q->max_entries = maxEntries ? maxEntries : 1;
         q->state = SCI_DMAQUEUE_IDLE;
         *dq = sx_handle(&q->o);
 out:
@@ -212,7 +213,7 @@ static void start(sci_dma_queue_t dq, sci_local_segment_t lseg, sci_remote_segme
                 *err = SCI_ERR_ILLEGAL_FLAG;
                 goto out;
         }
-        if (n > DIS_DMA_MAX_VECLEN || q->outstanding + n > q->max_entries) {
+        if (n > DIS_DMA_MAX_VECLEN || q->batches >= q->max_entries) {
                 *err = SCI_ERR_MAX_ENTRIES;
                 goto out;
         }
@@ -251,11 +252,8 @@ static void start(sci_dma_queue_t dq, sci_local_segment_t lseg, sci_remote_segme
         uint64_t maxlen = engine && caps.dma_max_len ? caps.dma_max_len : UINT64_C(1) << 62;
         size_t nd = 0;
         for (size_t k = 0; k < n; k++) {
+                /* v->flags is not read: programs leave it uninitialized. */
                 const dis_dma_vec_t *v = &vec[k];
-                if (v->flags) {
-                        *err = SCI_ERR_ILLEGAL_FLAG;
-                        goto out;
-                }
                 if (!range_ok(v->local_offset, v->size, ls->size) ||
                     !range_ok(v->remote_offset, v->size, rs->size)) {
                         *err = v->size ? SCI_ERR_OUT_OF_RANGE : SCI_ERR_ILLEGAL_PARAMETER;
@@ -307,7 +305,6 @@ static void start(sci_dma_queue_t dq, sci_local_segment_t lseg, sci_remote_segme
         sx_ref(&rs->o);
         ls->maps++;
         rs->maps++;
-        q->outstanding += (unsigned)n;
         q->batches++;
         q->aborted = false;
         q->failed = false;
@@ -317,7 +314,6 @@ static void start(sci_dma_queue_t dq, sci_local_segment_t lseg, sci_remote_segme
         else
                 jobs_head = j;
         jobs_tail = j;
-        j->vecn = (unsigned)n;
         pthread_cond_broadcast(&sx.cond);
         if (j->wait) {
                 /* SCI_FLAG_DMA_WAIT: return when it is done, with its result. */
@@ -363,7 +359,7 @@ sci_dma_queue_state_t SCIWaitForDMAQueue(sci_dma_queue_t dq, unsigned int timeou
                 *err = SCI_ERR_ILLEGAL_PARAMETER;
                 goto out;
         }
-        if (flags) {
+        if (flags & ~DMA_FLAGS) { /* programs pass their transfer's flags: ignored */
                 *err = SCI_ERR_ILLEGAL_FLAG;
                 goto out;
         }
@@ -422,12 +418,11 @@ static int cpu_copy(struct sx_dmajob *j, volatile uint8_t *remote)
         return 0;
 }
 
-static void finish(struct sx_dmajob *j, int status, unsigned vecn)
+static void finish(struct sx_dmajob *j, int status)
 {
         struct sx_dmaq *q = j->q;
         j->status = status;
         j->done = true;
-        q->outstanding -= vecn < q->outstanding ? vecn : q->outstanding;
         q->batches--;
         if (status) {
                 q->failed = true;
@@ -521,7 +516,7 @@ static void *dma_thread(void *arg)
                         j->next = NULL;
                         int status = j->status;
                         bool aborted = status == -ECANCELED;
-                        finish(j, status, j->vecn);
+                        finish(j, status);
                         progress = true;
                         sci_cb_dma_t cb = aborted ? NULL : j->cb;
                         void *cbarg = j->cbarg;
@@ -563,4 +558,129 @@ static void *dma_thread(void *arg)
         }
         sx_unlock();
         return NULL;
+}
+
+/* ---- transfers from process memory, channels ------------------------------------------------ */
+
+/*
+ * SCIStartDmaTransferMem: process memory is not in any engine's reach (it is not segment
+ * memory), so the CPU moves it, at once: the queue is DONE (or ERROR) when the call returns.
+ */
+void SCIStartDmaTransferMem(sci_dma_queue_t dq, void *localAddress,
+                            sci_remote_segment_t remoteSegment, size_t size, size_t remoteOffset,
+                            sci_cb_dma_t callback, void *callbackArg, unsigned int flags,
+                            sci_error_t *error)
+{
+        SX_ERR(error);
+        if ((*err = sx_enter()) != SCI_ERR_OK)
+                goto out;
+        struct sx_dmaq *q = (struct sx_dmaq *)sx_get(dq, SX_DMAQ);
+        struct sx_rseg *rs = (struct sx_rseg *)sx_get(remoteSegment, SX_RSEG);
+        if (!q || !rs || !localAddress || !size) {
+                *err = SCI_ERR_ILLEGAL_PARAMETER;
+                goto out;
+        }
+        if (flags & ~DMA_FLAGS) {
+                *err = SCI_ERR_ILLEGAL_FLAG;
+                goto out;
+        }
+        if (!range_ok(remoteOffset, size, rs->size)) {
+                *err = SCI_ERR_OUT_OF_RANGE;
+                goto out;
+        }
+        if (q->batches) {
+                *err = SCI_ERR_BUSY; /* transfers of the engine are in flight on this queue */
+                goto out;
+        }
+        if (rs->lost) {
+                *err = SCI_ERR_NOT_CONNECTED;
+                goto out;
+        }
+        if (flags & SCI_FLAG_DMA_READ) {
+                volatile uint8_t *m = rs->broadcast ? NULL : sx_rseg_imap(rs);
+                if (!m)
+                        *err = rs->broadcast ? SCI_ERR_ILLEGAL_OPERATION : SCI_ERR_NOSPC;
+                else
+                        memcpy(localAddress, (const void *)(uintptr_t)(m + remoteOffset), size);
+        } else {
+                *err = sx_rseg_write(rs, remoteOffset, localAddress, size);
+        }
+        q->aborted = false;
+        q->failed = *err != SCI_ERR_OK;
+        q->state = q->failed ? SCI_DMAQUEUE_ERROR : SCI_DMAQUEUE_DONE;
+        pthread_cond_broadcast(&sx.cond);
+        sci_error_t status = *err;
+        sx_unlock();
+        if (callback && (flags & SCI_FLAG_USE_CALLBACK))
+                callback(callbackArg, dq, status);
+        return;
+out:
+        sx_unlock();
+}
+
+void SCIRequestDMAChannel(sci_desc_t sd, sci_dma_channel_t *channel, unsigned int localAdapterNo,
+                          sci_dma_type_t type, unsigned int channelId, unsigned int flags,
+                          sci_error_t *error)
+{
+        SX_ERR(error);
+        (void)channelId; /* any channel: the library claims one per adapter itself */
+        if ((*err = sx_enter()) != SCI_ERR_OK)
+                goto out;
+        struct sx_desc *d = (struct sx_desc *)sx_get(sd, SX_DESC);
+        if (!d || !channel || type < SCI_DMA_TYPE_DONTCARE || type > SCI_DMA_TYPE_TRANSPARENT) {
+                *err = SCI_ERR_ILLEGAL_PARAMETER;
+                goto out;
+        }
+        if (flags) {
+                *err = SCI_ERR_ILLEGAL_FLAG;
+                goto out;
+        }
+        if (sx_adapter(localAdapterNo) == NTBF_NONE) {
+                *err = SCI_ERR_NO_SUCH_ADAPTERNO;
+                goto out;
+        }
+        struct sx_dmach *c = sx_new(sizeof(*c), SX_DMACH, d);
+        if (!c) {
+                *err = SCI_ERR_NOSPC;
+                goto out;
+        }
+        c->adapter_no = localAdapterNo;
+        c->type = type;
+        *channel = sx_handle(&c->o);
+out:
+        sx_unlock();
+}
+
+void SCIReturnDMAChannel(sci_dma_channel_t channel, sci_error_t *error)
+{
+        SX_ERR(error);
+        if ((*err = sx_enter()) != SCI_ERR_OK)
+                goto out;
+        struct sx_obj *c = sx_get(channel, SX_DMACH);
+        if (!c) {
+                *err = SCI_ERR_ILLEGAL_PARAMETER;
+                goto out;
+        }
+        sx_kill(c);
+out:
+        sx_unlock();
+}
+
+/* A queue runs on its adapter's channel whatever was assigned: only the adapter must match. */
+void SCIAssignDMAChannel(sci_dma_channel_t channel, sci_dma_queue_t dq, unsigned int flags,
+                         sci_error_t *error)
+{
+        SX_ERR(error);
+        if ((*err = sx_enter()) != SCI_ERR_OK)
+                goto out;
+        struct sx_dmach *c = (struct sx_dmach *)sx_get(channel, SX_DMACH);
+        struct sx_dmaq *q = (struct sx_dmaq *)sx_get(dq, SX_DMAQ);
+        if (!c || !q)
+                *err = SCI_ERR_ILLEGAL_PARAMETER;
+        else if (flags)
+                *err = SCI_ERR_ILLEGAL_FLAG;
+        else if (c->adapter_no != q->adapter_no)
+                *err = SCI_ERR_ILLEGAL_ADAPTERNO;
+out:
+        sx_unlock();
 }

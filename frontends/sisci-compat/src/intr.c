@@ -756,38 +756,22 @@ void SCITriggerDataInterrupt(sci_remote_data_interrupt_t interrupt, void *data, 
                 goto out;
         }
         /*
-         * A ring that looks full waits for the reader (up to a second): only then is the
-         * reader's count read back, a remote read across the fabric.
+         * A ring that looks full reads the reader's count back (a remote read across the
+         * fabric, only then); still full, the trigger fails at once with SCI_ERR_NOSPC and
+         * sends nothing, as a receiver queue that is full does on Dolphin's library.
          */
         volatile uint8_t *l = i->lane_ptr;
-        for (uint64_t deadline = 0;;) {
-                if (i->seq - i->consumed < DINT_SLOTS)
-                        break;
+        if (i->seq - i->consumed >= DINT_SLOTS) {
                 uint32_t consumed = *lane_word(l, 0);
-                if (consumed != UINT32_MAX && i->seq - consumed < DINT_SLOTS) {
-                        i->consumed = consumed;
-                        break;
-                }
                 if (consumed == UINT32_MAX) { /* all ones: the mailbox is gone */
                         *err = SCI_ERR_NOT_CONNECTED;
                         goto out;
                 }
-                if (!deadline)
-                        deadline = sx_now_ms() + 1000;
-                if (sx_now_ms() >= deadline || i->lost) {
-                        *err = i->lost ? SCI_ERR_NOT_CONNECTED : SCI_ERR_TIMEOUT;
+                if (i->seq - consumed >= DINT_SLOTS) {
+                        *err = SCI_ERR_NOSPC;
                         goto out;
                 }
-                sx_ref(&i->o);
-                sx_unlock();
-                nap_ms(1);
-                sx_lock();
-                bool dead = i->o.dead;
-                sx_unref(&i->o);
-                if (dead) {
-                        *err = SCI_ERR_CANCELLED;
-                        goto out;
-                }
+                i->consumed = consumed;
         }
         uint32_t seq = i->seq + 1;
         volatile uint8_t *slot = l + LANE_HDR + (size_t)(seq - 1) % DINT_SLOTS * SLOT_BYTES;

@@ -391,7 +391,9 @@ static void dispatch(struct json_object *ev)
         if (!strcmp(kind, "sisci.seg")) {
                 sx_on_seg_event(ev);
         } else if (!strcmp(kind, "sisci.lost") && sx_get_u(ev, "handle", &v)) {
-                sx_on_lost(v);
+                bool removed = false;
+                sx_get_b(ev, "removed", &removed);
+                sx_on_lost(v, removed);
         } else if (!strcmp(kind, "device.lost") && sx_get_u(ev, "fdid", &v)) {
                 sx_on_device_lost((uint32_t)v);
         } else if (!strcmp(kind, "link.down") || !strcmp(kind, "link.up")) {

@@ -11,7 +11,7 @@
         (SCI_FLAG_READONLY_MAP | SCI_FLAG_SHARED_MAP | SCI_FLAG_IO_MAP_IOSPACE |                   \
          SCI_FLAG_WRITE_BACK_CACHE_MAP | SCI_FLAG_NO_MEMORY_LOOPBACK | SCI_FLAG_LOCK_OPERATION |   \
          SCI_FLAG_CONDITIONAL_INTERRUPT_MAP | SCI_FLAG_UNCONDITIONAL_DATA_INTERRUPT_MAP |          \
-         SCI_FLAG_FIXED_MAP_ADDR)
+         SCI_FLAG_FIXED_MAP_ADDR | SCI_FLAG_BROADCAST)
 
 static bool range_ok(size_t off, size_t size, size_t total)
 {
@@ -259,10 +259,12 @@ void SCIUnmapSegment(sci_map_t map, unsigned int flags, sci_error_t *error)
                 *err = SCI_ERR_ILLEGAL_FLAG;
                 goto out;
         }
-        if (m->seqs) {
-                *err = SCI_ERR_BUSY; /* remove its sequences first */
-                goto out;
-        }
+        /* Sequences created on the map stay (removable); they are not retriable any more. */
+        for (struct sx_obj *o = sx.all; m->seqs && o; o = o->next)
+                if (o->kind == SX_SEQ && ((struct sx_seq *)o)->m == m) {
+                        ((struct sx_seq *)o)->m = NULL;
+                        m->seqs--;
+                }
         sx_map_drop(m);
         sx_kill(&m->o);
 out:
@@ -331,7 +333,8 @@ void SCIRemoveSequence(sci_sequence_t sequence, unsigned int flags, sci_error_t 
                 *err = SCI_ERR_ILLEGAL_FLAG;
                 goto out;
         }
-        q->m->seqs--;
+        if (q->m)
+                q->m->seqs--;
         sx_kill(&q->o);
 out:
         sx_unlock();
@@ -344,6 +347,8 @@ out:
  */
 static sci_sequence_status_t seq_status(const struct sx_map *m)
 {
+        if (!m)
+                return SCI_SEQ_NOT_RETRIABLE; /* its map was unmapped */
         if (!m->rs)
                 return SCI_SEQ_OK;
         if (m->rs->lost || (m->rs->dev && m->rs->dev->lost))

@@ -5,7 +5,8 @@
 #include "abi.h"
 
 /*
- * mkabi map FILE    the version script: every MT and ST name and every constant, nothing else
+ * mkabi map FILE    the version script: every MT and ST name, every constant and the plain
+ *                   exports, nothing else
  * mkabi alias FILE  an implicit linker script: each ST name is the MT name's address
  *
  * Both come from the same two lists, so what is exported and what is aliased cannot differ;
@@ -16,6 +17,7 @@
 #define MAP_FUNC(name)                                                                             \
         fprintf(f, "    _SISCI_PUBLIC_FUNC_MT_%s;\n    _SISCI_PUBLIC_FUNC_ST_%s;\n", #name, #name);
 #define MAP_CONST(name) fprintf(f, "    _SISCI_PUBLIC_CONST_%s;\n", #name);
+#define MAP_PLAIN(name) fprintf(f, "    %s;\n", #name);
 #define ALIAS(name)                                                                                \
         fprintf(f, "_SISCI_PUBLIC_FUNC_ST_%s = _SISCI_PUBLIC_FUNC_MT_%s;\n", #name, #name);
 
@@ -35,6 +37,7 @@ int main(int argc, char **argv)
                 fprintf(f, "SISCI_5.11 {\n  global:\n");
                 SX_FUNCS(MAP_FUNC)
                 SX_CONSTS(MAP_CONST)
+                SX_PLAIN(MAP_PLAIN)
                 fprintf(f, "  local:\n    *;\n};\n");
         } else {
                 fprintf(f, "/* The single-threaded names of libsisci, generated from src/abi.h by "

@@ -78,6 +78,43 @@ out:
         return reachable;
 }
 
+/*
+ * The host named (a node name of the cluster file, or the host of its address): for each of
+ * its adapter numbers below DIS_MAX_NSCIS, its node id (every adapter of a node reports the
+ * node's id), its adapter number and its kind; zeros past its last adapter.
+ */
+static sci_error_t node_info(const char *name, unsigned int *adapters, dis_nodeId_list_t *ids,
+                             unsigned int *types, unsigned flags)
+{
+        if (!name || !ids)
+                return SCI_ERR_ILLEGAL_PARAMETER;
+        if (flags)
+                return SCI_ERR_ILLEGAL_FLAG;
+        for (unsigned k = 0; k < DIS_MAX_NSCIS; k++) {
+                (*ids)[k] = 0;
+                if (adapters)
+                        adapters[k] = 0;
+                if (types)
+                        types[k] = DIS_ADAPTER_TYPE_NONE;
+        }
+        for (uint32_t n = 0; n < sx.t->nnodes; n++) {
+                const struct ntbf_node *x = &sx.t->nodes[n];
+                size_t hl = strcspn(x->address, ":");
+                if (strcmp(x->name, name) &&
+                    !(hl && strlen(name) == hl && !strncmp(x->address, name, hl)))
+                        continue;
+                for (unsigned k = 0; k < DIS_MAX_NSCIS && k < x->nadapters; k++) {
+                        (*ids)[k] = x->id;
+                        if (adapters)
+                                adapters[k] = k;
+                        if (types)
+                                types[k] = DIS_ADAPTER_TYPE_NTB;
+                }
+                return x->nadapters ? SCI_ERR_OK : SCI_ERR_NO_SUCH_NODEID;
+        }
+        return SCI_ERR_NO_SUCH_NODEID;
+}
+
 void SCIGetNodeIdByAdapterName(char *adapterName, dis_nodeId_list_t *nodeIdList,
                                dis_virt_adapter_t *adapterType, unsigned int flags,
                                sci_error_t *error)
@@ -85,27 +122,23 @@ void SCIGetNodeIdByAdapterName(char *adapterName, dis_nodeId_list_t *nodeIdList,
         SX_ERR(error);
         if ((*err = sx_enter()) != SCI_ERR_OK)
                 goto out;
-        if (!adapterName || !nodeIdList) {
-                *err = SCI_ERR_ILLEGAL_PARAMETER;
+        dis_adapter_type_t types;
+        *err = node_info(adapterName, NULL, nodeIdList, types, flags);
+        if (*err == SCI_ERR_OK && adapterType)
+                *adapterType = types[0];
+out:
+        sx_unlock();
+}
+
+void SCIGetNodeInfoByAdapterName(char *adapterName, unsigned int *adapterNo,
+                                 dis_nodeId_list_t *nodeIdList, dis_adapter_type_t *adapterType,
+                                 unsigned int flags, sci_error_t *error)
+{
+        SX_ERR(error);
+        if ((*err = sx_enter()) != SCI_ERR_OK)
                 goto out;
-        }
-        if (flags) {
-                *err = SCI_ERR_ILLEGAL_FLAG;
-                goto out;
-        }
-        /* A node by its name in the cluster file, or by the host of its address. */
-        nodeIdList->count = 0;
-        for (uint32_t n = 0; n < sx.t->nnodes && nodeIdList->count < DIS_MAX_NODEIDS; n++) {
-                const struct ntbf_node *x = &sx.t->nodes[n];
-                size_t hl = strcspn(x->address, ":");
-                if (!strcmp(x->name, adapterName) ||
-                    (hl && strlen(adapterName) == hl && !strncmp(x->address, adapterName, hl)))
-                        nodeIdList->nodeid[nodeIdList->count++] = x->id;
-        }
-        if (!nodeIdList->count)
-                *err = SCI_ERR_NO_SUCH_NODEID;
-        else if (adapterType)
-                adapterType->adapter_no = 0;
+        *err =
+            node_info(adapterName, adapterNo, nodeIdList, adapterType ? *adapterType : NULL, flags);
 out:
         sx_unlock();
 }

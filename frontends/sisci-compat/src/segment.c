@@ -11,7 +11,8 @@
 
 #define CREATE_FLAGS                                                                               \
         (SCI_FLAG_USE_CALLBACK | SCI_FLAG_EMPTY | SCI_FLAG_PRIVATE | SCI_FLAG_DMA_SOURCE_ONLY |    \
-         SCI_FLAG_AUTO_ID | SCI_FLAG_BROADCAST | SCI_FLAG_LOCK_USER_MEM | SCI_FLAG_PHYSICAL)
+         SCI_FLAG_AUTO_ID | SCI_FLAG_BROADCAST | SCI_FLAG_LOCK_USER_MEM | SCI_FLAG_PHYSICAL |      \
+         SCI_FLAG_DMA_GLOBAL)
 
 /* A SISCI segment id is any 32-bit number below the automatic ones (docs/sisci.md). */
 #define AUTO_ID_BASE 0x80000000u
@@ -148,7 +149,7 @@ void sx_on_seg_event(struct json_object *ev)
         release_all(v, n);
 }
 
-void sx_on_lost(uint64_t dh)
+void sx_on_lost(uint64_t dh, bool removed)
 {
         bool found = false;
         for (struct sx_obj *o = sx.all; o; o = o->next) {
@@ -178,7 +179,7 @@ void sx_on_lost(uint64_t dh)
                         continue;
                 found = true;
                 s->lost = true;
-                sx_rseg_event(s, SCI_CB_LOST, SCI_ERR_OK);
+                sx_rseg_event(s, removed ? SCI_CB_DISCONNECT : SCI_CB_LOST, SCI_ERR_OK);
         }
         release_all(v, n);
         if (!found && sx.nearly_lost < sizeof(sx.early_lost) / sizeof(sx.early_lost[0]))
@@ -343,8 +344,11 @@ void SCIRemoveSegment(sci_local_segment_t segment, unsigned int flags, sci_error
                 goto out;
         }
         struct json_object *p = sx_obj_new();
+        /* Connected or not, the segment goes (as on Dolphin's library): its connectors get
+         * SCI_CB_DISCONNECT, or SCI_CB_LOST with SCI_FLAG_FORCE_REMOVE. */
         sx_put_u(p, "id", s->did);
-        sx_put_b(p, "force", flags & SCI_FLAG_FORCE_REMOVE);
+        sx_put_b(p, "force", true);
+        sx_put_b(p, "graceful", !(flags & SCI_FLAG_FORCE_REMOVE));
         int r = sx_call("sisci.seg_remove", p, NULL);
         if (r && r != NTBF_ENOTFOUND) {
                 *err = r == NTBF_EBUSY ? SCI_ERR_BUSY : sx_err_of(r);
@@ -377,7 +381,9 @@ void SCIPrepareSegment(sci_local_segment_t segment, unsigned int localAdapterNo,
         struct sx_lseg *s = lseg_adapter(segment, localAdapterNo, err);
         if (!s)
                 goto out;
-        if (flags & ~(SCI_FLAG_DMA_SOURCE_ONLY | SCI_FLAG_LOCK_USER_MEM)) {
+        /* SCI_FLAG_BROADCAST: as Dolphin's reflective-memory demo prepares its group's
+         * segment; the creation flag already made it one, so it changes nothing here. */
+        if (flags & ~(SCI_FLAG_DMA_SOURCE_ONLY | SCI_FLAG_LOCK_USER_MEM | SCI_FLAG_BROADCAST)) {
                 *err = SCI_ERR_ILLEGAL_FLAG;
                 goto out;
         }

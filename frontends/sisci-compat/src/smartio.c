@@ -88,8 +88,11 @@ static bool matches(const sci_smartio_device_info_t *i, const sci_smartio_device
 {
         if (!f)
                 return true;
-        return (f->fdid == 0xffffffffu || f->fdid == i->fdid) &&
-               (f->nodeid == 0xffffffffu || f->nodeid == i->nodeid) &&
+        /* Zero is "any" for every field, the ids included (a zeroed filter with only
+         * pci_class set is how Dolphin's own example finds its NVMe drive); 0xffffffff
+         * is also "any" for fdid and nodeid. */
+        return (!f->fdid || f->fdid == 0xffffffffu || f->fdid == i->fdid) &&
+               (!f->nodeid || f->nodeid == 0xffffffffu || f->nodeid == i->nodeid) &&
                (!f->pci_class || f->pci_class == i->pci_class) &&
                (!f->pci_vendor_id || f->pci_vendor_id == i->pci_vendor_id) &&
                (!f->pci_device_id || f->pci_device_id == i->pci_device_id) &&

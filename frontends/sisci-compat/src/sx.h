@@ -46,6 +46,7 @@ enum sx_kind {
         SX_LDINT,
         SX_RDINT,
         SX_DEV,
+        SX_DMACH,
         SX_KINDS
 };
 
@@ -171,12 +172,19 @@ struct sx_dmaq {
         uint32_t adapter_no, adapter;
         unsigned max_entries;
         sci_dma_queue_state_t state;
-        unsigned outstanding; /* descriptors in flight */
-        unsigned batches;     /* transfers (SCIStartDma*) in flight */
+        unsigned batches; /* transfers (SCIStartDma*) in flight */
         bool failed, aborted;
         sci_error_t err;
         struct sx_dmajob *jobs; /* in flight, oldest first */
         unsigned waiters;
+};
+
+/* A DMA channel a program asked for (SCIRequestDMAChannel): the library picks engines
+ * itself, so it only remembers what was asked. */
+struct sx_dmach {
+        struct sx_obj o;
+        uint32_t adapter_no;
+        sci_dma_type_t type;
 };
 
 /* Interrupts */
@@ -358,7 +366,8 @@ void sx_lseg_event(struct sx_lseg *s, sci_segment_cb_reason_t reason, uint32_t n
 void sx_rseg_event(struct sx_rseg *s, sci_segment_cb_reason_t reason, sci_error_t status);
 /* Events from the daemon (event thread, lock held). */
 void sx_on_seg_event(struct json_object *ev);
-void sx_on_lost(uint64_t dh);
+/* A connection the manager released; removed: its owner removed the segment (not forced). */
+void sx_on_lost(uint64_t dh, bool removed);
 void sx_on_link(uint32_t adapter, bool up);
 void sx_on_device_lost(uint32_t fdid);
 /* Whether dh was reported lost before its object existed (consumes the record). */
