@@ -11,16 +11,17 @@
  * window-sized file whose bytes at a window offset are what the host's CPUs last stored
  * there. A direct mapping cannot replicate a store, and the host must not run software to
  * do it, so the replication is the simulated switch's: the device host compares each
- * multicast slot's post buffer with what it already sent (its shadow), and sends every
- * changed 64-byte line as one posted write of the sending host's CPU through the slot,
- * routed to every member exactly like window_write (requester IDs, links, overlays).
+ * multicast slot's post buffer with what it already sent (its shadow), and sends every run
+ * of changed bytes as one posted write of the sending host's CPU through the slot, routed
+ * to every member exactly like window_write (requester IDs, links, overlays).
  */
 
 #define LINE 64u
 
 struct mcpost_adapter {
         uint8_t *shadow; /* window-sized, lazily populated: what was sent */
-        uint64_t *last;  /* per slot: the entry the shadow belongs to */
+        uint64_t *last;    /* per slot: the entry the shadow belongs to */
+        uint64_t *members; /* per slot: the membership of its group the shadow was sent to */
 };
 
 struct ntbf__sim_mcpost {
@@ -36,7 +37,7 @@ struct ntbf__sim_mcpost *ntbf__sim_mcpost_new(struct ntbf_sim *s)
                 return NULL;
         m->s = s;
         m->a = calloc(s->t->nadapters + 1, sizeof(*m->a));
-        m->buf = malloc(SIM_PAGE);
+        m->buf = malloc(LINE);
         if (!m->a || !m->buf) {
                 ntbf__sim_mcpost_free(m);
                 return NULL;
@@ -52,20 +53,27 @@ void ntbf__sim_mcpost_free(struct ntbf__sim_mcpost *m)
                 if (m->a[a].shadow)
                         munmap(m->a[a].shadow, m->s->t->adapters[a].p.window);
                 free(m->a[a].last);
+                free(m->a[a].members);
         }
         free(m->a);
         free(m->buf);
         free(m);
 }
 
-/* The bytes of group g any member receives: the largest overlay that joined it. */
-static uint64_t group_size(struct ntbf_sim *s, uint32_t g)
+/*
+ * The bytes of group g any member receives (the largest overlay that joined it), and a
+ * signature of its membership (every join and leave changes a member's generation).
+ */
+static uint64_t group_size(struct ntbf_sim *s, uint32_t g, uint64_t *members)
 {
         uint64_t most = 0;
+        *members = 0;
         for (uint32_t x = 0; x < s->t->nadapters; x++) {
                 uint64_t base, size;
-                if (g < s->ad[x].ngroups && ntbf__sim_mcast_get(s, x, g, &base, &size) &&
-                    size > most)
+                if (g >= s->ad[x].ngroups)
+                        continue;
+                *members = *members * 31 + atomic_load(&sim_mc(s, x, g)->word);
+                if (ntbf__sim_mcast_get(s, x, g, &base, &size) && size > most)
                         most = size;
         }
         return most;
@@ -78,44 +86,51 @@ static int adapter_state(struct ntbf__sim_mcpost *m, uint32_t a)
                 return 0;
         uint64_t w = m->s->t->adapters[a].p.window;
         x->last = calloc(m->s->ad[a].nslots, sizeof(*x->last));
+        x->members = calloc(m->s->ad[a].nslots, sizeof(*x->members));
         void *p = mmap(NULL, w, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                        -1, 0);
-        if (!x->last || p == MAP_FAILED) {
+        if (!x->last || !x->members || p == MAP_FAILED) {
                 free(x->last);
-                x->last = NULL;
+                free(x->members);
+                x->last = x->members = NULL;
                 return -ENOMEM;
         }
         x->shadow = p;
         return 0;
 }
 
-/* Send the changed lines of [off, off + len) of adapter a's window; returns bytes sent. */
+/*
+ * Send what changed in [off, off + len) of adapter a's window; returns bytes sent. Lines that
+ * did not change are skipped with one comparison; in a line that did, each run of changed
+ * bytes is one write: only the bytes the sender stored travel (as a TLP's byte enables say),
+ * never its stale view of the bytes around them, which other members may have written.
+ */
 static uint64_t send_changes(struct ntbf__sim_mcpost *m, uint32_t a, const uint8_t *post,
                              uint64_t off, uint64_t len)
 {
         struct ntbf_sim *s = m->s;
         uint8_t *shadow = m->a[a].shadow;
-        uint64_t base = s->t->adapters[a].window_base, sent = 0;
-        for (uint64_t o = off; o < off + len;) {
-                uint64_t n = off + len - o < LINE ? off + len - o : LINE;
-                if (!memcmp(post + o, shadow + o, n)) {
-                        o += n;
+        uint64_t base = s->t->adapters[a].window_base, sent = 0, end = off + len;
+        for (uint64_t o = off; o < end; o += LINE) {
+                uint64_t n = end - o < LINE ? end - o : LINE;
+                if (!memcmp(post + o, shadow + o, n))
                         continue;
+                /* One snapshot of the line, then its changed runs. */
+                memcpy(m->buf, post + o, n);
+                for (uint64_t i = 0; i < n;) {
+                        if (m->buf[i] == shadow[o + i]) {
+                                i++;
+                                continue;
+                        }
+                        uint64_t j = i;
+                        while (j < n && m->buf[j] != shadow[o + j])
+                                j++;
+                        memcpy(shadow + o + i, m->buf + i, j - i);
+                        ntbf__sim_xfer(s, s->t->adapters[a].node, NTBF_NONE, NTBF_SIM_RID_CPU,
+                                       base + o + i, m->buf + i, j - i, true, NULL);
+                        sent += j - i;
+                        i = j;
                 }
-                /* A run of changed lines, up to a page: one snapshot, one posted write. */
-                uint64_t run = 0;
-                while (o + run < off + len && run < SIM_PAGE) {
-                        uint64_t k = off + len - (o + run) < LINE ? off + len - (o + run) : LINE;
-                        if (run && !memcmp(post + o + run, shadow + o + run, k))
-                                break;
-                        run += k;
-                }
-                memcpy(m->buf, post + o, run);
-                memcpy(shadow + o, m->buf, run);
-                ntbf__sim_xfer(s, s->t->adapters[a].node, NTBF_NONE, NTBF_SIM_RID_CPU, base + o,
-                               m->buf, run, true, NULL);
-                sent += run;
-                o += run;
         }
         return sent;
 }
@@ -135,13 +150,17 @@ uint64_t ntbf__sim_mcpost_run(struct ntbf__sim_mcpost *m)
                         if (!post && (!(post = sim_file(s, SF_MCPOST, a)) || adapter_state(m, a)))
                                 break;
                         struct mcpost_adapter *x = &m->a[a];
-                        if (x->last[i] != e) {
-                                /* A new translation: its post buffer was emptied when it was
-                                 * programmed; so is what was sent. */
+                        uint64_t members, len = group_size(s, SLOT_TARGET(e), &members);
+                        if (x->last[i] != e || x->members[i] != members) {
+                                /* A new translation (its post buffer was emptied when it was
+                                 * programmed), or a member joined or left: what was sent is
+                                 * forgotten, so a member that joined late gets what the
+                                 * sender stored before (as a sender repeating its stores until
+                                 * answered expects). */
                                 madvise(x->shadow + (uint64_t)i * ss, ss, MADV_DONTNEED);
                                 x->last[i] = e;
+                                x->members[i] = members;
                         }
-                        uint64_t len = group_size(s, SLOT_TARGET(e));
                         if (len > ss)
                                 len = ss;
                         if (len && atomic_load_explicit(&s->nodes[s->t->adapters[a].node].alive,
