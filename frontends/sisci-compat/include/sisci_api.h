@@ -460,10 +460,16 @@ static inline void _SISCI_EXPANDE_FUNCTION_NAME(SCIConnectDeviceMemory)(
                                            flags, error);
 }
 #else
+#if defined(__GNUC__)
+#define _SISCI_GENERIC __extension__ _Generic /* also under -std=c99 -pedantic */
+#else
+#define _SISCI_GENERIC _Generic
+#endif
 #define _SISCI_CONNECT_DEVICE_MEMORY(fn, sd, segment, a, ...)                                      \
-        _Generic((a), sci_device_t                                                                 \
-                 : _SISCI_ConnectDeviceMemoryDevFirst, default                                     \
-                 : fn)(sd, segment, a, __VA_ARGS__)
+        _SISCI_GENERIC((a), sci_device_t                                                           \
+                       : _SISCI_ConnectDeviceMemoryDevFirst, default                               \
+                       : fn)                                                                       \
+        (sd, segment, a, __VA_ARGS__)
 #define _SISCI_PUBLIC_FUNC_MT_SCIConnectDeviceMemory(...)                                          \
         _SISCI_CONNECT_DEVICE_MEMORY(_SISCI_PUBLIC_FUNC_MT_SCIConnectDeviceMemory, __VA_ARGS__)
 #define _SISCI_PUBLIC_FUNC_ST_SCIConnectDeviceMemory(...)                                          \

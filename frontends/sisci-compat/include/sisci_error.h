@@ -1,8 +1,8 @@
 /*
  * sisci_error.h: error codes of the SISCI-compatible API (ntbfab's libsisci).
  *
- * Written for ntbfab from the interface facts in shared/spec/sisci.md; values marked
- * "ntbfab" were not public and are chosen by ntbfab (docs/sisci.md), stable from now on.
+ * The codes of the SISCI 5.11 interface; values marked "ntbfab" were not public and are
+ * chosen by ntbfab (docs/sisci.md), stable from now on.
  */
 #ifndef _SISCI_ERROR_H_
 #define _SISCI_ERROR_H_

@@ -188,8 +188,8 @@ typedef unsigned int sci_dma_type_t; /* SCIRequestDMAChannel's kind of engine */
 
 /*
  * A device as SCIQuery(SCI_Q_DEVICE) reports it, and the filter of SCIGetDeviceList: a
- * filter field set to its "any" value matches every device (0 for numbers, "" for the
- * name; 0xffffffff for fdid and nodeid).
+ * filter field at 0 ("" for the name) matches every device, the ids included (0xffffffff
+ * also does for fdid and nodeid): a zeroed filter with only pci_class set.
  */
 typedef struct {
         uint32_t fdid;
