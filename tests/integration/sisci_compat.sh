@@ -9,27 +9,8 @@ build=$1
 src=$2
 ntbfab=${NTBFAB:-$build/tools/ntbfab}
 bin=$build/tests/integration
-top=$(mktemp -d /dev/shm/ntbfab-sxc-XXXXXX)
-dir=$top/inst
-pids=""
-
-cleanup() {
-	for p in $pids; do kill -9 "$p" 2>/dev/null; done
-	"$ntbfab" down --dir "$dir" >/dev/null 2>&1
-	[ -n "${NTBFAB_KEEP:-}" ] || rm -rf "$top"
-}
-trap cleanup EXIT
-fail() {
-	echo "FAIL: $*" >&2
-	for f in "$top"/*.out; do [ -f "$f" ] && { echo "== $f" >&2; cat "$f" >&2; }; done
-	exit 1
-}
-
-"$ntbfab" up "$src/tests/integration/sisci-compat.yaml" --dir "$dir" >"$top/up.log" 2>&1 ||
-	fail "ntbfab up: $(cat "$top/up.log")"
-export NTBFAB_DIR="$dir"
-
 . "$src/tests/integration/sx_procs.sh"
+sx_sim_cluster sxc "$src/tests/integration/sisci-compat.yaml"
 
 # Node ids: a 4, b 8, c 12 (c lends the NVMe drive).
 for v in mt st; do

@@ -7,27 +7,8 @@ build=$1
 src=$2
 ntbfab=${NTBFAB:-$build/tools/ntbfab}
 ex=$build/frontends/sisci-compat
-top=$(mktemp -d /dev/shm/ntbfab-sxex-XXXXXX)
-dir=$top/inst
-pids=""
-
-cleanup() {
-	for p in $pids; do kill -9 "$p" 2>/dev/null; done
-	"$ntbfab" down --dir "$dir" >/dev/null 2>&1
-	[ -n "${NTBFAB_KEEP:-}" ] || rm -rf "$top"
-}
-trap cleanup EXIT
-fail() {
-	echo "FAIL: $*" >&2
-	for f in "$top"/*.out; do [ -f "$f" ] && { echo "== $f" >&2; cat "$f" >&2; }; done
-	exit 1
-}
-
-"$ntbfab" up "$src/tests/integration/sisci-examples.yaml" --dir "$dir" >"$top/up.log" 2>&1 ||
-	fail "ntbfab up: $(cat "$top/up.log")"
-export NTBFAB_DIR="$dir"
-
 . "$src/tests/integration/sx_procs.sh"
+sx_sim_cluster sxex "$src/tests/integration/sisci-examples.yaml"
 
 echo "pingpong: an ST-built server on a, an MT-built client on b"
 start pp_server a "$ex/sisci-pingpong-st" -rn 8 -server -loops 500

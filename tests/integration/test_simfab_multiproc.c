@@ -399,7 +399,8 @@ static void test_create_destroy_files(void **state)
         inst_up(&in, "nvme");
         char names[32][256];
         int n = list(in.dir, names, 32);
-        assert_int_equal(n, 6); /* fabric, lock, ram-a, ram-b, bar-a-nvme0-0, images */
+        /* fabric, lock, ram-a, ram-b, bar-a-nvme0-0, images, mcpost-a-*, mcpost-b-* */
+        assert_int_equal(n, 8);
         char img[256];
         snprintf(img, sizeof(img), "%s/images/a-nvme0.img", in.dir);
         int fd = open(img, O_RDWR);
