@@ -130,7 +130,7 @@ int main(int argc, char **argv)
         struct ntbf_backend *be;
         struct ntbf_adapter_h *h;
         struct ntbf_backend_env env = {t, dir, NTBF_NONE};
-        if (ops->open(&env, &be) || ops->probe(be, 0, &h))
+        if (ops->open(&env, &be, NULL, 0) || ops->probe(be, 0, &h))
                 return 1;
         uint8_t *regs;
         if (ntbf_sim_phys_ptr(be, 0, ntbf_device_bar_addr(&t->devices[d], 0, 0), 4096,

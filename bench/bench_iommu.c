@@ -59,7 +59,7 @@ int main(int argc, char **argv)
         struct ntbf_backend *be;
         struct ntbf_adapter_h *h;
         struct ntbf_backend_env env = {t, dir, NTBF_NONE};
-        if (ops->open(&env, &be) || ops->probe(be, 1, &h))
+        if (ops->open(&env, &be, NULL, 0) || ops->probe(be, 1, &h))
                 return 1;
 
         /* A million live mappings: IOVAs [1 GiB, +4 GiB) onto scattered physical pages. */

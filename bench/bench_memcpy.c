@@ -147,18 +147,19 @@ int main(int argc, char **argv)
         struct ntbf_backend *b;
         struct ntbf_adapter_h *ha = NULL, *hb = NULL;
         struct ntbf_backend_env env = {t, dir, NTBF_NONE};
-        if ((r = ops->open(&env, &b)) || (r = ops->probe(b, 0, &ha)) || (r = ops->probe(b, 1, &hb)))
+        if ((r = ops->open(&env, &b, NULL, 0)) || (r = ops->probe(b, 0, &ha)) ||
+            (r = ops->probe(b, 1, &hb)))
                 die("attach", r);
         struct ntbf_mem mem;
         if ((r = ops->mem_alloc(hb, BUF, MiB, &mem)))
                 die("mem_alloc", r);
         for (uint32_t k = 0; k < BUF / MiB; k++) {
-                struct ntbf_xlat x = {1, 1, mem.bus_addr + k * MiB, NTBF_NONE};
+                struct ntbf_xlat x = {1, 1, mem.bus_addr + k * MiB, NTBF_NONE, MiB};
                 if ((r = ops->xlat_set(ha, k, &x)))
                         die("xlat_set", r);
         }
         void *win;
-        if ((r = ops->map_window(ha, 0, BUF, 0, &win)))
+        if ((r = ops->map_window(ha, 0, 0, BUF, 0, &win)))
                 die("map_window", r);
         uint8_t *remote = win, *local = NULL, *src = NULL;
         if (posix_memalign((void **)&src, 4096, BUF))

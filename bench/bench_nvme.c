@@ -369,7 +369,7 @@ int main(int argc, char **argv)
         uint32_t dev = ntbf_topo_find_device(t, ln, "nvme0");
         const struct ntbf_device *d = &t->devices[dev];
         uint64_t bar0 = ntbf_device_bar_addr(d, 0, 0);
-        if (ops->open(&env, &be) || ops->probe(be, la, &hl) || ops->probe(be, ba, &hb))
+        if (ops->open(&env, &be, NULL, 0) || ops->probe(be, la, &hl) || ops->probe(be, ba, &hb))
                 die("attach", -EIO);
 
         /* Lent by hand: requester ID and DMA window (lender), BAR0 mapping and IOMMU-backed

@@ -86,12 +86,13 @@ int main(int argc, char **argv)
         struct ntbf_backend *b;
         struct ntbf_adapter_h *h0 = NULL, *h1 = NULL, *h2 = NULL;
         struct ntbf_backend_env env = {t, dir, NTBF_NONE};
-        if (ops->open(&env, &b) || ops->probe(b, 0, &h0) || ops->probe(b, 2, &h2) ||
+        if (ops->open(&env, &b, NULL, 0) || ops->probe(b, 0, &h0) || ops->probe(b, 2, &h2) ||
             ops->probe(b, 3, &h1))
                 return 1;
         const struct ntbf_adapter *a0 = &t->adapters[0], *a1 = &t->adapters[3];
         struct ntbf_rid cpu = {0, 0, 0xffff};
-        struct ntbf_xlat sw = {2, 2, 0x40000000, NTBF_NONE}, dir1 = {1, 4, 16 * MiB, NTBF_NONE};
+        struct ntbf_xlat sw = {2, 2, 0x40000000, NTBF_NONE, a0->lut_entry_size},
+                         dir1 = {1, 4, 16 * MiB, NTBF_NONE, a1->lut_entry_size};
         if (ops->switch_rid_add(h0, 0, &cpu) || ops->xlat_set(h0, 0, &sw) ||
             ops->xlat_set(h1, 0, &dir1) || ops->iommu_map(h2, 0x40000000, 32 * MiB, MiB))
                 return 1;

@@ -1,4 +1,5 @@
-/* core/backend.c: the rules a backend vtable must follow (ntbf_backend_ops_valid). */
+/* core/backend.c: the rules of a backend vtable and of its capabilities (backend.h). */
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -12,6 +13,9 @@
         {                                                                                          \
 #field, ops->field != NULL                                                         \
         }
+/* The same as a value, for passing to a function. */
+#define CBV(field) ((struct cb){#field, ops->field != NULL})
+#define NELEM(a)   (sizeof(a) / sizeof((a)[0]))
 
 struct cb {
         const char *name;
@@ -39,12 +43,17 @@ static bool all_or_none(const struct cb *v, size_t n, const char *group, char *w
                     miss);
 }
 
+/* A callback that is useless without another: "window_write without map_window". */
+static bool needs(struct cb a, struct cb b, char *why, size_t len)
+{
+        return !a.set || b.set || fail(why, len, "%s without %s", a.name, b.name);
+}
+
 /*
- * The rules, checked in the order backend.h lists the callbacks, so the first broken one
- * is reported: a name; the mandatory callbacks (instance and adapters, link, events, reset
- * and counters); at least one complete translation pair; every pair complete; window_write
- * only with map_window; every group all or none. xlat_get and fault are optional on their
- * own.
+ * The rules of backend.h, checked in the order it lists the callbacks, so that the first
+ * broken one is reported: a name; the mandatory callbacks; at least one complete
+ * translation pair; every pair and group complete; the callbacks that need another.
+ * xlat_get, reset, counters and fault are optional on their own.
  */
 bool ntbf_backend_ops_valid(const struct ntbf_backend_ops *ops, char *why, size_t whylen)
 {
@@ -52,15 +61,20 @@ bool ntbf_backend_ops_valid(const struct ntbf_backend_ops *ops, char *why, size_
                 return fail(why, whylen, "no vtable");
         if (!ops->name || !ops->name[0])
                 return fail(why, whylen, "the backend has no name");
+        const struct cb inst[] = {CB(create), CB(destroy)};
+        if (!all_or_none(inst, 2, NULL, why, whylen))
+                return false;
         const struct cb mandatory[] = {
-            CB(open),           CB(close),       CB(probe),        CB(release),    CB(caps),
-            CB(link_state),     CB(link_enable), CB(link_disable), CB(set_events), CB(event_fd),
-            CB(process_events), CB(reset),       CB(counters),
+            CB(open),       CB(close),      CB(probe),    CB(release),        CB(caps),
+            CB(link_state), CB(set_events), CB(event_fd), CB(process_events),
         };
-        for (size_t i = 0; i < sizeof(mandatory) / sizeof(mandatory[0]); i++)
+        for (size_t i = 0; i < NELEM(mandatory); i++)
                 if (!mandatory[i].set)
                         return fail(why, whylen, "mandatory callback %s is missing",
                                     mandatory[i].name);
+        const struct cb link[] = {CB(link_enable), CB(link_disable)};
+        if (!all_or_none(link, 2, NULL, why, whylen))
+                return false;
 
         const struct cb out[] = {CB(xlat_set), CB(xlat_clear)};
         const struct cb in[] = {CB(peer_xlat_set), CB(peer_xlat_clear)};
@@ -75,37 +89,267 @@ bool ntbf_backend_ops_valid(const struct ntbf_backend_ops *ops, char *why, size_
         const struct cb pairs[][2] = {
             {CB(rid_add), CB(rid_del)},         {CB(switch_rid_add), CB(switch_rid_del)},
             {CB(map_window), CB(unmap_window)}, {CB(mem_alloc), CB(mem_free)},
-            {CB(mem_map), CB(mem_unmap)},
+            {CB(mem_map), CB(mem_unmap)},       {CB(host_map), CB(host_unmap)},
         };
-        for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++)
+        for (size_t i = 0; i < NELEM(pairs); i++)
                 if (!all_or_none(pairs[i], 2, NULL, why, whylen))
                         return false;
-        /* Mapping memory for export by address needs memory for export. */
-        if (ops->mem_map && !ops->mem_alloc)
-                return fail(why, whylen, "mem_map without mem_alloc");
         /* A write through the window is what a CPU mapping would do: it needs the pair. */
-        if (ops->window_write && !ops->map_window)
-                return fail(why, whylen, "window_write without map_window");
+        if (!needs(CBV(window_write), CBV(map_window), why, whylen) ||
+            !needs(CBV(mem_map), CBV(mem_alloc), why, whylen))
+                return false;
         const struct cb db[] = {CB(db_read), CB(db_clear), CB(db_set_mask), CB(db_clear_mask),
                                 CB(peer_db_set)};
-        if (!all_or_none(db, 5, "doorbell", why, whylen))
+        if (!all_or_none(db, NELEM(db), "doorbell", why, whylen))
                 return false;
         const struct cb spad[] = {CB(spad_read), CB(spad_write), CB(peer_spad_read),
                                   CB(peer_spad_write)};
-        if (!all_or_none(spad, 4, "scratchpad", why, whylen))
+        if (!all_or_none(spad, NELEM(spad), "scratchpad", why, whylen))
                 return false;
         const struct cb more[][2] = {
-            {CB(peer_msg_write), CB(msg_read)}, {CB(mcast_join), CB(mcast_leave)},
-            {CB(dma_submit), CB(dma_poll)},     {CB(iommu_map), CB(iommu_unmap)},
-            {CB(irq_alloc), CB(irq_free)},
+            {CB(peer_msg_write), CB(msg_read)},
+            {CB(mcast_join), CB(mcast_leave)},
+            {CB(dma_submit), CB(dma_poll)},
+            {CB(iommu_map), CB(iommu_unmap)},
         };
-        for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++)
+        for (size_t i = 0; i < NELEM(more); i++)
                 if (!all_or_none(more[i], 2, NULL, why, whylen))
                         return false;
         /* Isolating a device without a way to map its windows (or the reverse) is useless. */
         const struct cb iso[] = {CB(dev_isolate), CB(dev_iommu_map), CB(dev_iommu_unmap)};
-        if (!all_or_none(iso, 3, "device isolation", why, whylen))
+        if (!all_or_none(iso, NELEM(iso), "device isolation", why, whylen) ||
+            !needs(CBV(dev_iommu_faults), CBV(dev_isolate), why, whylen))
                 return false;
+        const struct cb last[][2] = {
+            {CB(cfg_read), CB(cfg_write)},
+            {CB(irq_alloc), CB(irq_free)},
+        };
+        for (size_t i = 0; i < NELEM(last); i++)
+                if (!all_or_none(last[i], 2, NULL, why, whylen))
+                        return false;
+        if (!needs(CBV(irq_trigger), CBV(irq_alloc), why, whylen))
+                return false;
+        if (why && whylen)
+                snprintf(why, whylen, "valid");
+        return true;
+}
+
+/* ---- capabilities ------------------------------------------------------------------------ */
+
+#define CAP_NAMES(X)                                                                               \
+        X(XLAT_OUTBOUND)                                                                           \
+        X(XLAT_INBOUND)                                                                            \
+        X(RID_TABLE)                                                                               \
+        X(CPU_MAP)                                                                                 \
+        X(MEM)                                                                                     \
+        X(DOORBELL)                                                                                \
+        X(SCRATCHPAD)                                                                              \
+        X(MESSAGE)                                                                                 \
+        X(MCAST)                                                                                   \
+        X(DMA)                                                                                     \
+        X(SWITCH_RID)                                                                              \
+        X(IRQ)                                                                                     \
+        X(FAULT)                                                                                   \
+        X(IOMMU)                                                                                   \
+        X(DEV_IOMMU)                                                                               \
+        X(NO_RID_TABLE)                                                                            \
+        X(KERNEL_IOMMU)                                                                            \
+        X(LINK_CTRL)                                                                               \
+        X(RESET)                                                                                   \
+        X(COUNTERS)
+
+const char *ntbf_cap_name(uint32_t flag)
+{
+        switch (flag) {
+#define CAP_CASE(n)                                                                                \
+        case NTBF_CAP_##n:                                                                         \
+                return "NTBF_CAP_" #n;
+                CAP_NAMES(CAP_CASE)
+#undef CAP_CASE
+        }
+        return "?";
+}
+
+const char *ntbf_cap_missing(const struct ntbf_backend_ops *ops, uint32_t flag)
+{
+        struct cb v[5] = {{NULL, true}};
+        size_t n = 0;
+#define NEED(...)                                                                                  \
+        do {                                                                                       \
+                const struct cb w_[] = {__VA_ARGS__};                                              \
+                for (n = 0; n < NELEM(w_); n++)                                                    \
+                        v[n] = w_[n];                                                              \
+        } while (0)
+        switch (flag) {
+        case NTBF_CAP_XLAT_OUTBOUND:
+                NEED(CB(xlat_set), CB(xlat_clear));
+                break;
+        case NTBF_CAP_XLAT_INBOUND:
+                NEED(CB(peer_xlat_set), CB(peer_xlat_clear));
+                break;
+        case NTBF_CAP_RID_TABLE:
+                NEED(CB(rid_add), CB(rid_del));
+                break;
+        case NTBF_CAP_CPU_MAP:
+                NEED(CB(map_window), CB(unmap_window));
+                break;
+        case NTBF_CAP_MEM:
+                NEED(CB(mem_alloc), CB(mem_free));
+                break;
+        case NTBF_CAP_DOORBELL:
+                NEED(CB(db_read), CB(db_clear), CB(db_set_mask), CB(db_clear_mask),
+                     CB(peer_db_set));
+                break;
+        case NTBF_CAP_SCRATCHPAD:
+                NEED(CB(spad_read), CB(spad_write), CB(peer_spad_read), CB(peer_spad_write));
+                break;
+        case NTBF_CAP_MESSAGE:
+                NEED(CB(peer_msg_write), CB(msg_read));
+                break;
+        case NTBF_CAP_MCAST:
+                NEED(CB(mcast_join), CB(mcast_leave));
+                break;
+        case NTBF_CAP_DMA:
+                NEED(CB(dma_submit), CB(dma_poll));
+                break;
+        case NTBF_CAP_SWITCH_RID:
+                NEED(CB(switch_rid_add), CB(switch_rid_del));
+                break;
+        case NTBF_CAP_IRQ:
+                NEED(CB(irq_alloc), CB(irq_free));
+                break;
+        case NTBF_CAP_FAULT:
+                NEED(CB(fault));
+                break;
+        case NTBF_CAP_IOMMU:
+                NEED(CB(iommu_map), CB(iommu_unmap));
+                break;
+        case NTBF_CAP_DEV_IOMMU:
+                NEED(CB(dev_isolate), CB(dev_iommu_map), CB(dev_iommu_unmap));
+                break;
+        case NTBF_CAP_LINK_CTRL:
+                NEED(CB(link_enable), CB(link_disable));
+                break;
+        case NTBF_CAP_RESET:
+                NEED(CB(reset));
+                break;
+        case NTBF_CAP_COUNTERS:
+                NEED(CB(counters));
+                break;
+        default: /* NO_RID_TABLE, KERNEL_IOMMU: facts, no callbacks */
+                break;
+        }
+#undef NEED
+        for (size_t i = 0; i < n; i++)
+                if (!v[i].set)
+                        return v[i].name;
+        return NULL;
+}
+
+static bool is_pow2(uint64_t v)
+{
+        return v && !(v & (v - 1));
+}
+
+static bool window_valid(const struct ntbf_window *w, uint32_t i, uint32_t first, char *why,
+                         size_t len)
+{
+        if (!w->slots || !w->size)
+                return fail(why, len, "window %u has no slots or no size", i);
+        if (w->first_slot != first)
+                return fail(why, len,
+                            "window %u: first_slot %u, but the windows before it have %u slots", i,
+                            w->first_slot, first);
+        if (w->slot_size * w->slots != w->size)
+                return fail(why, len,
+                            "window %u: %u slots of %#" PRIx64 " bytes do not make its %#" PRIx64
+                            " bytes",
+                            i, w->slots, w->slot_size, w->size);
+        if (w->reserved >= w->slots)
+                return fail(why, len, "window %u: %u reserved slots leave none of its %u", i,
+                            w->reserved, w->slots);
+        if (!is_pow2(w->addr_align) || !is_pow2(w->size_align))
+                return fail(why, len,
+                            "window %u: addr_align %#" PRIx64 " and size_align %#" PRIx64
+                            " must be powers of two",
+                            i, w->addr_align, w->size_align);
+        if (w->size_align > w->size_max || w->size_max > w->slot_size)
+                return fail(why, len,
+                            "window %u: size_align %#" PRIx64 " <= size_max %#" PRIx64
+                            " <= slot_size %#" PRIx64 " does not hold",
+                            i, w->size_align, w->size_max, w->slot_size);
+        if (w->base + w->size < w->base)
+                return fail(why, len, "window %u wraps the address space", i);
+        return true;
+}
+
+/* A flag and the figure that counts what it claims agree: both zero or both not. */
+static bool agree(uint32_t flags, uint32_t flag, uint64_t figure, const char *what, char *why,
+                  size_t len)
+{
+        if (!(flags & flag) == !figure)
+                return true;
+        return fail(why, len, "%s %s but %s is %" PRIu64, ntbf_cap_name(flag),
+                    flags & flag ? "claimed" : "not claimed", what, figure);
+}
+
+bool ntbf_caps_valid(const struct ntbf_backend_ops *ops, const struct ntbf_caps *c, char *why,
+                     size_t whylen)
+{
+        if (!ops || !c)
+                return fail(why, whylen, "no vtable or no capabilities");
+        for (uint32_t f = 1; f && f <= NTBF_CAP_LAST; f <<= 1) {
+                const char *miss = (c->flags & f) ? ntbf_cap_missing(ops, f) : NULL;
+                if (miss)
+                        return fail(why, whylen, "%s claimed without %s", ntbf_cap_name(f), miss);
+        }
+        if (c->flags & ~((NTBF_CAP_LAST << 1) - 1))
+                return fail(why, whylen, "unknown capability flags %#x",
+                            c->flags & ~((NTBF_CAP_LAST << 1) - 1));
+        if ((c->flags & NTBF_CAP_RID_TABLE) && (c->flags & NTBF_CAP_NO_RID_TABLE))
+                return fail(why, whylen,
+                            "NTBF_CAP_RID_TABLE and NTBF_CAP_NO_RID_TABLE both claimed");
+        if ((c->flags & NTBF_CAP_IOMMU) && (c->flags & NTBF_CAP_KERNEL_IOMMU))
+                return fail(why, whylen, "NTBF_CAP_IOMMU and NTBF_CAP_KERNEL_IOMMU both claimed");
+        if (!(c->flags & (NTBF_CAP_XLAT_OUTBOUND | NTBF_CAP_XLAT_INBOUND)))
+                return fail(why, whylen,
+                            "neither NTBF_CAP_XLAT_OUTBOUND nor NTBF_CAP_XLAT_INBOUND claimed");
+        if (!agree(c->flags, NTBF_CAP_DOORBELL, c->db_valid_mask, "db_valid_mask", why, whylen) ||
+            !agree(c->flags, NTBF_CAP_SCRATCHPAD, c->scratchpads, "scratchpads", why, whylen) ||
+            !agree(c->flags, NTBF_CAP_MESSAGE, c->messages, "messages", why, whylen) ||
+            !agree(c->flags, NTBF_CAP_MCAST, c->mcast_groups, "mcast_groups", why, whylen) ||
+            !agree(c->flags, NTBF_CAP_DMA, c->dma_channels, "dma_channels", why, whylen))
+                return false;
+        if ((c->flags & NTBF_CAP_RID_TABLE) && !c->rid_table)
+                return fail(why, whylen, "NTBF_CAP_RID_TABLE claimed with rid_table 0");
+        if ((c->flags & NTBF_CAP_NO_RID_TABLE) && (c->rid_table || c->rid_reserved))
+                return fail(why, whylen,
+                            "NTBF_CAP_NO_RID_TABLE claimed with rid_table %u, rid_reserved %u",
+                            c->rid_table, c->rid_reserved);
+        if (c->rid_table && c->rid_reserved > c->rid_table)
+                return fail(why, whylen, "rid_reserved %u exceeds rid_table %u", c->rid_reserved,
+                            c->rid_table);
+        if ((c->flags & NTBF_CAP_RID_TABLE) && c->rid_reserved >= c->rid_table)
+                return fail(why, whylen,
+                            "NTBF_CAP_RID_TABLE claimed but rid_reserved %u leaves no entry of "
+                            "rid_table %u",
+                            c->rid_reserved, c->rid_table);
+        if (!c->nwindows || c->nwindows > NTBF_MAX_WINDOWS)
+                return fail(why, whylen, "%u windows; an adapter has 1 to %u", c->nwindows,
+                            NTBF_MAX_WINDOWS);
+        uint32_t slots = 0;
+        for (uint32_t i = 0; i < c->nwindows; i++) {
+                const struct ntbf_window *w = &c->windows[i];
+                if (!window_valid(w, i, slots, why, whylen))
+                        return false;
+                slots += w->slots;
+                for (uint32_t k = 0; k < i; k++)
+                        if (w->base < c->windows[k].base + c->windows[k].size &&
+                            c->windows[k].base < w->base + w->size)
+                                return fail(why, whylen, "windows %u and %u overlap", k, i);
+        }
+        if (c->slots != slots)
+                return fail(why, whylen, "slots is %u but the windows have %u", c->slots, slots);
         if (why && whylen)
                 snprintf(why, whylen, "valid");
         return true;

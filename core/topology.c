@@ -1517,6 +1517,63 @@ static void check_device_fit(struct fin *f)
         free(g);
 }
 
+/*
+ * The windows of each adapter, once addresses are assigned. The single-window keys
+ * (window, lut_entries) describe window 0: equal slots whose translations are whole slots
+ * at slot-aligned addresses (addr_align = size_align = size_max = the slot size).
+ */
+static void fill_windows(struct ntbf_topo *t)
+{
+        for (uint32_t i = 0; i < t->nadapters; i++) {
+                struct ntbf_adapter *a = &t->adapters[i];
+                memset(a->win, 0, sizeof(a->win));
+                a->nwin = a->nslots = 0;
+                if (!a->lut_entry_size || !a->window_base)
+                        continue; /* a mistake was reported: no window */
+                uint64_t E = a->lut_entry_size;
+                a->win[0] = (struct ntbf_window){.base = a->window_base,
+                                                 .size = a->p.window,
+                                                 .slots = a->p.lut_entries,
+                                                 .slot_size = E,
+                                                 .addr_align = E,
+                                                 .size_align = E,
+                                                 .size_max = E};
+                a->nwin = 1;
+                a->nslots = a->p.lut_entries;
+        }
+}
+
+const struct ntbf_window *ntbf_adapter_slot_window(const struct ntbf_adapter *a, uint32_t slot)
+{
+        for (uint32_t w = 0; w < a->nwin; w++)
+                if (slot - a->win[w].first_slot < a->win[w].slots)
+                        return &a->win[w];
+        return NULL;
+}
+
+int ntbf_adapter_addr_window(const struct ntbf_adapter *a, uint64_t addr, uint64_t *off)
+{
+        for (uint32_t w = 0; w < a->nwin; w++)
+                if (addr - a->win[w].base < a->win[w].size) {
+                        if (off)
+                                *off = addr - a->win[w].base;
+                        return (int)w;
+                }
+        return -1;
+}
+
+bool ntbf_window_xlat_ok(const struct ntbf_window *w, uint64_t addr, uint64_t size)
+{
+        if (!w || !size || size > w->size_max || size % w->size_align || addr % w->addr_align)
+                return false;
+        if (w->flags & NTBF_WIN_NATURAL_ALIGN) {
+                uint64_t nat = size <= 1 ? 1 : UINT64_C(1) << (64 - __builtin_clzll(size - 1));
+                if (addr % nat)
+                        return false;
+        }
+        return true;
+}
+
 int ntbf_topo_finalize(struct ntbf_topo *t, struct ntbf_diags *diags)
 {
         struct fin f = {.t = t, .d = diags};
@@ -1551,6 +1608,8 @@ int ntbf_topo_finalize(struct ntbf_topo *t, struct ntbf_diags *diags)
                 if (t->nodes[i].ndevices <= NTBF_MAX_NODE_DEVICES &&
                     t->nodes[i].nadapters <= NTBF_MAX_NODE_ADAPTERS)
                         build_map(&f, i);
+        if (!f.err)
+                fill_windows(t);
         if (!f.err)
                 check_reach(&f);
         if (!f.err)

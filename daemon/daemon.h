@@ -80,6 +80,12 @@ struct ntbf__d {
         uv_poll_t *polls;
         bool *poll_on;
         void *evctx; /* per adapter: what its event callbacks get */
+        /* Requester IDs the hardware replaced by proxy IDs (rid_add's *proxy). */
+        struct ntbf__proxy {
+                uint32_t adapter, proxy;
+                struct ntbf_rid rid;
+        } * proxies;
+        size_t nproxies, capproxies;
 
         /* Local clients and peers. */
         struct ntbf__rpc_server rpc;
@@ -169,6 +175,10 @@ int ntbf__hw_apply(struct ntbf__d *d, const struct ntbf__ent *e, bool set, char 
 struct ntbf_adapter_h *ntbf__hw_any(struct ntbf__d *d, uint32_t cap);
 /* Port states of this node's adapters, in adapter then port order. */
 struct json_object *ntbf__hw_ports(struct ntbf__d *d);
+/* Record the proxy ID the hardware gave requester entry e (NTBF_NONE: none, or deleted). */
+void ntbf__hw_proxy_note(struct ntbf__d *d, const struct ntbf__ent *e, uint32_t proxy);
+/* [{rid: "0000:03:00.0/fff8" requester, proxy: "BB:DD.F"}] of adapter a. */
+struct json_object *ntbf__hw_proxies(struct ntbf__d *d, uint32_t adapter);
 
 /* ---- tran_sock.c: the Unix socket (mode 0660, SO_PEERCRED checks) -------------------------- */
 

@@ -39,8 +39,8 @@ const char *ntbf__ent_key(const struct ntbf__ent *e, char *buf, size_t len)
                          e->group, e->addr, e->len);
                 break;
         default:
-                snprintf(buf, len, "%s %u %u %u %u %u %u 0x%" PRIx64, k, e->prog, e->obj, e->slot,
-                         e->dst_node, e->dst_adapter, e->group, e->addr);
+                snprintf(buf, len, "%s %u %u %u %u %u %u 0x%" PRIx64 " 0x%" PRIx64, k, e->prog,
+                         e->obj, e->slot, e->dst_node, e->dst_adapter, e->group, e->addr, e->len);
                 break;
         }
         return buf;
@@ -60,9 +60,9 @@ int ntbf__ent_parse(const struct ntbf_topo *t, const char *key, struct ntbf__ent
         if (strlen(key) > NTBF_ENT_KEY_MAX)
                 return -EINVAL;
         memcpy(buf, key, strlen(key) + 1);
-        char *f[10];
+        char *f[11];
         int n = 0;
-        for (char *p = buf; n < 10;) {
+        for (char *p = buf; n < 11;) {
                 f[n++] = p;
                 char *sp = strchr(p, ' ');
                 if (!sp)
@@ -75,10 +75,11 @@ int ntbf__ent_parse(const struct ntbf_topo *t, const char *key, struct ntbf__ent
         for (int k = 0; k < NTBF_ENT_KINDS; k++)
                 if (!strcmp(f[0], kind_names[k]))
                         kind = k;
-        static const int fields[NTBF_ENT_KINDS] = {6, 6, 6, 6, 8, 6, 8};
-        if (kind < 0 || n != fields[kind])
+        static const int fields[NTBF_ENT_KINDS] = {6, 6, 6, 6, 8, 6, 9};
+        /* A slot recorded before translations had a size (8 fields) is a whole slot. */
+        if (kind < 0 || (n != fields[kind] && !(kind == NTBF_ENT_SLOT && n == 8)))
                 return -EINVAL;
-        uint64_t v[9];
+        uint64_t v[10];
         for (int i = 1; i < n; i++)
                 if (num(f[i], &v[i - 1]))
                         return -EINVAL;
@@ -126,7 +127,7 @@ int ntbf__ent_parse(const struct ntbf_topo *t, const char *key, struct ntbf__ent
                 e->len = v[4];
                 return 0;
         default:
-                if (e->obj >= t->nadapters || v[2] >= t->adapters[e->obj].p.lut_entries ||
+                if (e->obj >= t->nadapters || v[2] >= t->adapters[e->obj].nslots ||
                     v[3] > UINT32_MAX || v[4] > UINT32_MAX || v[5] > UINT32_MAX)
                         return -EINVAL;
                 e->slot = (uint32_t)v[2];
@@ -134,6 +135,11 @@ int ntbf__ent_parse(const struct ntbf_topo *t, const char *key, struct ntbf__ent
                 e->dst_adapter = (uint32_t)v[4];
                 e->group = (uint32_t)v[5];
                 e->addr = v[6];
+                e->len = n == 9
+                             ? v[7]
+                             : ntbf_adapter_slot_window(&t->adapters[e->obj], e->slot)->slot_size;
+                if (!e->len)
+                        return -EINVAL;
                 if (e->group == NTBF_NONE && (e->dst_adapter >= t->nadapters ||
                                               t->adapters[e->dst_adapter].node != e->dst_node))
                         return -EINVAL;
@@ -402,7 +408,9 @@ static int plan_ents(const struct ntbf_state *s, const struct ntbf_plan *p,
                 const struct ntbf_res *x = &p->res[i];
                 switch (x->kind) {
                 case NTBF_RES_LUT: {
-                        uint64_t E = t->adapters[x->obj].lut_entry_size;
+                        const struct ntbf_window *W =
+                            ntbf_adapter_slot_window(&t->adapters[x->obj], x->first);
+                        uint64_t E = W ? W->slot_size : 0;
                         uint32_t group = NTBF_NONE;
                         if (x->group != NTBF_NONE && x->dest != NTBF_DEST_MCAST) {
                                 r = add_join(t, p, x, out);
@@ -427,7 +435,9 @@ static int plan_ents(const struct ntbf_state *s, const struct ntbf_plan *p,
                                     .dst_adapter =
                                         x->dest == NTBF_DEST_MCAST ? NTBF_NONE : x->dst_adapter,
                                     .group = group,
-                                    .addr = x->dst_addr + k * E};
+                                    .addr = x->dst_addr + k * E,
+                                    /* Whole slots but the last, which translates the rest. */
+                                    .len = k + 1 < x->count ? E : x->size - (uint64_t)k * E};
                                 r = add(out, &e);
                         }
                         break;
@@ -671,7 +681,7 @@ int ntbf__plan_from_json(const struct ntbf_topo *t, struct json_object *o, struc
                         return -EINVAL;
                 if (x->kind == NTBF_RES_LUT &&
                     (x->programmer >= t->nnodes ||
-                     (uint64_t)x->first + x->count > t->adapters[x->obj].p.lut_entries))
+                     (uint64_t)x->first + x->count > t->adapters[x->obj].nslots))
                         return -EINVAL;
                 if ((x->kind == NTBF_RES_RID || x->kind == NTBF_RES_SWITCH_RID) &&
                     (x->req.node >= t->nnodes ||

@@ -270,7 +270,7 @@ static struct json_object *borrow_json(struct ntbf__fm *fm, const struct fm_allo
                 ntbf__jput_u(x, "size", size);
                 ntbf__jput_u(x, "addr", p->bar_addr[b]);
                 ntbf__jput_u(x, "adapter", ad);
-                ntbf__jput_u(x, "offset", p->bar_addr[b] - t->adapters[ad].window_base);
+                ntbf__put_window(x, &t->adapters[ad], p->bar_addr[b]);
                 json_object_array_add(bars, x);
         }
         json_object_object_add(o, "bars", bars);

@@ -284,7 +284,7 @@ struct json_object *ntbf__fm_sx_result(struct ntbf__fm *fm, struct fm_alloc *a)
         ntbf__jput_u(o, "size", p->req.target.size);
         if (!local && ad < t->nadapters) {
                 ntbf__jput_u(o, "adapter", ad);
-                ntbf__jput_u(o, "offset", p->dma_addr - t->adapters[ad].window_base);
+                ntbf__put_window(o, &t->adapters[ad], p->dma_addr);
         }
         struct sx_export *e = export_of(fm, a);
         if (!e && a->fdid != NTBF_NONE) {

@@ -8,7 +8,6 @@
 #include "daemon.h"
 #include "log.h"
 #include "ntbfab/error.h"
-#include "ntbfab/sim.h"
 
 static void hw_reprogram(struct ntbf__d *d, uint32_t adapter);
 
@@ -66,17 +65,12 @@ int ntbf__hw_open(struct ntbf__d *d, char *why, size_t whylen)
                 return NTBF_EUNSUPPORTED;
         }
         struct ntbf_backend_env env = {t, d->dir, d->self};
-        /* The sim says why it cannot attach (wrong topology, version); others just fail. */
-        int r = strcmp(t->backend, "sim") ? d->ops->open(&env, &d->b)
-                                          : ntbf_sim_attach(&env, &d->b, why, whylen);
+        why[0] = 0;
+        int r = d->ops->open(&env, &d->b, why, whylen);
         if (r) {
-                if (r == NTBF_ENOTFOUND)
-                        snprintf(why, whylen,
-                                 "no simulated fabric in %s; create it with 'ntbfab up FILE' (or "
-                                 "ntbfab-simd --config FILE --dir %s)",
-                                 d->dir, d->dir);
-                else if (!why[0])
-                        snprintf(why, whylen, "cannot open the backend: %s", ntbf_strerror(r));
+                if (!why[0])
+                        snprintf(why, whylen, "cannot open the %s backend: %s", d->ops->name,
+                                 ntbf_strerror(r));
                 return r;
         }
         d->h = calloc(t->nadapters + 1, sizeof(*d->h));
@@ -96,6 +90,15 @@ int ntbf__hw_open(struct ntbf__d *d, char *why, size_t whylen)
                         snprintf(why, whylen, "cannot probe adapter %s.%s: %s", me->name,
                                  t->adapters[a].name, ntbf_strerror(r));
                         return r;
+                }
+                /* A backend that claims what it cannot do would fail later, half way. */
+                char bad[200];
+                if (!ntbf_caps_valid(d->ops, &d->caps[a], bad, sizeof(bad))) {
+                        snprintf(why, whylen,
+                                 "the %s backend reports capabilities of adapter %s.%s that "
+                                 "break the rules of backend.h: %s",
+                                 d->ops->name, me->name, t->adapters[a].name, bad);
+                        return NTBF_EPROTO;
                 }
                 evctx[a] = (struct evctx){d, a};
                 d->ops->set_events(d->h[a], &event_ops, &evctx[a]);
@@ -123,6 +126,9 @@ void ntbf__hw_close(struct ntbf__d *d)
         free(d->polls);
         free(d->poll_on);
         free(d->evctx);
+        free(d->proxies);
+        d->proxies = NULL;
+        d->nproxies = d->capproxies = 0;
         d->evctx = NULL;
         d->h = NULL;
 }
@@ -154,6 +160,59 @@ struct json_object *ntbf__hw_ports(struct ntbf__d *d)
         return v;
 }
 
+/* ---- proxy IDs ------------------------------------------------------------------------------- */
+
+void ntbf__hw_proxy_note(struct ntbf__d *d, const struct ntbf__ent *e, uint32_t proxy)
+{
+        size_t i = 0;
+        while (i < d->nproxies &&
+               (d->proxies[i].adapter != e->obj || d->proxies[i].rid.node != e->rid.node ||
+                d->proxies[i].rid.rid != e->rid.rid || d->proxies[i].rid.mask != e->rid.mask))
+                i++;
+        if (proxy == NTBF_NONE) {
+                if (i < d->nproxies)
+                        d->proxies[i] = d->proxies[--d->nproxies];
+                return;
+        }
+        if (i == d->nproxies) {
+                if (d->nproxies == d->capproxies) {
+                        size_t cap = d->capproxies ? d->capproxies * 2 : 8;
+                        struct ntbf__proxy *v = realloc(d->proxies, cap * sizeof(*v));
+                        if (!v) {
+                                LOG_E("out of memory: proxy ID %04x not recorded", proxy);
+                                return;
+                        }
+                        d->proxies = v;
+                        d->capproxies = cap;
+                }
+                d->nproxies++;
+        }
+        d->proxies[i] = (struct ntbf__proxy){e->obj, proxy, e->rid};
+        LOG_I("requester %04x/%04x leaves %s.%s as proxy ID %02x:%02x.%x", e->rid.rid, e->rid.mask,
+              d->t->nodes[d->t->adapters[e->obj].node].name, d->t->adapters[e->obj].name,
+              proxy >> 8 & 0xff, proxy >> 3 & 0x1f, proxy & 7);
+}
+
+struct json_object *ntbf__hw_proxies(struct ntbf__d *d, uint32_t adapter)
+{
+        struct json_object *v = json_object_new_array();
+        for (size_t i = 0; i < d->nproxies; i++) {
+                const struct ntbf__proxy *p = &d->proxies[i];
+                if (p->adapter != adapter)
+                        continue;
+                char rid[32], px[16];
+                snprintf(rid, sizeof(rid), "%02x:%02x.%x/%04x", p->rid.rid >> 8,
+                         p->rid.rid >> 3 & 0x1f, p->rid.rid & 7, p->rid.mask);
+                snprintf(px, sizeof(px), "%02x:%02x.%x", p->proxy >> 8 & 0xff, p->proxy >> 3 & 0x1f,
+                         p->proxy & 7);
+                struct json_object *x = json_object_new_object();
+                ntbf__jput_s(x, "rid", rid);
+                ntbf__jput_s(x, "proxy", px);
+                json_object_array_add(v, x);
+        }
+        return v;
+}
+
 /* ---- programming ----------------------------------------------------------------------------- */
 
 static int missing(char *why, size_t whylen, const char *what)
@@ -177,14 +236,15 @@ int ntbf__hw_apply(struct ntbf__d *d, const struct ntbf__ent *e, bool set, char 
                         h = d->h[e->obj];
                         if (!h || !o->xlat_set)
                                 return missing(why, whylen, "program its own window's slots");
-                        struct ntbf_xlat x = {e->dst_node, e->dst_adapter, e->addr, e->group};
+                        struct ntbf_xlat x = {e->dst_node, e->dst_adapter, e->addr, e->group,
+                                              e->len};
                         r = set ? o->xlat_set(h, e->slot, &x) : o->xlat_clear(h, e->slot);
                 } else {
                         /* Inbound adapters: the buffer owner programs the peer's slot. */
                         h = e->dst_adapter < t->nadapters ? d->h[e->dst_adapter] : NULL;
                         if (!h || !o->peer_xlat_set)
                                 return missing(why, whylen, "program a peer's slot");
-                        r = set ? o->peer_xlat_set(h, e->obj, e->slot, e->addr)
+                        r = set ? o->peer_xlat_set(h, e->obj, e->slot, e->addr, e->len)
                                 : o->peer_xlat_clear(h, e->obj, e->slot);
                         if (!set && r == -EPERM)
                                 r = 0; /* someone else's translation now: not ours to clear */
@@ -195,9 +255,12 @@ int ntbf__hw_apply(struct ntbf__d *d, const struct ntbf__ent *e, bool set, char 
                 h = d->h[e->obj];
                 if (!h || !o->rid_add)
                         return missing(why, whylen, "program requester IDs");
-                r = set ? o->rid_add(h, &e->rid) : o->rid_del(h, &e->rid);
+                uint32_t proxy = NTBF_NONE;
+                r = set ? o->rid_add(h, &e->rid, &proxy) : o->rid_del(h, &e->rid);
                 if (r == (set ? -EEXIST : -ENOENT))
                         r = 0;
+                if (!r)
+                        ntbf__hw_proxy_note(d, e, set ? proxy : NTBF_NONE);
                 break;
         case NTBF_ENT_SWRID: {
                 /* Through an adapter on the switch's network: a node cabled to two networks
@@ -222,6 +285,15 @@ int ntbf__hw_apply(struct ntbf__d *d, const struct ntbf__ent *e, bool set, char 
         }
         case NTBF_ENT_IOMMU:
                 h = ntbf__hw_any(d, NTBF_CAP_IOMMU);
+                if (!h && ntbf__hw_any(d, NTBF_CAP_KERNEL_IOMMU)) {
+                        snprintf(why, whylen,
+                                 "the kernel owns this host's IOMMU (NTBF_CAP_KERNEL_IOMMU): "
+                                 "only memory for export is reachable from other hosts, so an "
+                                 "IOVA mapping of other pages (a borrowed device's DMA window) "
+                                 "cannot be made; docs/writing-a-backend.md, \"When the kernel "
+                                 "owns the IOMMU\"");
+                        return NTBF_EUNSUPPORTED;
+                }
                 if (!h || !o->iommu_map)
                         return missing(why, whylen, "program its IOMMU");
                 if (set) {

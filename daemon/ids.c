@@ -83,6 +83,14 @@ void ntbf__jput_u(struct json_object *o, const char *k, uint64_t v)
         json_object_object_add(o, k, json_object_new_uint64(v));
 }
 
+void ntbf__put_window(struct json_object *o, const struct ntbf_adapter *a, uint64_t addr)
+{
+        uint64_t off = 0;
+        int w = ntbf_adapter_addr_window(a, addr, &off);
+        ntbf__jput_u(o, "window", w < 0 ? 0 : (uint64_t)w);
+        ntbf__jput_u(o, "offset", off);
+}
+
 void ntbf__jput_s(struct json_object *o, const char *k, const char *v)
 {
         json_object_object_add(o, k, v ? json_object_new_string(v) : NULL);

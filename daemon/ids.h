@@ -39,5 +39,7 @@ void ntbf__jput_b(struct json_object *o, const char *k, bool v);
 bool ntbf__jget_u(struct json_object *o, const char *k, uint64_t *v);
 bool ntbf__jget_s(struct json_object *o, const char *k, const char **v);
 bool ntbf__jget_b(struct json_object *o, const char *k, bool *v);
+/* "window" and "offset" of window address addr of adapter a (docs/rpc.md). */
+void ntbf__put_window(struct json_object *o, const struct ntbf_adapter *a, uint64_t addr);
 
 #endif

@@ -9,7 +9,6 @@
 #include "vfio.h"
 #include "log.h"
 #include "ntbfab/error.h"
-#include "ntbfab/sim.h"
 
 #ifndef NTBF_VERSION
 #define NTBF_VERSION "0"
@@ -97,17 +96,24 @@ static void m_node_status(void *ctx, struct ntbf__rpc_call *call, struct json_ob
                                                           sizeof(peer)));
                         json_object_array_add(ports, x);
                 }
+                /* An adapter whose hardware counts nothing (no NTBF_CAP_COUNTERS): null. */
                 struct ntbf_counters ct = {0};
-                d->ops->counters(d->h[a], &ct);
-                ntbf__jput_u(c, "tx", ct.tx);
-                ntbf__jput_u(c, "rx", ct.rx);
-                ntbf__jput_u(c, "drop_no_rid", ct.drop_no_rid);
-                ntbf__jput_u(c, "drop_unprogrammed", ct.drop_unprogrammed);
-                ntbf__jput_u(c, "drop_link_down", ct.drop_link_down);
-                ntbf__jput_u(c, "master_abort", ct.master_abort);
-                ntbf__jput_u(c, "iommu_fault", ct.iommu_fault);
+                if ((d->caps[a].flags & NTBF_CAP_COUNTERS) && d->ops->counters &&
+                    !d->ops->counters(d->h[a], &ct)) {
+                        ntbf__jput_u(c, "tx", ct.tx);
+                        ntbf__jput_u(c, "rx", ct.rx);
+                        ntbf__jput_u(c, "drop_no_rid", ct.drop_no_rid);
+                        ntbf__jput_u(c, "drop_unprogrammed", ct.drop_unprogrammed);
+                        ntbf__jput_u(c, "drop_link_down", ct.drop_link_down);
+                        ntbf__jput_u(c, "master_abort", ct.master_abort);
+                        ntbf__jput_u(c, "iommu_fault", ct.iommu_fault);
+                } else {
+                        json_object_put(c);
+                        c = NULL;
+                }
                 json_object_object_add(j, "ports", ports);
                 json_object_object_add(j, "counters", c);
+                json_object_object_add(j, "proxy_ids", ntbf__hw_proxies(d, a));
                 json_object_array_add(ads, j);
         }
         for (uint32_t n = 0; n < t->nnodes; n++) {
@@ -140,8 +146,9 @@ static void m_node_status(void *ctx, struct ntbf__rpc_call *call, struct json_ob
                                             bs, json_object_new_string(node_name(d, n)));
                         json_object_object_add(j, "borrowers", bs);
                         uint64_t faults = 0;
-                        if (ntbf_sim_is(d->b))
-                                ntbf_sim_dev_iommu_faults(d->b, dv, f, &faults);
+                        struct ntbf_adapter_h *h = ntbf__hw_any(d, NTBF_CAP_DEV_IOMMU);
+                        if (h && d->ops->dev_iommu_faults)
+                                d->ops->dev_iommu_faults(h, dv, f, &faults);
                         ntbf__jput_u(j, "iommu_faults", faults);
                         json_object_array_add(devs, j);
                 }
@@ -539,9 +546,11 @@ static struct json_object *open_json(struct ntbf__d *d, struct ntbf__handle *h)
                 ntbf__jput_u(j, "addr", addr);
                 if (b && from) {
                         ntbf__jput_u(j, "adapter", u(from, "adapter", 0));
+                        ntbf__jput_u(j, "window", u(from, "window", 0));
                         ntbf__jput_u(j, "offset", u(from, "offset", 0));
                 } else {
                         json_object_object_add(j, "adapter", NULL);
+                        json_object_object_add(j, "window", NULL);
                         json_object_object_add(j, "offset", NULL);
                 }
                 json_object_array_add(bars, j);

@@ -6,12 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cfgspace.h"
 #include "daemon.h"
 #include "vfio.h"
 #include "log.h"
 #include "ntbfab/error.h"
-#include "ntbfab/sim.h"
 #include "ntbfab/units.h"
 
 static const char *node_name(struct ntbf__d *d, uint32_t n)
@@ -316,6 +314,11 @@ static void do_program(struct ntbf__d *d, struct json_object *p, bool set, ntbf_
 /* ---- the lender's side of config space --------------------------------------------------------
  */
 
+/*
+ * The one path to a local device's config space: VFIO for a device of this host driven
+ * through vfio-pci (`vfio: true`), else the backend's cfg_read/cfg_write (the simulated
+ * device models). NTBF_EUNSUPPORTED when neither reaches the device.
+ */
 int ntbf__node_cfg(struct ntbf__d *d, uint32_t device, uint32_t function, bool write, uint32_t off,
                    uint32_t size, uint32_t *val)
 {
@@ -323,13 +326,36 @@ int ntbf__node_cfg(struct ntbf__d *d, uint32_t device, uint32_t function, bool w
                 return -EINVAL;
         if (ntbf__vfiod_is(d, device))
                 return ntbf__vfiod_cfg(d, device, function, write, off, size, val);
-        uint8_t *region = ntbf_sim_is(d->b) ? ntbf_sim_cfg(d->b, device, function) : NULL;
-        if (!region)
+        if (!d->ops->cfg_read)
                 return NTBF_EUNSUPPORTED;
-        if (write)
-                return ntbf_sim_cfg_write(region, off, *val, size);
-        *val = ntbf_sim_cfg_read(region, off, size);
-        return 0;
+        int r = write ? d->ops->cfg_write(d->b, device, function, off, size, *val)
+                      : d->ops->cfg_read(d->b, device, function, off, size, val);
+        return r == -ENODEV ? NTBF_EUNSUPPORTED : r;
+}
+
+/* The MSI capability (its offset, 0 if none) and whether it takes 64-bit addresses. */
+static void node_msi_cap(struct ntbf__d *d, uint32_t dev, uint32_t fn, uint32_t *cap, bool *msi64)
+{
+        *cap = 0;
+        *msi64 = false;
+        uint32_t sts = 0, ptr = 0, id = 0, flags = 0;
+        if (ntbf__node_cfg(d, dev, fn, false, 0x06, 2, &sts) || !(sts & 0x10) ||
+            ntbf__node_cfg(d, dev, fn, false, 0x34, 1, &ptr))
+                return;
+        /* At most 48 capabilities fit in 256 bytes: more is a loop. */
+        for (unsigned n = 0; n < 48 && ptr >= 0x40 && ptr < 0x100; n++) {
+                ptr &= 0xfc;
+                if (ntbf__node_cfg(d, dev, fn, false, ptr, 1, &id))
+                        return;
+                if (id == 0x05) {
+                        *cap = ptr;
+                        if (!ntbf__node_cfg(d, dev, fn, false, ptr + 2, 2, &flags))
+                                *msi64 = flags & 0x80;
+                        return;
+                }
+                if (ntbf__node_cfg(d, dev, fn, false, ptr + 1, 1, &ptr))
+                        return;
+        }
 }
 
 static void do_cfg(struct ntbf__d *d, uint32_t from, struct json_object *p, ntbf__done_fn cb,
@@ -345,23 +371,19 @@ static void do_cfg(struct ntbf__d *d, uint32_t from, struct json_object *p, ntbf
         struct ntbf__lend *l = ntbf__node_lend(d, (uint32_t)fdid);
         if (from != d->self && (!l || !(l->borrowers >> from & 1)))
                 return cb(arg, -EPERM, "the device is not borrowed by the asking node", NULL);
-        uint8_t *region = ntbf_sim_is(d->b) ? ntbf_sim_cfg(d->b, dev, fn) : NULL;
-        bool real = ntbf__vfiod_is(d, dev);
-        if (!region && !real)
-                return cb(arg, NTBF_EUNSUPPORTED, "this backend has no config-space access", NULL);
+        uint32_t probe;
+        if (ntbf__node_cfg(d, dev, fn, false, 0, 2, &probe) == NTBF_EUNSUPPORTED)
+                return cb(arg, NTBF_EUNSUPPORTED,
+                          "no config-space access to this device: it is not a VFIO device of "
+                          "this host and the backend models no config space for it",
+                          NULL);
         struct json_object *o = json_object_new_object();
-        if (real && !strcmp(op, "info")) {
+        if (!strcmp(op, "info")) {
                 uint32_t cap = 0;
                 bool msi64 = false;
-                ntbf__vfiod_msi_cap(d, dev, fn, &cap, &msi64);
+                node_msi_cap(d, dev, fn, &cap, &msi64);
                 ntbf__jput_u(o, "msi", cap);
                 ntbf__jput_b(o, "msi64", msi64);
-                return cb(arg, 0, NULL, o);
-        }
-        if (!strcmp(op, "info")) {
-                uint32_t cap = ntbf_sim_cfg_find_cap(region, 0x05); /* MSI */
-                ntbf__jput_u(o, "msi", cap);
-                ntbf__jput_b(o, "msi64", cap && (ntbf_sim_cfg_read(region, cap + 2, 2) & 0x80));
                 return cb(arg, 0, NULL, o);
         }
         ntbf__jget_u(p, "off", &off);

@@ -343,6 +343,7 @@ void ntbf__vfiod_answer(struct ntbf__d *d, struct ntbf__rpc_call *call, struct n
                 ntbf__jput_u(j, "size", sz);
                 ntbf__jput_u(j, "addr", addr[b]);
                 json_object_object_add(j, "adapter", NULL);
+                json_object_object_add(j, "window", NULL);
                 json_object_object_add(j, "offset", NULL);
                 json_object_array_add(bars, j);
         }
@@ -396,28 +397,4 @@ int ntbf__vfiod_cfg(struct ntbf__d *d, uint32_t dev, uint32_t fn, bool write, ui
                 return NTBF_ENOTFOUND;
         return write ? ntbf__vfio_cfg_write(&v->v, off, size, *val)
                      : ntbf__vfio_cfg_read(&v->v, off, size, val);
-}
-
-void ntbf__vfiod_msi_cap(struct ntbf__d *d, uint32_t dev, uint32_t fn, uint32_t *cap, bool *msi64)
-{
-        *cap = 0;
-        *msi64 = false;
-        uint32_t sts = 0, ptr = 0, id = 0, flags = 0;
-        if (ntbf__vfiod_cfg(d, dev, fn, false, 0x06, 2, &sts) || !(sts & 0x10) ||
-            ntbf__vfiod_cfg(d, dev, fn, false, 0x34, 1, &ptr))
-                return;
-        /* At most 48 capabilities fit in 256 bytes: more is a loop. */
-        for (unsigned n = 0; n < 48 && ptr >= 0x40 && ptr < 0x100; n++) {
-                ptr &= 0xfc;
-                if (ntbf__vfiod_cfg(d, dev, fn, false, ptr, 1, &id))
-                        return;
-                if (id == 0x05) {
-                        *cap = ptr;
-                        if (!ntbf__vfiod_cfg(d, dev, fn, false, ptr + 2, 2, &flags))
-                                *msi64 = flags & 0x80;
-                        return;
-                }
-                if (ntbf__vfiod_cfg(d, dev, fn, false, ptr + 1, 1, &ptr))
-                        return;
-        }
 }

@@ -52,7 +52,4 @@ void ntbf__vfiod_close(struct ntbf__d *d, struct ntbf__handle *h);
 int ntbf__vfiod_cfg(struct ntbf__d *d, uint32_t dev, uint32_t fn, bool write, uint32_t off,
                     uint32_t size, uint32_t *val);
 
-/* Where the MSI capability of a held real device is (0: none) and whether it is 64-bit. */
-void ntbf__vfiod_msi_cap(struct ntbf__d *d, uint32_t dev, uint32_t fn, uint32_t *cap, bool *msi64);
-
 #endif

@@ -696,8 +696,12 @@ static int run_status(int argc, char **argv)
                         struct json_object *a = json_object_array_get_idx(ads, i),
                                            *c = jo(a, "counters");
                         table_cell(&tb, "%s", js(a, "name"));
+                        /* null: the adapter's backend counts nothing (no NTBF_CAP_COUNTERS). */
                         for (int k = 0; k < 7; k++)
-                                table_cell(&tb, "%" PRIu64, ju(c, ck[k]));
+                                if (c)
+                                        table_cell(&tb, "%" PRIu64, ju(c, ck[k]));
+                                else
+                                        table_cell(&tb, "-");
                 }
         }
         printf("\ncounters (transactions routed, and drops by reason):\n");

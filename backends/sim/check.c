@@ -122,14 +122,16 @@ static void check_adapter(struct chk *c, struct ntbf_sim *s, uint32_t a)
         char an[100], nm[80];
         snprintf(an, sizeof(an), "adapter %s", aname(s, a, nm, sizeof(nm)));
         const struct sim_adapter *x = &s->ad[a];
-        const _Atomic uint64_t *slots = sim_slots(s, a);
         for (uint32_t k = 0; k < x->nslots; k++) {
-                uint64_t e = atomic_load(&slots[k]);
+                uint64_t size, e = sim_slot_read(s, a, k, &size);
                 if (!e)
                         continue;
                 uint32_t tgt = SLOT_TARGET(e);
-                if (!(e & SLOT_VALID) || (e & 0xffc) || (e & SLOT_ADDR) % x->slot_size)
-                        bad(c, "%s: slot %u is malformed (%016" PRIx64 ")", an, k, e);
+                const struct ntbf_window *w = ntbf_adapter_slot_window(&s->t->adapters[a], k);
+                if (!(e & SLOT_VALID) || (e & 0xffc) || !w ||
+                    !ntbf_window_xlat_ok(w, e & SLOT_ADDR, size))
+                        bad(c, "%s: slot %u is malformed (%016" PRIx64 ", %" PRIu64 " bytes)", an,
+                            k, e, size);
                 else if (e & SLOT_MCAST ? tgt >= x->ngroups
                                         : tgt >= s->t->nadapters || !sim_route(s, a, tgt)->valid)
                         bad(c, "%s: slot %u targets %s %u, which it cannot reach", an, k,

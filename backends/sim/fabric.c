@@ -178,12 +178,20 @@ static uint64_t topo_hash(const struct ntbf_topo *t)
                 hstr(&hs, a->name);
                 hu64(&hs, a->node);
                 hstr(&hs, p->model);
-                uint64_t f[] = {p->ports,        p->window,        p->lut_entries, p->rid_table,
-                                p->rid_reserved, p->addr_bits,     p->doorbells,   p->scratchpads,
-                                p->messages,     p->dma_channels,  p->hop_ns,      p->xlat,
-                                a->window_base,  a->lut_entry_size};
+                uint64_t f[] = {p->ports,        p->window,         p->lut_entries, p->rid_table,
+                                p->rid_reserved, p->addr_bits,      p->doorbells,   p->scratchpads,
+                                p->messages,     p->dma_channels,   p->hop_ns,      p->xlat,
+                                a->window_base,  a->lut_entry_size, a->nwin};
                 for (size_t k = 0; k < sizeof(f) / sizeof(f[0]); k++)
                         hu64(&hs, f[k]);
+                for (uint32_t w = 0; w < a->nwin; w++) {
+                        const struct ntbf_window *x = &a->win[w];
+                        uint64_t g[] = {x->base,       x->size,     x->first_slot, x->slots,
+                                        x->slot_size,  x->reserved, x->flags,      x->addr_align,
+                                        x->size_align, x->size_max};
+                        for (size_t k = 0; k < sizeof(g) / sizeof(g[0]); k++)
+                                hu64(&hs, g[k]);
+                }
         }
         hu64(&hs, t->nswitches);
         for (uint32_t i = 0; i < t->nswitches; i++) {
@@ -311,20 +319,21 @@ static int layout_compute(const struct ntbf_topo *t, uint32_t nhops, struct layo
             take(&at, (uint64_t)t->nadapters * t->nadapters * sizeof(struct sim_route), 64);
         L->off_hop = take(&at, (uint64_t)L->nhops * sizeof(struct ntbf_hop), 64);
         L->off_func = take(&at, (uint64_t)L->nfuncs * sizeof(struct sim_func), 64);
-        L->adapter_off = calloc((size_t)t->nadapters * 6 + 1, sizeof(uint64_t));
+        L->adapter_off = calloc((size_t)t->nadapters * 7 + 1, sizeof(uint64_t));
         L->switch_off = calloc((size_t)t->nswitches + 1, sizeof(uint64_t));
         if (!L->adapter_off || !L->switch_off)
                 return -ENOMEM;
         for (uint32_t i = 0; i < t->nadapters; i++) {
                 const struct ntbf_adapter_params *p = &t->adapters[i].p;
-                uint64_t *o = &L->adapter_off[i * 6];
-                o[0] = take(&at, (uint64_t)p->lut_entries * 8, 64);
+                uint64_t *o = &L->adapter_off[i * 7];
+                o[0] = take(&at, (uint64_t)t->adapters[i].nslots * 8, 64);
                 o[1] = take(&at, (uint64_t)p->rid_table * 8, 64);
                 o[2] = take(&at, (uint64_t)p->scratchpads * 4, 64);
                 o[3] = take(&at, (uint64_t)p->messages * 8, 64);
                 o[4] = take(&at, (uint64_t)p->dma_channels * sizeof(struct sim_dmachan), 64);
                 o[5] = take(&at, (uint64_t)ntbf__sim_mcast_groups(t, i) * sizeof(struct sim_mcrec),
                             64);
+                o[6] = take(&at, (uint64_t)t->adapters[i].nslots * 8, 64);
         }
         for (uint32_t i = 0; i < t->nswitches; i++)
                 L->switch_off[i] = take(
@@ -374,7 +383,7 @@ static uint64_t file_size(const struct ntbf_topo *t, enum sim_file_kind kind, ui
         if (kind == SF_RAM)
                 return t->nodes[obj].ram;
         if (kind == SF_MCPOST)
-                return t->adapters[obj].p.window;
+                return sim_post_size(&t->adapters[obj]);
         const struct ntbf_device *d = &t->devices[obj / NTBF_MAX_BARS];
         uint32_t b = obj % NTBF_MAX_BARS;
         if (kind == SF_BAR)
@@ -596,7 +605,7 @@ static void init_control(const struct ntbf_topo *t, const struct layout *L, uint
                 const struct ntbf_adapter *a = &t->adapters[i];
                 struct sim_adapter *x = &ad[i];
                 x->node = a->node;
-                x->nslots = a->p.lut_entries;
+                x->nslots = a->nslots;
                 x->nrids = a->p.rid_table;
                 x->rid_reserved = a->p.rid_table ? a->p.rid_reserved : 0;
                 x->nspads = a->p.scratchpads;
@@ -605,9 +614,9 @@ static void init_control(const struct ntbf_topo *t, const struct layout *L, uint
                 x->nchan = a->p.dma_channels;
                 x->ngroups = ntbf__sim_mcast_groups(t, i);
                 x->ports = a->p.ports;
-                x->slot_size = a->lut_entry_size;
-                const uint64_t *o = &L->adapter_off[i * 6];
+                const uint64_t *o = &L->adapter_off[i * 7];
                 x->off_slots = o[0];
+                x->off_xsize = o[6];
                 x->off_rids = o[1];
                 x->off_spads = o[2];
                 x->off_msgs = o[3];
@@ -1034,9 +1043,9 @@ int ntbf_sim_attach(const struct ntbf_backend_env *env, struct ntbf_backend **ou
         if (s->ctl_fd < 0) {
                 r = errno == ENOENT ? NTBF_ENOTFOUND : -errno;
                 ntbf__say(why, whylen,
-                          "no simulated fabric in %s (%s); create it first (ntbfab up, or "
-                          "ntbf_sim_fabric_create)",
-                          env->dir, strerror(errno));
+                          "no simulated fabric in %s (%s); create it with 'ntbfab up FILE' "
+                          "(or ntbfab-simd --config FILE --dir %s)",
+                          env->dir, strerror(errno), env->dir);
                 goto fail;
         }
         r = check_existing(env->dir, s->ctl_fd, t, topo_hash(t), why, whylen);

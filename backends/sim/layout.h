@@ -26,7 +26,7 @@
  */
 
 #define SIM_MAGIC   UINT64_C(0x314d4953464254e4) /* "\xe4TBFSIM1" little-endian */
-#define SIM_VERSION 3
+#define SIM_VERSION 4
 
 #define SIM_PAGE         4096u
 #define SIM_IOVA_BITS    48 /* IOVA space of a host IOMMU (VT-d 4-level tables) */
@@ -51,9 +51,15 @@ struct sim_futex {
 
 /*
  * LUT slot: bit 0 valid, bit 1 multicast, bits 12..47 the far-side address (aligned to
- * the slot size, at least 4 KiB), bits 48..63 the destination adapter or multicast group.
- * Far-side addresses are therefore below 2^48: nothing exists above that in any simulated
- * address domain (48-bit physical addressing, 48-bit IOVA).
+ * the window's addr_align, at least 4 KiB), bits 48..63 the destination adapter or
+ * multicast group. Far-side addresses are therefore below 2^48: nothing exists above that
+ * in any simulated address domain (48-bit physical addressing, 48-bit IOVA).
+ *
+ * The translation's size is a second word per slot (off_xsize). A slot is programmed by
+ * storing 0 into the entry, then the size, then the entry (release); a reader takes the
+ * entry, the size, and the entry again, and trusts the pair only when both entries agree,
+ * so it never pairs one programming's address with another's size (a programmer killed in
+ * between leaves the slot invalid).
  */
 #define SLOT_VALID     UINT64_C(1)
 #define SLOT_MCAST     UINT64_C(2)
@@ -179,8 +185,7 @@ struct sim_adapter {
         uint32_t node, nslots, nrids, rid_reserved;
         uint32_t nspads, nmsgs, ndb, nchan;
         uint32_t ngroups, ports;
-        uint64_t slot_size;
-        uint64_t off_slots, off_rids, off_spads, off_msgs, off_dma, off_mcast;
+        uint64_t off_slots, off_xsize, off_rids, off_spads, off_msgs, off_dma, off_mcast;
 
         alignas(64) _Atomic uint64_t db;
         _Atomic uint64_t db_mask;

@@ -47,9 +47,8 @@ static int add_run(struct sim_mapping *m, uint64_t off, uint64_t len, enum sim_f
 /* Resolve the whole range of m into runs (replacing m's runs). */
 static int resolve(struct ntbf_sim *s, struct sim_mapping *m)
 {
-        const struct ntbf_adapter *ad = &s->t->adapters[m->adapter];
-        uint32_t node = ad->node;
-        uint64_t base = ad->window_base + m->offset;
+        uint32_t node = s->t->adapters[m->adapter].node;
+        uint64_t base = m->base;
         m->nruns = 0;
         for (uint64_t off = 0; off < m->size;) {
                 struct sim_hit h;
@@ -62,7 +61,7 @@ static int resolve(struct ntbf_sim *s, struct sim_mapping *m)
                 int r;
                 bool post = h.group != NTBF_NONE && (!h.err || h.err == NTBF_EUNREACHABLE);
                 if (post && sim_file(s, SF_MCPOST, m->adapter))
-                        r = add_run(m, off, h.len, SF_MCPOST, m->adapter, m->offset + off);
+                        r = add_run(m, off, h.len, SF_MCPOST, m->adapter, m->post + off);
                 else if (h.err || h.kind == NTBF_REGION_MSI || h.group != NTBF_NONE ||
                          !sim_file(s, h.fkind, h.fobj))
                         r = add_run(m, off, h.len, SF_ONES, 0, 0);
@@ -143,18 +142,19 @@ void ntbf__sim_remap_all(struct ntbf_sim *s)
         pthread_mutex_unlock(&s->lock);
 }
 
-int ntbf__sim_map(struct ntbf_sim *s, uint32_t a, uint64_t offset, uint64_t size, unsigned flags,
-                  void **addr)
+int ntbf__sim_map(struct ntbf_sim *s, uint32_t a, uint32_t win, uint64_t offset, uint64_t size,
+                  unsigned flags, void **addr)
 {
         const struct ntbf_adapter *ad = &s->t->adapters[a];
-        if (!addr || !size || offset % SIM_PAGE || size % SIM_PAGE || offset >= ad->p.window ||
-            size > ad->p.window - offset)
+        if (!addr || !size || win >= ad->nwin || offset % SIM_PAGE || size % SIM_PAGE ||
+            offset >= ad->win[win].size || size > ad->win[win].size - offset)
                 return -EINVAL;
         struct sim_mapping *m = calloc(1, sizeof(*m));
         if (!m)
                 return -ENOMEM;
         m->adapter = a;
-        m->offset = offset;
+        m->base = ad->win[win].base + offset;
+        m->post = sim_post_off(ad, &ad->win[win]) + offset;
         m->size = size;
         m->flags = flags;
         /* Reserve the addresses first so the runs land side by side. */

@@ -187,6 +187,20 @@ int ntbf__sim_mem_free(struct ntbf_sim *s, uint32_t node, struct ntbf_mem *m)
         return 0;
 }
 
+bool ntbf__sim_mem_live(struct ntbf_sim *s, uint32_t node, uint64_t base, uint64_t size)
+{
+        struct sim_node *n = &s->nodes[node];
+        bool in = false;
+        ntbf__sim_lock(s, &n->mem_lock, ntbf__sim_mem_recover, n);
+        for (uint32_t i = 0; i < SIM_MEM_RECORDS && !in; i++) {
+                const struct sim_memrec *rec = &n->mem[i];
+                in = atomic_load(&rec->state) == 1 && base >= rec->base && size <= rec->size &&
+                     base - rec->base <= rec->size - size;
+        }
+        ntbf__sim_unlock(&n->mem_lock);
+        return in;
+}
+
 uint32_t ntbf__sim_mem_reap(struct ntbf_sim *s, uint32_t node)
 {
         struct sim_node *n = &s->nodes[node];

@@ -5,6 +5,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "cfgspace.h"
 #include "sim.h"
 
 static struct ntbf_sim *S(struct ntbf_adapter_h *h)
@@ -19,9 +20,21 @@ static const struct ntbf_adapter *A(struct ntbf_adapter_h *h)
 
 /* ---- instance and adapters ------------------------------------------------------------------- */
 
-static int sim_open(const struct ntbf_backend_env *env, struct ntbf_backend **out)
+static int sim_create(const struct ntbf_topo *t, const char *dir, char *why, size_t whylen)
 {
-        return ntbf_sim_attach(env, out, NULL, 0);
+        return ntbf_sim_fabric_create(t, dir, why, whylen);
+}
+
+static int sim_destroy(const struct ntbf_topo *t, const char *dir)
+{
+        (void)t;
+        return ntbf_sim_fabric_destroy(dir);
+}
+
+static int sim_open(const struct ntbf_backend_env *env, struct ntbf_backend **out, char *why,
+                    size_t whylen)
+{
+        return ntbf_sim_attach(env, out, why, whylen);
 }
 
 static void sim_close(struct ntbf_backend *b)
@@ -161,13 +174,13 @@ static int sim_caps(struct ntbf_adapter_h *h, struct ntbf_caps *c)
         const struct ntbf_adapter *a = A(h);
         const struct sim_adapter *x = &s->ad[h->adapter];
         memset(c, 0, sizeof(*c));
-        c->flags = NTBF_CAP_CPU_MAP | NTBF_CAP_MEM | NTBF_CAP_IRQ | NTBF_CAP_FAULT;
+        c->flags = NTBF_CAP_CPU_MAP | NTBF_CAP_MEM | NTBF_CAP_IRQ | NTBF_CAP_FAULT |
+                   NTBF_CAP_LINK_CTRL | NTBF_CAP_RESET | NTBF_CAP_COUNTERS;
         if (a->p.xlat & NTBF_XLAT_OUTBOUND)
                 c->flags |= NTBF_CAP_XLAT_OUTBOUND;
         if (a->p.xlat & NTBF_XLAT_INBOUND)
                 c->flags |= NTBF_CAP_XLAT_INBOUND;
-        if (x->nrids)
-                c->flags |= NTBF_CAP_RID_TABLE;
+        c->flags |= x->nrids ? NTBF_CAP_RID_TABLE : NTBF_CAP_NO_RID_TABLE;
         if (x->ndb)
                 c->flags |= NTBF_CAP_DOORBELL;
         if (x->nspads)
@@ -184,11 +197,12 @@ static int sim_caps(struct ntbf_adapter_h *h, struct ntbf_caps *c)
         if (s->nodes[x->node].iommu)
                 c->flags |= NTBF_CAP_IOMMU | NTBF_CAP_DEV_IOMMU;
         c->ports = a->p.ports;
-        c->window_base = a->window_base;
-        c->window_size = a->p.window;
-        c->lut_entries = a->p.lut_entries;
-        c->lut_entry_size = a->lut_entry_size;
-        c->xlat_align = a->lut_entry_size;
+        for (uint32_t d = 0; d < s->t->nadapters; d++)
+                c->peers += d != h->adapter && sim_route(s, h->adapter, d)->valid;
+        /* The model's windows, exactly: the sim holds the core to what it plans with. */
+        c->nwindows = a->nwin;
+        memcpy(c->windows, a->win, sizeof(c->windows));
+        c->slots = a->nslots;
         c->addr_bits = a->p.addr_bits;
         c->rid_table = x->nrids;
         c->rid_reserved = x->rid_reserved;
@@ -318,10 +332,13 @@ static int sim_process_events(struct ntbf_adapter_h *h)
 static int program_slot(struct ntbf_sim *s, uint32_t a, uint32_t slot, const struct ntbf_xlat *x)
 {
         const struct ntbf_adapter *ad = &s->t->adapters[a];
-        if (!x || slot >= ad->p.lut_entries)
+        const struct ntbf_window *w = ntbf_adapter_slot_window(ad, slot);
+        if (!x || !w)
                 return -EINVAL;
-        uint64_t E = ad->lut_entry_size;
-        if (x->addr % E || x->addr >= SIM_ADDR_LIMIT)
+        if (slot - w->first_slot < w->reserved)
+                return -EPERM; /* the hardware keeps it */
+        if (!ntbf_window_xlat_ok(w, x->addr, x->size) || x->addr % SIM_PAGE ||
+            x->addr >= SIM_ADDR_LIMIT || x->size > SIM_ADDR_LIMIT - x->addr)
                 return -EINVAL;
         if (ad->p.addr_bits < 64 && x->addr >> ad->p.addr_bits)
                 return -EINVAL; /* beyond the adapter's far-side address width */
@@ -341,8 +358,12 @@ static int program_slot(struct ntbf_sim *s, uint32_t a, uint32_t slot, const str
         /* A new multicast translation starts with nothing posted (docs/sim.md). */
         uint64_t old = atomic_load(&sim_slots(s, a)[slot]);
         if ((e & SLOT_MCAST) && old != e)
-                ntbf__sim_mcpost_forget(s, a, (uint64_t)slot * s->ad[a].slot_size,
-                                        s->ad[a].slot_size);
+                ntbf__sim_mcpost_forget(s, a,
+                                        sim_post_off(ad, w) + (slot - w->first_slot) * w->slot_size,
+                                        w->slot_size);
+        /* Invalid while its size changes (layout.h): no reader pairs old and new. */
+        atomic_store_explicit(&sim_slots(s, a)[slot], 0, memory_order_release);
+        atomic_store_explicit(&sim_xsize(s, a)[slot], x->size, memory_order_release);
         atomic_store_explicit(&sim_slots(s, a)[slot], e, memory_order_release);
         ntbf__sim_changed(s);
         return 0;
@@ -350,8 +371,11 @@ static int program_slot(struct ntbf_sim *s, uint32_t a, uint32_t slot, const str
 
 static int clear_slot(struct ntbf_sim *s, uint32_t a, uint32_t slot)
 {
-        if (slot >= s->ad[a].nslots)
+        const struct ntbf_window *w = ntbf_adapter_slot_window(&s->t->adapters[a], slot);
+        if (!w)
                 return -EINVAL;
+        if (slot - w->first_slot < w->reserved)
+                return -EPERM;
         atomic_store_explicit(&sim_slots(s, a)[slot], 0, memory_order_release);
         ntbf__sim_changed(s);
         return 0;
@@ -372,14 +396,14 @@ static int sim_xlat_clear(struct ntbf_adapter_h *h, uint32_t slot)
 }
 
 static int sim_peer_xlat_set(struct ntbf_adapter_h *h, uint32_t peer, uint32_t slot,
-                             uint64_t local_addr)
+                             uint64_t local_addr, uint64_t size)
 {
         struct ntbf_sim *s = S(h);
         if (!(A(h)->p.xlat & NTBF_XLAT_INBOUND))
                 return NTBF_EUNSUPPORTED;
         if (peer >= s->t->nadapters)
                 return -EINVAL;
-        struct ntbf_xlat x = {A(h)->node, h->adapter, local_addr, NTBF_NONE};
+        struct ntbf_xlat x = {A(h)->node, h->adapter, local_addr, NTBF_NONE, size};
         return program_slot(s, peer, slot, &x);
 }
 
@@ -402,11 +426,11 @@ static int sim_xlat_get(struct ntbf_adapter_h *h, uint32_t slot, struct ntbf_xla
         struct ntbf_sim *s = S(h);
         if (!x || !valid || slot >= s->ad[h->adapter].nslots)
                 return -EINVAL;
-        uint64_t e = atomic_load(&sim_slots(s, h->adapter)[slot]);
+        uint64_t size, e = sim_slot_read(s, h->adapter, slot, &size);
         *valid = e & SLOT_VALID;
-        *x = (struct ntbf_xlat){NTBF_NONE, NTBF_NONE, e & SLOT_ADDR, NTBF_NONE};
+        *x = (struct ntbf_xlat){NTBF_NONE, NTBF_NONE, e & SLOT_ADDR, NTBF_NONE, size};
         if (!*valid)
-                x->addr = 0;
+                x->addr = x->size = 0;
         else if (e & SLOT_MCAST)
                 x->mcast_group = SLOT_TARGET(e);
         else {
@@ -460,9 +484,11 @@ static int rid_check(struct ntbf_sim *s, const struct ntbf_rid *r)
         return r && r->node < s->t->nnodes ? 0 : -EINVAL;
 }
 
-static int sim_rid_add(struct ntbf_adapter_h *h, const struct ntbf_rid *r)
+static int sim_rid_add(struct ntbf_adapter_h *h, const struct ntbf_rid *r, uint32_t *proxy)
 {
         struct ntbf_sim *s = S(h);
+        if (proxy)
+                *proxy = NTBF_NONE; /* PLX-like: requester IDs cross unchanged */
         struct sim_adapter *x = &s->ad[h->adapter];
         if (rid_check(s, r))
                 return -EINVAL;
@@ -576,10 +602,10 @@ static int sim_switch_rid_del(struct ntbf_adapter_h *h, uint32_t sw, const struc
 /* ---- CPU maps, memory -------------------------------------------------------------------------
  */
 
-static int sim_map_window(struct ntbf_adapter_h *h, uint64_t offset, uint64_t size, unsigned flags,
-                          void **addr)
+static int sim_map_window(struct ntbf_adapter_h *h, uint32_t win, uint64_t offset, uint64_t size,
+                          unsigned flags, void **addr)
 {
-        return ntbf__sim_map(S(h), h->adapter, offset, size, flags, addr);
+        return ntbf__sim_map(S(h), h->adapter, win, offset, size, flags, addr);
 }
 
 static int sim_unmap_window(struct ntbf_adapter_h *h, void *addr, uint64_t size)
@@ -588,15 +614,16 @@ static int sim_unmap_window(struct ntbf_adapter_h *h, void *addr, uint64_t size)
 }
 
 /* A CPU store routed like any transaction: MSI writes interrupt, multicast is replicated. */
-static int sim_window_write(struct ntbf_adapter_h *h, uint64_t offset, const void *buf,
-                            uint64_t len)
+static int sim_window_write(struct ntbf_adapter_h *h, uint32_t win, uint64_t offset,
+                            const void *buf, uint64_t len)
 {
         struct ntbf_sim *s = S(h);
         const struct ntbf_adapter *ad = &s->t->adapters[h->adapter];
-        if (!buf || !len || offset >= ad->p.window || len > ad->p.window - offset)
+        if (!buf || !len || win >= ad->nwin || offset >= ad->win[win].size ||
+            len > ad->win[win].size - offset)
                 return -EINVAL;
         /* The router only reads the buffer of a write. */
-        return ntbf__sim_xfer(s, ad->node, NTBF_NONE, NTBF_SIM_RID_CPU, ad->window_base + offset,
+        return ntbf__sim_xfer(s, ad->node, NTBF_NONE, NTBF_SIM_RID_CPU, ad->win[win].base + offset,
                               (void *)(uintptr_t)buf, (size_t)len, true, NULL);
 }
 
@@ -609,6 +636,31 @@ static int sim_mem_alloc(struct ntbf_adapter_h *h, uint64_t size, uint64_t align
 static int sim_mem_free(struct ntbf_adapter_h *h, struct ntbf_mem *m)
 {
         return ntbf__sim_mem_free(S(h), A(h)->node, m);
+}
+
+/* Any RAM or BAR range of the host: this process maps every backing file whole already. */
+static int sim_host_map(struct ntbf_adapter_h *h, uint64_t addr, uint64_t size, void **out)
+{
+        if (!size || !out)
+                return -EINVAL;
+        int r = ntbf_sim_phys_ptr((struct ntbf_backend *)S(h), A(h)->node, addr, size, out);
+        return r == -EINVAL ? -EFAULT : r;
+}
+
+static int sim_host_unmap(struct ntbf_adapter_h *h, void *addr, uint64_t size)
+{
+        (void)h;
+        return addr && size ? 0 : -EINVAL; /* the files stay mapped until close */
+}
+
+/* Memory for export only: what is not allocated is not another process's segment. */
+static int sim_mem_map(struct ntbf_adapter_h *h, uint64_t bus_addr, uint64_t size, void **addr)
+{
+        if (!size || !addr)
+                return -EINVAL;
+        if (!ntbf__sim_mem_live(S(h), A(h)->node, bus_addr, size))
+                return -EFAULT;
+        return sim_host_map(h, bus_addr, size, addr);
 }
 
 /* ---- doorbells, scratchpads, messages ------------------------------------------------------- */
@@ -846,6 +898,61 @@ static int sim_irq_free(struct ntbf_adapter_h *h, struct ntbf_irq *irq)
         return ntbf__sim_irq_free(S(h), A(h)->node, irq);
 }
 
+/* A write into the host's own MSI range, as the CPU issues it. */
+static int sim_irq_trigger(struct ntbf_adapter_h *h, uint64_t addr, uint32_t data)
+{
+        if (addr - NTBF_MSI_BASE >= NTBF_MSI_SIZE)
+                return -EINVAL;
+        return ntbf_sim_write((struct ntbf_backend *)S(h), A(h)->node, NTBF_NONE, NTBF_SIM_RID_CPU,
+                              addr, &data, sizeof(data), NULL);
+}
+
+static int sim_dev_iommu_faults(struct ntbf_adapter_h *h, uint32_t device, uint32_t f,
+                                uint64_t *out)
+{
+        struct ntbf_sim *s = S(h);
+        if (device >= s->t->ndevices || s->t->devices[device].node != A(h)->node)
+                return -EINVAL;
+        return ntbf_sim_dev_iommu_faults((struct ntbf_backend *)s, device, f, out);
+}
+
+static uint8_t *cfg_region(struct ntbf_backend *b, uint32_t device, uint32_t f)
+{
+        struct ntbf_sim *s = ntbf__sim_of(b);
+        if (!s || device >= s->t->ndevices ||
+            (s->node != NTBF_NONE && s->t->devices[device].node != s->node))
+                return NULL; /* a device of another host: not ours to touch */
+        return ntbf_sim_cfg(b, device, f);
+}
+
+static bool cfg_args(uint32_t off, uint32_t size)
+{
+        return (size == 1 || size == 2 || size == 4) && off < 4096 && off % size == 0;
+}
+
+static int sim_cfg_read(struct ntbf_backend *b, uint32_t device, uint32_t f, uint32_t off,
+                        uint32_t size, uint32_t *val)
+{
+        uint8_t *region = cfg_region(b, device, f);
+        if (!val || !cfg_args(off, size))
+                return -EINVAL;
+        if (!region)
+                return -ENODEV;
+        *val = ntbf_sim_cfg_read(region, off, size);
+        return 0;
+}
+
+static int sim_cfg_write(struct ntbf_backend *b, uint32_t device, uint32_t f, uint32_t off,
+                         uint32_t size, uint32_t val)
+{
+        uint8_t *region = cfg_region(b, device, f);
+        if (!cfg_args(off, size))
+                return -EINVAL;
+        if (!region)
+                return -ENODEV;
+        return ntbf_sim_cfg_write(region, off, val, size);
+}
+
 /* ---- reset, counters, faults -------------------------------------------------------------------
  */
 
@@ -960,6 +1067,8 @@ static int sim_fault(struct ntbf_backend *b, const struct ntbf_fault *f)
 
 const struct ntbf_backend_ops ntbf__sim_ops = {
     .name = "sim",
+    .create = sim_create,
+    .destroy = sim_destroy,
     .open = sim_open,
     .close = sim_close,
     .probe = sim_probe,
@@ -985,6 +1094,10 @@ const struct ntbf_backend_ops ntbf__sim_ops = {
     .window_write = sim_window_write,
     .mem_alloc = sim_mem_alloc,
     .mem_free = sim_mem_free,
+    .mem_map = sim_mem_map,
+    .mem_unmap = sim_host_unmap,
+    .host_map = sim_host_map,
+    .host_unmap = sim_host_unmap,
     .db_read = sim_db_read,
     .db_clear = sim_db_clear,
     .db_set_mask = sim_db_set_mask,
@@ -1005,8 +1118,12 @@ const struct ntbf_backend_ops ntbf__sim_ops = {
     .dev_isolate = sim_dev_isolate,
     .dev_iommu_map = sim_dev_iommu_map,
     .dev_iommu_unmap = sim_dev_iommu_unmap,
+    .dev_iommu_faults = sim_dev_iommu_faults,
+    .cfg_read = sim_cfg_read,
+    .cfg_write = sim_cfg_write,
     .irq_alloc = sim_irq_alloc,
     .irq_free = sim_irq_free,
+    .irq_trigger = sim_irq_trigger,
     .reset = sim_reset,
     .counters = sim_counters,
     .fault = sim_fault,

@@ -265,16 +265,18 @@ void ntbf__sim_route(struct ntbf_sim *s, uint32_t node, uint32_t device, uint16_
         }
         uint32_t a = r->obj;
         struct sim_adapter *x = &s->ad[a];
-        uint64_t off = addr - r->base, in = off % x->slot_size;
-        const _Atomic uint64_t *slot = &sim_slots(s, a)[off / x->slot_size];
-        h->len = min64(len, x->slot_size - in);
+        const struct ntbf_window *w = &s->t->adapters[a].win[r->index];
+        uint64_t off = addr - r->base, in = off % w->slot_size, size;
+        uint64_t e = sim_slot_read(s, a, w->first_slot + (uint32_t)(off / w->slot_size), &size);
         h->out = a;
         h->kind = NTBF_REGION_WINDOW;
-        uint64_t e = atomic_load_explicit(slot, memory_order_acquire);
-        if (!(e & SLOT_VALID)) {
+        /* Past the translation's size the slot is unprogrammed up to its end. */
+        if (!(e & SLOT_VALID) || in >= size) {
+                h->len = min64(len, w->slot_size - in);
                 drop(h, NTBF_EUNPROGRAMMED, a);
                 return;
         }
+        h->len = min64(len, size - in);
         if (x->nrids && !rid_in(sim_rids(s, a), x->nrids, node, rid)) {
                 drop(h, NTBF_ENORID, a);
                 return;

@@ -46,7 +46,8 @@ struct sim_mapping {
         struct sim_mapping *next;
         uint8_t *addr;
         uint32_t adapter;
-        uint64_t offset, size; /* in the window */
+        uint64_t base, size; /* in the host's physical address space (a window's range) */
+        uint64_t post;       /* offset of base in the adapter's multicast post buffer */
         unsigned flags;
         struct sim_run *runs;
         uint32_t nruns, cap;
@@ -124,6 +125,38 @@ static inline void *sim_at(const struct ntbf_sim *s, uint64_t off)
 static inline _Atomic uint64_t *sim_slots(const struct ntbf_sim *s, uint32_t a)
 {
         return sim_at(s, s->ad[a].off_slots);
+}
+/* Where window w of adapter a starts in its multicast post buffer (mcpost.c): the windows
+ * one after the other, window 0 first. */
+static inline uint64_t sim_post_off(const struct ntbf_adapter *a, const struct ntbf_window *w)
+{
+        uint64_t off = 0;
+        for (const struct ntbf_window *x = a->win; x < w; x++)
+                off += x->size;
+        return off;
+}
+/* All windows of adapter a: the size of its post buffer. */
+static inline uint64_t sim_post_size(const struct ntbf_adapter *a)
+{
+        return a->nwin ? sim_post_off(a, &a->win[a->nwin - 1]) + a->win[a->nwin - 1].size : 0;
+}
+static inline _Atomic uint64_t *sim_xsize(const struct ntbf_sim *s, uint32_t a)
+{
+        return sim_at(s, s->ad[a].off_xsize);
+}
+/* Slot k of adapter a as one consistent (entry, size) pair (layout.h). */
+static inline uint64_t sim_slot_read(const struct ntbf_sim *s, uint32_t a, uint32_t k,
+                                     uint64_t *size)
+{
+        const _Atomic uint64_t *e = &sim_slots(s, a)[k], *z = &sim_xsize(s, a)[k];
+        for (;;) {
+                uint64_t e1 = atomic_load_explicit(e, memory_order_acquire);
+                uint64_t n = atomic_load_explicit(z, memory_order_acquire);
+                if (atomic_load_explicit(e, memory_order_acquire) == e1) {
+                        *size = n;
+                        return e1;
+                }
+        }
 }
 static inline _Atomic uint64_t *sim_rids(const struct ntbf_sim *s, uint32_t a)
 {
@@ -262,6 +295,8 @@ int ntbf__sim_mem_alloc(struct ntbf_sim *s, uint32_t node, uint64_t size, uint64
                         struct ntbf_mem *out);
 int ntbf__sim_mem_free(struct ntbf_sim *s, uint32_t node, struct ntbf_mem *m);
 uint32_t ntbf__sim_mem_reap(struct ntbf_sim *s, uint32_t node);
+/* Whether [base, base + size) lies inside one live allocation of node. */
+bool ntbf__sim_mem_live(struct ntbf_sim *s, uint32_t node, uint64_t base, uint64_t size);
 /* Forget everything of a dead host (revival): records cleared, RAM zeroed. */
 void ntbf__sim_node_wipe(struct ntbf_sim *s, uint32_t node);
 
@@ -309,8 +344,8 @@ void ntbf__sim_dma_recover(void *chan);
 
 /* ---- CPU maps and the watcher (map.c) ---------------------------------------------------- */
 
-int ntbf__sim_map(struct ntbf_sim *s, uint32_t a, uint64_t offset, uint64_t size, unsigned flags,
-                  void **addr);
+int ntbf__sim_map(struct ntbf_sim *s, uint32_t a, uint32_t win, uint64_t offset, uint64_t size,
+                  unsigned flags, void **addr);
 int ntbf__sim_unmap(struct ntbf_sim *s, uint32_t a, void *addr, uint64_t size);
 void ntbf__sim_remap_all(struct ntbf_sim *s);
 int ntbf__sim_watcher_need(struct ntbf_sim *s);

@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include "ntbfab/config.h"
-#include "ntbfab/sim.h"
 #include "lending.h"
 
 /* ---- errors: one sentence per thread and context ------------------------------------------ */
@@ -332,10 +331,7 @@ static int attach_backend(struct ntbf_ctx *ctx)
         char why[512] = "";
         int r;
         ctx->sim = strcmp(ctx->ops->name, "sim") == 0;
-        if (ctx->sim)
-                r = ntbf_sim_attach(&env, &ctx->b, why, sizeof(why));
-        else
-                r = ctx->ops->open(&env, &ctx->b);
+        r = ctx->ops->open(&env, &ctx->b, why, sizeof(why));
         if (r)
                 return ntbf__fail(NULL, r, "cannot attach to the %s fabric in %s: %s",
                                   ctx->ops->name, ctx->dir, *why ? why : ntbf_strerror(r));

@@ -10,7 +10,6 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "ntbfab/sim.h"
 #include "lending.h"
 
 #define PAGE 4096u
@@ -212,7 +211,7 @@ static int parse_bars(struct parse *p, struct json_object *res)
                 return bad(p, "has a '%s' that is not an array", "bars");
         for (size_t k = 0; k < json_object_array_length(bars); k++) {
                 struct json_object *o = json_object_array_get_idx(bars, k);
-                uint64_t bar = 0, size = 0, addr = 0, off = 0;
+                uint64_t bar = 0, size = 0, addr = 0, off = 0, win = 0;
                 if (get_u64(p, o, "bar", true, &bar) < 0 ||
                     get_u64(p, o, "size", true, &size) < 0 ||
                     get_u64(p, o, "addr", true, &addr) < 0)
@@ -228,11 +227,14 @@ static int parse_bars(struct parse *p, struct json_object *res)
                             d->ctx->topo->devices[d->tdev].bars[bar].flags & NTBF_BAR_PREF;
                 if (!d->info.local) {
                         if (get_adapter(p, o, &B->adapter) < 0 ||
-                            get_u64(p, o, "offset", true, &off) < 0)
+                            get_u64(p, o, "offset", true, &off) < 0 ||
+                            get_u64(p, o, "window", false, &win) < 0)
                                 return p->err;
+                        const struct ntbf_adapter *A = &d->ctx->topo->adapters[B->adapter];
                         B->offset = off;
-                        if (off > d->ctx->topo->adapters[B->adapter].p.window ||
-                            size > d->ctx->topo->adapters[B->adapter].p.window - off)
+                        B->win = (uint32_t)win;
+                        if (win >= A->nwin || off > A->win[win].size ||
+                            size > A->win[win].size - off)
                                 return bad(p, "places a BAR outside the adapter's window in '%s'",
                                            "bars");
                 }
@@ -637,21 +639,26 @@ static int bar_map(struct ntbf_dev *d, unsigned b)
                 return 0;
         }
         if (B->adapter == NTBF_NONE) {
-                /* A BAR of this host. Only the simulated fabric can hand out a direct pointer;
-                 * on hardware this is the sysfs resource file (not written yet). */
-                if (!ctx->sim)
+                /* A BAR of this host: the backend maps it by its address (host_map), when it
+                 * reaches local BARs (the simulated fabric does); on hardware without VFIO
+                 * this would be the sysfs resource file (not written yet). */
+                if (!ctx->ops->host_map || !ctx->h0)
                         return ntbf__fail(ctx, NTBF_EUNSUPPORTED,
                                           "mapping BARs of local devices is not supported by the "
                                           "%s backend",
                                           ctx->ops->name);
-                r = ntbf_sim_phys_ptr(ctx->b, ctx->node_idx, B->addr, B->size, &p);
+                r = ctx->ops->host_map(ctx->h0, B->addr, B->size, &p);
                 if (r)
                         return ntbf__fail(ctx, r,
                                           "BAR %u of %s at 0x%" PRIx64 " (%" PRIu64
-                                          " bytes) is not device memory of node %s",
-                                          b, d->info.bdf, B->addr, B->size, ctx->node);
+                                          " bytes) is not device memory of node %s the %s "
+                                          "backend can map: %s",
+                                          b, d->info.bdf, B->addr, B->size, ctx->node,
+                                          ctx->ops->name, ntbf_strerror(r));
                 B->ptr = p;
-                B->map_base = NULL;
+                B->map_base = p;
+                B->map_size = B->size;
+                B->mapped_local = true;
                 return 0;
         }
         if (!ctx->ops->map_window)
@@ -661,7 +668,7 @@ static int bar_map(struct ntbf_dev *d, unsigned b)
         uint64_t moff = B->offset & ~(uint64_t)(PAGE - 1), delta = B->offset - moff;
         uint64_t msize = (delta + B->size + PAGE - 1) & ~(uint64_t)(PAGE - 1);
         unsigned flags = B->prefetchable ? 0 : NTBF_MAP_UNCACHED;
-        r = ctx->ops->map_window(ctx->ah[B->adapter], moff, msize, flags, &p);
+        r = ctx->ops->map_window(ctx->ah[B->adapter], B->win, moff, msize, flags, &p);
         if (r)
                 return ntbf__fail(ctx, r, "cannot map BAR %u of %s through %s.%s: %s", b,
                                   d->info.bdf, ctx->node, ctx->topo->adapters[B->adapter].name,
@@ -677,9 +684,12 @@ static void bar_unmap(struct ntbf_dev *d, unsigned b)
         struct ntbf__bar *B = &d->bars[b];
         if (d->vfio && B->adapter == NTBF_NONE)
                 ntbf__vfio_unmap_bar(d->vfio, b, B->ptr);
+        else if (B->mapped_local)
+                d->ctx->ops->host_unmap(d->ctx->h0, B->map_base, B->map_size);
         else if (B->map_base)
                 d->ctx->ops->unmap_window(d->ctx->ah[B->adapter], B->map_base, B->map_size);
         B->ptr = B->map_base = NULL;
+        B->mapped_local = false;
 }
 
 static int bar_check(struct ntbf_dev *d, const char *fn, unsigned b)
@@ -1104,7 +1114,7 @@ int ntbf_dev_map_window(struct ntbf_dev *dev, uint32_t adapter, uint64_t offset,
                 return ntbf__fail(ctx, -EINVAL,
                                   "ntbf_dev_map_window: adapter %u is not one of node %s's",
                                   adapter, ctx->node);
-        uint64_t win = t->adapters[adapter].p.window;
+        uint64_t win = t->adapters[adapter].nwin ? t->adapters[adapter].win[0].size : 0;
         if (offset >= win || size > win - offset)
                 return ntbf__fail(ctx, -EINVAL,
                                   "ntbf_dev_map_window: [0x%" PRIx64 ", +%" PRIu64
@@ -1121,7 +1131,7 @@ int ntbf_dev_map_window(struct ntbf_dev *dev, uint32_t adapter, uint64_t offset,
                         return ntbf__fail(ctx, NTBF_EUNSUPPORTED,
                                           "the %s backend cannot map windows into a process",
                                           ctx->ops->name);
-                r = ctx->ops->map_window(ctx->ah[adapter], first, w.map_size, 0, &w.map);
+                r = ctx->ops->map_window(ctx->ah[adapter], 0, first, w.map_size, 0, &w.map);
                 if (r)
                         return ntbf__fail(ctx, r, "cannot map the window of %s.%s: %s", ctx->node,
                                           t->adapters[adapter].name, ntbf_strerror(r));
@@ -1137,7 +1147,7 @@ int ntbf_dev_map_window(struct ntbf_dev *dev, uint32_t adapter, uint64_t offset,
                 if (r)
                         return ntbf__fail(ctx, r, "cannot read the capabilities of %s.%s: %s",
                                           ctx->node, t->adapters[adapter].name, ntbf_strerror(r));
-                w.ioaddr = caps.window_base + offset;
+                w.ioaddr = caps.windows[0].base + offset;
                 if (dev->addr_end && (w.ioaddr >= dev->addr_end || size > dev->addr_end - w.ioaddr))
                         return ntbf__fail(ctx, NTBF_EADDRLIMIT,
                                           "the window of %s.%s at 0x%" PRIx64

@@ -69,13 +69,15 @@ struct ntbf_ctx {
 struct ntbf__bar {
         uint64_t size, addr;
         uint32_t adapter; /* NTBF_NONE: the BAR is in this host (local device) */
-        uint64_t offset;  /* in the adapter's window */
+        uint32_t win;     /* the adapter's window holding it */
+        uint64_t offset;  /* in that window */
         bool prefetchable;
         void *ptr;      /* the mapping, NULL when not mapped */
         void *map_base; /* what map_window returned (page aligned) */
         uint64_t map_size;
-        bool user;     /* mapped by ntbf_dev_map_bar */
-        uint32_t refs; /* internal users (the MSI-X table) */
+        bool mapped_local; /* a local BAR mapped by the backend's host_map */
+        bool user;         /* mapped by ntbf_dev_map_bar */
+        uint32_t refs;     /* internal users (the MSI-X table) */
 };
 
 struct ntbf__vec {

@@ -10,9 +10,11 @@
  * decides policy or budgets: the core does (budget.h) and tells it what to program.
  *
  * Read this file top to bottom to know what to implement. ntbf_backend_ops_valid()
- * states the rules: which callbacks are mandatory, which optional, which come in pairs
- * or groups. docs/writing-a-backend.md walks through the simulated backend as the
- * worked example; tests/conformance holds every backend to the same behaviour.
+ * states the rules of the vtable: which callbacks are mandatory, which optional, which
+ * come in pairs or groups, which need another. ntbf_caps_valid() states the rules of the
+ * capabilities: which callbacks a claimed flag needs, which flags exclude each other,
+ * what the figures must be. docs/writing-a-backend.md walks through the simulated backend
+ * as the worked example; tests/conformance holds every backend to the same behaviour.
  *
  * Objects:
  *   struct ntbf_backend    one process's connection to a fabric instance (open/close)
@@ -22,11 +24,40 @@
  *
  * Every callback returns 0 or a negative error (ntbfab/error.h): -EINVAL for bad
  * arguments, -ENOSPC when a hardware table is full, -ENOTCONN when the link is down,
- * NTBF_EUNSUPPORTED for an operation the hardware cannot do.
+ * NTBF_EUNSUPPORTED for an operation the adapter does not claim. A refused call changes
+ * nothing.
  *
- * "port" always means a cable port of the adapter (links are per port); "peer" means
- * another adapter, by topology index, that this adapter reaches (directly or through
- * switches): doorbells, scratchpads and messages go to a peer adapter.
+ * Words used throughout:
+ *   port    a cable port of the adapter, 0 .. caps.ports-1 (links are per port).
+ *   peer    another adapter, by its index in the topology, that this adapter reaches
+ *           (directly or through switches). Never a port and never a hardware index: a
+ *           backend whose hardware numbers its peers (Linux's pidx, 0 .. peer count-1)
+ *           maps each to the topology index of the adapter at the other end of the
+ *           cluster file's cable. Doorbells, scratchpads and messages go to a peer;
+ *           inbound translation programs a peer's window.
+ *   window  a range of this host's physical address space (all or part of an NTB BAR)
+ *           through which accesses leave for other hosts; an adapter has 1 ..
+ *           NTBF_MAX_WINDOWS of them, numbered 0 .. caps.nwindows-1.
+ *   slot    one translation of a window (a LUT entry, or the whole window for a direct
+ *           window). Slots are numbered per adapter, across its windows: window w holds
+ *           slots caps.windows[w].first_slot .. first_slot + slots - 1, in window order.
+ *
+ * Threads (what a backend must allow, and what it may assume):
+ *   - open, close, probe and release are never called concurrently with any other call on
+ *     the same backend (open/close) or handle (probe/release); close comes after the
+ *     release of every handle. create and destroy run with no backend open on the
+ *     instance.
+ *   - Every other call may come from any thread of the process, concurrently with calls on
+ *     other handles and with calls on the same handle, except: set_events and
+ *     process_events of one handle are made from one thread at a time (the handle's event
+ *     thread), and one DMA channel is used by one thread at a time (dma_submit and
+ *     dma_poll of the same channel are serialized by the caller).
+ *   - Event callbacks (struct ntbf_event_ops) run only inside process_events, in the
+ *     thread that called it, never from a thread of the backend. A callback may call any
+ *     operation of the same handle except process_events, set_events and release (the
+ *     daemon reprograms an adapter from its reset_event).
+ *   - A backend's own threads (an interrupt watcher, a remapper) may only signal
+ *     descriptors and update the backend's state; they never call back.
  */
 
 struct ntbf_backend;
@@ -34,7 +65,7 @@ struct ntbf_adapter_h;
 
 /* Where a process attaches: the cluster, an instance directory, and who it acts as. */
 struct ntbf_backend_env {
-        const struct ntbf_topo *topo; /* finalized */
+        const struct ntbf_topo *topo; /* finalized; outlives the backend */
         const char *dir;              /* instance directory (the simulated fabric lives here) */
         uint32_t node;                /* node this process acts as; NTBF_NONE: any (tools, tests) */
 };
@@ -55,22 +86,57 @@ enum ntbf_cap_flags {
         NTBF_CAP_SWITCH_RID = 1u << 10, /* switch port requester tables are programmable */
         NTBF_CAP_IRQ = 1u << 11,        /* host interrupt vectors for device MSI/MSI-X */
         NTBF_CAP_FAULT = 1u << 12,      /* fault injection (the simulated fabric) */
-        NTBF_CAP_IOMMU = 1u << 13,      /* the host IOMMU translates inbound traffic */
+        NTBF_CAP_IOMMU = 1u << 13,      /* the host IOMMU translates inbound traffic, and
+                                           iommu_map programs it */
         NTBF_CAP_DEV_IOMMU = 1u << 14,  /* local devices can be isolated (dev_isolate group) */
+        /*
+         * No requester-ID table exists on the adapter: every requester of the host passes
+         * (Intel, AMD). Excludes NTBF_CAP_RID_TABLE; rid_table is then 0. An adapter that
+         * claims neither has a table it cannot program: only its rid_reserved fixed entries
+         * (the host's CPU) pass, so no device can reach through it.
+         */
+        NTBF_CAP_NO_RID_TABLE = 1u << 15,
+        /*
+         * The kernel owns this host's IOMMU (Linux's NTB framework with an IOMMU on):
+         * inbound traffic reaches only memory the kernel mapped for the device, which is
+         * what mem_alloc returns (bus_addr is then the address inbound traffic uses, an
+         * IOVA). Excludes NTBF_CAP_IOMMU: no iommu_map for this adapter. The core's
+         * scattered-page DMA windows (iommu entries) cannot be programmed on such a host;
+         * docs/writing-a-backend.md says what the daemon and frontends do instead.
+         */
+        NTBF_CAP_KERNEL_IOMMU = 1u << 16,
+        NTBF_CAP_LINK_CTRL = 1u << 17, /* link_enable/link_disable work */
+        NTBF_CAP_RESET = 1u << 18,     /* reset works */
+        NTBF_CAP_COUNTERS = 1u << 19,  /* counters reports the hardware's counts */
 };
+/* The highest flag above, for loops over all of them. */
+#define NTBF_CAP_LAST NTBF_CAP_COUNTERS
 
+/*
+ * The windows of an adapter are struct ntbf_window (topology.h): the same figures as the
+ * cluster file's, which are those of Linux's ntb_peer_mw_get_addr (base, size) and
+ * ntb_mw_get_align (addr_align, size_align, size_max) for one memory window, with slots for
+ * windows split by a LUT. xlat_set refuses a window's reserved slots (-EPERM).
+ */
 struct ntbf_caps {
-        uint32_t flags;       /* enum ntbf_cap_flags */
-        uint32_t ports;       /* cable ports */
-        uint64_t window_base; /* the window in the host's physical address space */
-        uint64_t window_size;
-        uint32_t lut_entries;    /* translation slots the window is split into */
-        uint64_t lut_entry_size; /* window_size / lut_entries */
-        uint64_t xlat_align;     /* alignment of a slot's far-side address */
-        uint32_t addr_bits;      /* width of far-side addresses */
-        uint32_t rid_table;      /* requester-ID entries (0: no table, nothing enforced) */
-        uint32_t rid_reserved;   /* entries the host's CPU holds */
-        uint64_t db_valid_mask;  /* usable doorbell bits */
+        uint32_t flags; /* enum ntbf_cap_flags */
+        uint32_t ports; /* cable ports */
+        uint32_t peers; /* adapters this one reaches (the valid `peer` arguments) */
+        uint32_t nwindows;
+        struct ntbf_window windows[NTBF_MAX_WINDOWS];
+        uint32_t slots;        /* all windows' slots: the last window's first_slot + slots */
+        uint32_t addr_bits;    /* width of far-side addresses */
+        uint32_t rid_table;    /* requester-ID entries (0 with NTBF_CAP_NO_RID_TABLE) */
+        uint32_t rid_reserved; /* entries the host's CPU holds */
+        /*
+         * Doorbells, scratchpads and messages are registers of this adapter that every
+         * peer reaches. The counts below are this adapter's own; a peer has its own
+         * counts (its caps), and peer_* calls are checked against the peer's registers:
+         * peer_db_set rings bits of the peer's db_valid_mask, peer_spad_* address the
+         * peer's scratchpads. On hardware whose peers share one doorbell register
+         * (multi-port NTBs), bits are not per peer: the clients partition them.
+         */
+        uint64_t db_valid_mask; /* usable doorbell bits */
         uint32_t db_vectors;
         uint32_t scratchpads;
         uint32_t messages;
@@ -79,6 +145,28 @@ struct ntbf_caps {
         uint64_t dma_max_len; /* longest single DMA transfer */
         uint32_t dma_align;   /* required alignment of DMA addresses and lengths */
 };
+
+/* The window holding adapter slot `slot`, or NULL. */
+static inline const struct ntbf_window *ntbf_caps_slot_window(const struct ntbf_caps *c,
+                                                              uint32_t slot)
+{
+        for (uint32_t w = 0; w < c->nwindows && w < NTBF_MAX_WINDOWS; w++)
+                if (slot - c->windows[w].first_slot < c->windows[w].slots)
+                        return &c->windows[w];
+        return NULL;
+}
+
+/* The window holding physical address addr (its index; *off the offset in it), or -1. */
+static inline int ntbf_caps_addr_window(const struct ntbf_caps *c, uint64_t addr, uint64_t *off)
+{
+        for (uint32_t w = 0; w < c->nwindows && w < NTBF_MAX_WINDOWS; w++)
+                if (addr - c->windows[w].base < c->windows[w].size) {
+                        if (off)
+                                *off = addr - c->windows[w].base;
+                        return (int)w;
+                }
+        return -1;
+}
 
 /* ---- events ----------------------------------------------------------------------------- */
 
@@ -104,10 +192,15 @@ struct ntbf_event_ops {
 struct ntbf_xlat {
         uint32_t dst_node;    /* destination host */
         uint32_t dst_adapter; /* adapter through which it enters the destination host */
-        uint64_t addr;        /* far-side address (xlat_align aligned), in the destination's
-                                 inbound domain (its IOVA space if it has an IOMMU); for a
-                                 multicast group, the offset in the group's space */
+        uint64_t addr;        /* far-side address, in the destination's inbound domain (its
+                                 IOVA space if it has an IOMMU); for a multicast group, the
+                                 offset in the group's space. A multiple of the window's
+                                 addr_align (and of the size rounded up to a power of two
+                                 with NTBF_WIN_NATURAL_ALIGN), below 2^addr_bits */
         uint32_t mcast_group; /* NTBF_NONE, or a multicast group (dst_* then unused) */
+        uint64_t size;        /* bytes translated from the slot's start: 1 .. size_max, a
+                                 multiple of size_align; the rest of the slot is unprogrammed
+                                 (accesses there are dropped as drop_unprogrammed) */
 };
 
 /* A requester-ID table entry: routing IDs r with (r & mask) == (rid & mask). */
@@ -117,11 +210,12 @@ struct ntbf_rid {
         uint16_t mask; /* 0xffff one function, 0xfff8 all functions, 0xff00 the whole bus */
 };
 
-/* Memory allocated for export: contiguous in the host's physical (bus) address space. */
+/* Memory allocated for export: contiguous in the host's inbound address space. */
 struct ntbf_mem {
         void *addr; /* mapped in this process */
         uint64_t size;
-        uint64_t bus_addr; /* physical address in the host */
+        uint64_t bus_addr; /* the address inbound traffic reaches it at: physical, or the IOVA
+                              the kernel mapped it at (NTBF_CAP_KERNEL_IOMMU) */
         int fd;            /* a file descriptor other local processes can map, or -1;
                               owned by the allocation (mem_free closes it) */
         uint64_t offset;   /* offset of the memory in fd */
@@ -167,14 +261,26 @@ struct ntbf_fault {
 struct ntbf_backend_ops {
         const char *name;
 
-        /* Instance and adapters (mandatory). */
-        int (*open)(const struct ntbf_backend_env *env, struct ntbf_backend **out);
+        /*
+         * An instance on one machine (pair, optional): the backend can run a whole cluster
+         * on this host (`ntbfab up`, the conformance suite). create makes what open needs
+         * in dir for the finalized topology t (idempotent for the same topology; another
+         * one is NTBF_EEXISTS); destroy removes it. A backend without them opens hardware
+         * that exists on its own. why gets a sentence on failure.
+         */
+        int (*create)(const struct ntbf_topo *t, const char *dir, char *why, size_t whylen);
+        int (*destroy)(const struct ntbf_topo *t, const char *dir);
+
+        /* Instance and adapters (mandatory). open writes a sentence to why on failure
+         * (what is missing and what would fix it; why may be NULL when whylen is 0). */
+        int (*open)(const struct ntbf_backend_env *env, struct ntbf_backend **out, char *why,
+                    size_t whylen);
         void (*close)(struct ntbf_backend *b);
         int (*probe)(struct ntbf_backend *b, uint32_t adapter, struct ntbf_adapter_h **out);
         void (*release)(struct ntbf_adapter_h *h);
         int (*caps)(struct ntbf_adapter_h *h, struct ntbf_caps *out);
 
-        /* Link (mandatory). */
+        /* Link: link_state is mandatory; enable and disable a pair (NTBF_CAP_LINK_CTRL). */
         int (*link_state)(struct ntbf_adapter_h *h, uint32_t port, bool *up);
         int (*link_enable)(struct ntbf_adapter_h *h, uint32_t port);
         int (*link_disable)(struct ntbf_adapter_h *h, uint32_t port);
@@ -185,32 +291,40 @@ struct ntbf_backend_ops {
         /* Dispatch what happened since the last call; returns how many events, or < 0. */
         int (*process_events)(struct ntbf_adapter_h *h);
 
-        /* Translation: at least one of the two pairs. */
+        /* Translation: at least one of the two pairs. slot is adapter-wide (see the top). */
         int (*xlat_set)(struct ntbf_adapter_h *h, uint32_t slot, const struct ntbf_xlat *x);
         int (*xlat_clear)(struct ntbf_adapter_h *h, uint32_t slot);
-        /* Inbound: program slot of peer_adapter's window to reach local_addr of this host. */
+        /* Inbound: program slot of peer_adapter's window to reach [local_addr, + size) of
+         * this host (the same rules as struct ntbf_xlat's addr and size, of the peer's
+         * window). */
         int (*peer_xlat_set)(struct ntbf_adapter_h *h, uint32_t peer_adapter, uint32_t slot,
-                             uint64_t local_addr);
+                             uint64_t local_addr, uint64_t size);
         int (*peer_xlat_clear)(struct ntbf_adapter_h *h, uint32_t peer_adapter, uint32_t slot);
-        /* Optional: read a slot back (conformance and diagnostics). */
+        /* Optional: read a slot back (conformance and diagnostics), size included. */
         int (*xlat_get)(struct ntbf_adapter_h *h, uint32_t slot, struct ntbf_xlat *x, bool *valid);
 
-        /* Requester IDs of this host's requesters leaving through the adapter (pair).
+        /*
+         * Requester IDs of this host's requesters leaving through the adapter (pair).
          * -EEXIST: the entry is already there; -ENOENT: deleting an absent entry; the
-         * rid_reserved entries of the host's CPU cannot be deleted (-EPERM). */
-        int (*rid_add)(struct ntbf_adapter_h *h, const struct ntbf_rid *r);
+         * rid_reserved entries of the host's CPU cannot be deleted (-EPERM). Hardware that
+         * rewrites requester IDs as they cross (Switchtec's proxy IDs) returns the ID the
+         * far side sees in *proxy (bus << 8 | devfn); others set NTBF_NONE. proxy may be
+         * NULL. The daemon records it (docs/daemon.md): the far host's IOMMU sees that ID.
+         */
+        int (*rid_add)(struct ntbf_adapter_h *h, const struct ntbf_rid *r, uint32_t *proxy);
         int (*rid_del)(struct ntbf_adapter_h *h, const struct ntbf_rid *r);
         /* Switch port requester tables (pair): register r on every connected port of sw. */
         int (*switch_rid_add)(struct ntbf_adapter_h *h, uint32_t sw, const struct ntbf_rid *r);
         int (*switch_rid_del)(struct ntbf_adapter_h *h, uint32_t sw, const struct ntbf_rid *r);
 
-        /* CPU access to the window (pair): the mapping is direct, no software on the path. */
-        int (*map_window)(struct ntbf_adapter_h *h, uint64_t offset, uint64_t size, unsigned flags,
-                          void **addr);
+        /* CPU access to a window (pair): the mapping is direct, no software on the path.
+         * offset and size are page-aligned and inside window `win`. */
+        int (*map_window)(struct ntbf_adapter_h *h, uint32_t win, uint64_t offset, uint64_t size,
+                          unsigned flags, void **addr);
         int (*unmap_window)(struct ntbf_adapter_h *h, void *addr, uint64_t size);
         /*
-         * A posted write of len bytes at offset of the window, as this host's CPU issues it
-         * (optional; needs the map_window pair). It reaches what a direct mapping cannot:
+         * A posted write of len bytes at offset of window `win`, as this host's CPU issues
+         * it (optional; needs the map_window pair). It reaches what a direct mapping cannot:
          * the far host's MSI range (an interrupt: how SISCI triggers a remote interrupt) and
          * multicast groups (replicated to every member). Hardware backends store through a
          * mapping; the simulated fabric routes the write. Returns once the write is issued;
@@ -218,10 +332,10 @@ struct ntbf_backend_ops {
          * backend that learns the drop reason may return it, as the sim does). -EINVAL when
          * [offset, offset + len) is empty or leaves the window.
          */
-        int (*window_write)(struct ntbf_adapter_h *h, uint64_t offset, const void *buf,
-                            uint64_t len);
+        int (*window_write)(struct ntbf_adapter_h *h, uint32_t win, uint64_t offset,
+                            const void *buf, uint64_t len);
 
-        /* Local memory for export (pair). */
+        /* Local memory for export (pair). Zeroed, whoever had it before. */
         int (*mem_alloc)(struct ntbf_adapter_h *h, uint64_t size, uint64_t align,
                          struct ntbf_mem *out);
         int (*mem_free)(struct ntbf_adapter_h *h, struct ntbf_mem *m);
@@ -234,21 +348,31 @@ struct ntbf_backend_ops {
          */
         int (*mem_map)(struct ntbf_adapter_h *h, uint64_t bus_addr, uint64_t size, void **addr);
         int (*mem_unmap)(struct ntbf_adapter_h *h, void *addr, uint64_t size);
+        /*
+         * This host's physical address space (pair, optional): map [addr, addr + size) of its
+         * RAM or of a local device's BAR into this process, whoever allocated it (SISCI's
+         * SCIAttachPhysicalMemory, the device API's local BARs). The simulated fabric maps
+         * its RAM and BAR files; a hardware backend would map /sys/bus/pci resources or
+         * /dev/mem, or leave it out. -EFAULT when the range is not RAM or one BAR.
+         */
+        int (*host_map)(struct ntbf_adapter_h *h, uint64_t addr, uint64_t size, void **out);
+        int (*host_unmap)(struct ntbf_adapter_h *h, void *addr, uint64_t size);
 
-        /* Doorbells (group: all or none). */
+        /* Doorbells (group: all or none). db_* are this adapter's own register; peer_db_set
+         * rings bits of a peer's. */
         int (*db_read)(struct ntbf_adapter_h *h, uint64_t *bits);
         int (*db_clear)(struct ntbf_adapter_h *h, uint64_t bits);
         int (*db_set_mask)(struct ntbf_adapter_h *h, uint64_t bits);
         int (*db_clear_mask)(struct ntbf_adapter_h *h, uint64_t bits);
         int (*peer_db_set)(struct ntbf_adapter_h *h, uint32_t peer, uint64_t bits);
 
-        /* Scratchpads (group). */
+        /* Scratchpads (group): this adapter's own registers, and a peer's. */
         int (*spad_read)(struct ntbf_adapter_h *h, uint32_t idx, uint32_t *val);
         int (*spad_write)(struct ntbf_adapter_h *h, uint32_t idx, uint32_t val);
         int (*peer_spad_read)(struct ntbf_adapter_h *h, uint32_t peer, uint32_t idx, uint32_t *val);
         int (*peer_spad_write)(struct ntbf_adapter_h *h, uint32_t peer, uint32_t idx, uint32_t val);
 
-        /* Messages (pair, optional): delivered as msg_event on the peer. */
+        /* Messages (pair, optional): delivered as msg_event on the peer, naming the sender. */
         int (*peer_msg_write)(struct ntbf_adapter_h *h, uint32_t peer, uint32_t midx, uint32_t val);
         int (*msg_read)(struct ntbf_adapter_h *h, uint32_t midx, uint32_t *peer, uint32_t *val);
 
@@ -265,9 +389,10 @@ struct ntbf_backend_ops {
                         unsigned max);
 
         /*
-         * The host's IOMMU for inbound NTB traffic (pair, optional): inbound accesses to
-         * iova reach local physical address phys (4 KiB pages). This is what makes a
-         * borrower's scattered pages contiguous behind one DMA window (article 4.3).
+         * The host's IOMMU for inbound NTB traffic (pair, optional; NTBF_CAP_IOMMU):
+         * inbound accesses to iova reach local physical address phys (4 KiB pages). This is
+         * what makes a borrower's scattered pages contiguous behind one DMA window (article
+         * 4.3). Absent where the kernel owns the IOMMU (NTBF_CAP_KERNEL_IOMMU).
          */
         int (*iommu_map)(struct ntbf_adapter_h *h, uint64_t iova, uint64_t phys, uint64_t len);
         int (*iommu_unmap)(struct ntbf_adapter_h *h, uint64_t iova, uint64_t len);
@@ -283,27 +408,89 @@ struct ntbf_backend_ops {
                              uint64_t phys, uint64_t len);
         int (*dev_iommu_unmap)(struct ntbf_adapter_h *h, const struct ntbf_rid *r, uint64_t iova,
                                uint64_t len);
+        /* Optional, needs the isolation group: DMA of function f of local device `device`
+         * that its isolation domain refused, so far. */
+        int (*dev_iommu_faults)(struct ntbf_adapter_h *h, uint32_t device, uint32_t f,
+                                uint64_t *out);
+
+        /*
+         * Config space of this host's local devices that the backend models or reaches
+         * (pair, optional): function f of topology device `device`, size 1, 2 or 4 bytes at
+         * a naturally aligned offset below 4096. -ENODEV for a device it has no config
+         * space of (the daemon then tries the host's own, VFIO). Writes have the effect a
+         * config write has on the device (BAR sizing, MSI-X enable, FLR).
+         */
+        int (*cfg_read)(struct ntbf_backend *b, uint32_t device, uint32_t f, uint32_t off,
+                        uint32_t size, uint32_t *val);
+        int (*cfg_write)(struct ntbf_backend *b, uint32_t device, uint32_t f, uint32_t off,
+                         uint32_t size, uint32_t val);
 
         /* Host interrupt vectors (pair, optional). */
         int (*irq_alloc)(struct ntbf_adapter_h *h, struct ntbf_irq *out);
         int (*irq_free)(struct ntbf_adapter_h *h, struct ntbf_irq *irq);
+        /* Optional, needs the pair: the MSI write of data to addr (a vector of this host,
+         * allocated by any of its processes) as a local requester issues it: a local
+         * interrupt. */
+        int (*irq_trigger)(struct ntbf_adapter_h *h, uint64_t addr, uint32_t data);
 
-        /* Reset and counters (mandatory): reset clears slots, requester IDs (but the
-         * reserved), doorbells, masks, scratchpads, and delivers reset_event. */
+        /* Reset (optional, NTBF_CAP_RESET): clears slots, requester IDs (but the reserved),
+         * doorbells, masks, scratchpads, and delivers reset_event to every handle. */
         int (*reset)(struct ntbf_adapter_h *h);
+        /* Counters (optional, NTBF_CAP_COUNTERS): what the hardware counted since power-on. */
         int (*counters)(struct ntbf_adapter_h *h, struct ntbf_counters *out);
 
-        /* Fault injection (optional, simulated fabrics). */
+        /* Fault injection (optional, simulated fabrics; NTBF_CAP_FAULT). */
         int (*fault)(struct ntbf_backend *b, const struct ntbf_fault *f);
 };
 
 /*
- * Check a vtable: mandatory callbacks present, pairs complete, groups all-or-none, and
- * at least one translation pair. Returns true, or false with the first broken rule
- * written to why (e.g. "rid_add without rid_del").
+ * Check a vtable against the rules, in the order this header lists the callbacks, and
+ * return true, or false with the first broken rule written to why (e.g. "rid_add without
+ * rid_del"):
+ *   mandatory     name, open, close, probe, release, caps, link_state, set_events,
+ *                 event_fd, process_events
+ *   one of        the translation pairs xlat_set/xlat_clear, peer_xlat_set/peer_xlat_clear
+ *   pairs         create/destroy, link_enable/link_disable, rid_add/rid_del,
+ *                 switch_rid_add/switch_rid_del, map_window/unmap_window,
+ *                 mem_alloc/mem_free, mem_map/mem_unmap, host_map/host_unmap,
+ *                 peer_msg_write/msg_read,
+ *                 mcast_join/mcast_leave, dma_submit/dma_poll, iommu_map/iommu_unmap,
+ *                 cfg_read/cfg_write, irq_alloc/irq_free
+ *   groups        doorbells (db_read, db_clear, db_set_mask, db_clear_mask, peer_db_set),
+ *                 scratchpads (spad_read, spad_write, peer_spad_read, peer_spad_write),
+ *                 device isolation (dev_isolate, dev_iommu_map, dev_iommu_unmap)
+ *   needs         window_write needs map_window; mem_map needs mem_alloc;
+ *                 dev_iommu_faults needs dev_isolate;
+ *                 irq_trigger needs irq_alloc
+ *   optional      xlat_get, reset, counters, fault
  */
 NTBF_EXPORT bool ntbf_backend_ops_valid(const struct ntbf_backend_ops *ops, char *why,
                                         size_t whylen);
+
+/*
+ * Check an adapter's capabilities against its vtable and themselves, and return true, or
+ * false with the first broken rule in why:
+ *   requires      each claimed flag has its callbacks (NTBF_CAP_XLAT_OUTBOUND: xlat_set,
+ *                 ..., NTBF_CAP_LINK_CTRL: link_enable, NTBF_CAP_RESET: reset,
+ *                 NTBF_CAP_COUNTERS: counters, NTBF_CAP_FAULT: fault)
+ *   excludes      NTBF_CAP_RID_TABLE and NTBF_CAP_NO_RID_TABLE; NTBF_CAP_IOMMU and
+ *                 NTBF_CAP_KERNEL_IOMMU
+ *   figures       a flag and its figure agree (doorbells: db_valid_mask != 0, scratchpads,
+ *                 messages, mcast_groups, dma_channels); rid_table > 0 with
+ *                 NTBF_CAP_RID_TABLE, 0 with NTBF_CAP_NO_RID_TABLE, rid_reserved <
+ *                 rid_table with a table; at least one translation flag
+ *   windows       1 .. NTBF_MAX_WINDOWS; each: slots >= 1, slot_size * slots == size,
+ *                 first_slot the running count, reserved < slots, addr_align, size_align
+ *                 powers of two, size_align <= size_max <= slot_size, disjoint ranges;
+ *                 slots the total
+ */
+NTBF_EXPORT bool ntbf_caps_valid(const struct ntbf_backend_ops *ops, const struct ntbf_caps *c,
+                                 char *why, size_t whylen);
+
+/* The name of one capability flag ("NTBF_CAP_DOORBELL"), or "?". */
+NTBF_EXPORT const char *ntbf_cap_name(uint32_t flag);
+/* The first callback claiming flag needs that ops lacks ("peer_db_set"), or NULL. */
+NTBF_EXPORT const char *ntbf_cap_missing(const struct ntbf_backend_ops *ops, uint32_t flag);
 
 /* The registered backends, by name ("sim", ...); NULL if unknown. */
 NTBF_EXPORT const struct ntbf_backend_ops *ntbf_backend_find(const char *name);

@@ -34,6 +34,33 @@ enum ntbf_xlat_side {
         NTBF_XLAT_INBOUND = 2,  /* the buffer owner programs it (Intel, AMD, Switchtec) */
 };
 
+/*
+ * One window of an adapter: a range of its host's physical address space (all or part of
+ * an NTB BAR) through which accesses leave for other hosts, split into `slots` equal
+ * translation slots (one for a direct window). Slots are numbered per adapter across its
+ * windows: window w holds slots first_slot .. first_slot + slots - 1. Slot k of the window
+ * translates [base + k * slot_size, + the translation's size) to a far-side range whose
+ * address is a multiple of addr_align (and of the translation's size rounded up to a power
+ * of two with NTBF_WIN_NATURAL_ALIGN) and whose size is a multiple of size_align, at most
+ * size_max. The backend vtable reports the same figures (ntbf_caps.windows).
+ */
+#define NTBF_MAX_WINDOWS 8
+enum ntbf_win_flags {
+        NTBF_WIN_NATURAL_ALIGN = 1u << 0, /* Switchtec direct windows */
+};
+struct ntbf_window {
+        uint64_t base;       /* physical address in the host */
+        uint64_t size;       /* bytes */
+        uint32_t first_slot; /* adapter-wide number of the window's first slot */
+        uint32_t slots;      /* 1 for a direct window */
+        uint64_t slot_size;  /* size / slots */
+        uint32_t reserved;   /* leading slots the hardware keeps (Switchtec's LUT 0) */
+        uint32_t flags;      /* enum ntbf_win_flags */
+        uint64_t addr_align; /* a translation's far-side address is a multiple of this */
+        uint64_t size_align; /* a translation's size is a multiple of this */
+        uint64_t size_max;   /* largest translation of one slot (<= slot_size) */
+};
+
 /* Figures of an adapter (an NTB endpoint in a host). Presets fill these; YAML overrides. */
 struct ntbf_adapter_params {
         char model[NTBF_NAME_MAX + 1];
@@ -143,6 +170,10 @@ struct ntbf_adapter {
         struct ntbf_loc loc, loc_window, loc_window_base, loc_lut;
         /* Filled by finalize: link index per port, NTBF_NONE where unconnected. */
         uint32_t link[NTBF_MAX_ADAPTER_PORTS];
+        /* Filled by finalize: the windows (window 0 is window_base, p.window, lut_entries) and
+         * the number of slots of all of them. 0 windows while the adapter has a mistake. */
+        uint32_t nwin, nslots;
+        struct ntbf_window win[NTBF_MAX_WINDOWS];
 };
 
 struct ntbf_switch {
@@ -320,6 +351,16 @@ NTBF_EXPORT uint32_t ntbf_topo_local_ns(const struct ntbf_topo *t, uint32_t node
                                         uint32_t from_device, uint32_t to_device);
 /* A device's one-way latency up to (not through) its host's root complex. */
 NTBF_EXPORT uint32_t ntbf_device_root_ns(const struct ntbf_topo *t, uint32_t device);
+/* The window of adapter a holding adapter slot `slot`, or NULL. */
+NTBF_EXPORT const struct ntbf_window *ntbf_adapter_slot_window(const struct ntbf_adapter *a,
+                                                               uint32_t slot);
+/* The window of adapter a holding physical address addr (its index; *off the offset in it),
+ * or -1. */
+NTBF_EXPORT int ntbf_adapter_addr_window(const struct ntbf_adapter *a, uint64_t addr,
+                                         uint64_t *off);
+/* Whether a translation of [addr, addr + size) fits window w's rules (addr_align,
+ * NTBF_WIN_NATURAL_ALIGN, size_align, size_max); size 0 never does. */
+NTBF_EXPORT bool ntbf_window_xlat_ok(const struct ntbf_window *w, uint64_t addr, uint64_t size);
 /* The link at a port, or NTBF_NONE. */
 NTBF_EXPORT uint32_t ntbf_topo_port_link(const struct ntbf_topo *t, struct ntbf_port_ref p);
 /* The other end of link l seen from port p. */

@@ -33,10 +33,6 @@ int cf_check_vtable(struct cf_run *r)
 /* ---- capability flags -------------------------------------------------------------------------
  */
 
-/* The highest capability bit backend.h defines. */
-#define LAST_CAP NTBF_CAP_DEV_IOMMU
-#define ALL_CAPS ((LAST_CAP << 1) - 1)
-
 /* Call a harmless operation of capability f; an adapter that does not claim f must refuse it.
  * Whatever it wrongly did is taken back at once. */
 static int probe_unclaimed(struct cf_ctx *cx, struct cf_ad *ad, uint32_t f, const char **call)
@@ -47,29 +43,49 @@ static int probe_unclaimed(struct cf_ctx *cx, struct cf_ad *ad, uint32_t f, cons
         uint32_t pnode = peer == NTBF_NONE ? NTBF_NONE : cx->t->adapters[peer].node;
         struct ntbf_rid rid = {ad->node, 0x0300, 0xffff};
         int rc = -EINVAL;
+        /* The partner's first slot, as the cluster file has it (its caps may be unread). */
+        const struct ntbf_adapter *pa = peer == NTBF_NONE ? NULL : &cx->t->adapters[peer];
+        uint32_t pslot = pa && pa->nwin ? pa->win[0].first_slot + pa->win[0].reserved : 0;
+        uint64_t psize = pa && pa->nwin ? pa->win[0].size_max : 4096;
         switch (f) {
         case NTBF_CAP_XLAT_OUTBOUND: {
-                struct ntbf_xlat x = {pnode, peer, 0, NTBF_NONE};
-                *call = "xlat_set(slot 0)";
-                if (!(rc = o->xlat_set(h, 0, &x)))
-                        o->xlat_clear(h, 0);
+                uint32_t s0 = cf_slot(ad, 0);
+                struct ntbf_xlat x = {pnode, peer, 0, NTBF_NONE, cf_xsize(ad, s0)};
+                *call = "xlat_set(first slot)";
+                if (!(rc = o->xlat_set(h, s0, &x)))
+                        o->xlat_clear(h, s0);
                 break;
         }
         case NTBF_CAP_XLAT_INBOUND:
-                *call = "peer_xlat_set(partner, slot 0)";
-                if (!(rc = o->peer_xlat_set(h, peer, 0, 0)))
-                        o->peer_xlat_clear(h, peer, 0);
+                *call = "peer_xlat_set(partner, its first slot)";
+                if (!(rc = o->peer_xlat_set(h, peer, pslot, 0, psize)))
+                        o->peer_xlat_clear(h, peer, pslot);
                 break;
         case NTBF_CAP_RID_TABLE:
                 *call = "rid_add(00:03.0)";
-                if (!(rc = o->rid_add(h, &rid)))
+                if (!(rc = o->rid_add(h, &rid, NULL)))
                         o->rid_del(h, &rid);
                 break;
         case NTBF_CAP_CPU_MAP: {
                 void *p = NULL;
-                *call = "map_window(0, 4096)";
-                if (!(rc = o->map_window(h, 0, 4096, 0, &p)))
+                *call = "map_window(window 0, 0, 4096)";
+                if (!(rc = o->map_window(h, 0, 0, 4096, 0, &p)))
                         o->unmap_window(h, p, 4096);
+                break;
+        }
+        case NTBF_CAP_LINK_CTRL:
+                *call = "link_disable(port 0)";
+                if (!(rc = o->link_disable(h, 0)))
+                        o->link_enable(h, 0);
+                break;
+        case NTBF_CAP_RESET:
+                *call = "reset";
+                rc = o->reset(h);
+                break;
+        case NTBF_CAP_COUNTERS: {
+                struct ntbf_counters k;
+                *call = "counters";
+                rc = o->counters(h, &k);
                 break;
         }
         case NTBF_CAP_MEM: {
@@ -138,7 +154,7 @@ static bool needs_peer(uint32_t f)
                f == NTBF_CAP_DOORBELL || f == NTBF_CAP_MESSAGE;
 }
 
-/* Flag f is claimed exactly when the figure says the feature exists. */
+/* Flag f (one of the flags f) is claimed exactly when the figure says the feature exists. */
 #define IFF(r, ad, f, cond, what)                                                                  \
         CF_TRUE(r, !((ad)->caps.flags & (f)) == !(cond), "%s: %s %s claimed but %s", (ad)->name,   \
                 cf_cap_name(f), ((ad)->caps.flags & (f)) ? "is" : "is not", what)
@@ -149,28 +165,11 @@ int cf_check_caps_flags(struct cf_run *r)
         struct cf_ad *ad = r->ad;
         const struct ntbf_caps *c = &ad->caps;
         const struct ntbf_adapter *ta = &cx->t->adapters[ad->idx];
-        CF_TRUE(r, !(c->flags & ~(uint32_t)ALL_CAPS), "%s: unknown capability bits %#x claimed",
-                ad->name, c->flags & ~(uint32_t)ALL_CAPS);
-        for (uint32_t f = 1; f <= LAST_CAP; f <<= 1) {
-                const char *missing = NULL;
-                bool have = cf_cap_callbacks(cx->ops, f, &missing);
-                if ((c->flags & f) && !have)
-                        CF_FAIL(r, "%s claims %s but the vtable has no %s", ad->name,
-                                cf_cap_name(f), missing);
-        }
-        CF_TRUE(r, c->flags & (NTBF_CAP_XLAT_OUTBOUND | NTBF_CAP_XLAT_INBOUND),
-                "%s claims neither NTBF_CAP_XLAT_OUTBOUND nor NTBF_CAP_XLAT_INBOUND: its window "
-                "can never be programmed",
-                ad->name);
-
-        /* Flags against the figures of the same caps. */
-        IFF(r, ad, NTBF_CAP_DOORBELL, c->db_valid_mask != 0, "db_valid_mask says otherwise");
-        IFF(r, ad, NTBF_CAP_SCRATCHPAD, c->scratchpads != 0, "scratchpads says otherwise");
-        IFF(r, ad, NTBF_CAP_MESSAGE, c->messages != 0, "messages says otherwise");
-        IFF(r, ad, NTBF_CAP_MCAST, c->mcast_groups != 0, "mcast_groups says otherwise");
-        IFF(r, ad, NTBF_CAP_DMA, c->dma_channels != 0, "dma_channels says otherwise");
-        CF_TRUE(r, !(c->flags & NTBF_CAP_RID_TABLE) || c->rid_table,
-                "%s claims NTBF_CAP_RID_TABLE with rid_table 0", ad->name);
+        /* The rules of backend.h: callbacks of each claimed flag, flags that exclude each
+         * other, flags against their figures, the windows. */
+        char why[256];
+        CF_TRUE(r, ntbf_caps_valid(cx->ops, c, why, sizeof(why)),
+                "%s: ntbf_caps_valid refuses its capabilities: %s", ad->name, why);
 
         /* Flags against the cluster file: the core plans with the file's figures. */
         IFF(r, ad, NTBF_CAP_XLAT_OUTBOUND, ta->p.xlat & NTBF_XLAT_OUTBOUND,
@@ -178,6 +177,8 @@ int cf_check_caps_flags(struct cf_run *r)
         IFF(r, ad, NTBF_CAP_XLAT_INBOUND, ta->p.xlat & NTBF_XLAT_INBOUND,
             "the cluster file's xlat says otherwise");
         IFF(r, ad, NTBF_CAP_RID_TABLE, ta->p.rid_table != 0,
+            "the cluster file's rid_table says otherwise");
+        IFF(r, ad, NTBF_CAP_NO_RID_TABLE, ta->p.rid_table == 0,
             "the cluster file's rid_table says otherwise");
         IFF(r, ad, NTBF_CAP_DMA, ta->p.dma_channels != 0,
             "the cluster file's dma_channels says otherwise");
@@ -187,18 +188,19 @@ int cf_check_caps_flags(struct cf_run *r)
             "the cluster file's scratchpads says otherwise");
         IFF(r, ad, NTBF_CAP_MESSAGE, ta->p.messages != 0,
             "the cluster file's messages says otherwise");
-        IFF(r, ad, NTBF_CAP_IOMMU, cx->t->nodes[ad->node].iommu,
+        IFF(r, ad, NTBF_CAP_IOMMU | NTBF_CAP_KERNEL_IOMMU, cx->t->nodes[ad->node].iommu,
             "the cluster file's iommu for the node says otherwise");
         CF_TRUE(r, !(c->flags & NTBF_CAP_DEV_IOMMU) || cx->t->nodes[ad->node].iommu,
                 "%s claims NTBF_CAP_DEV_IOMMU on a host without an IOMMU", ad->name);
 
         /* What is not claimed must not work, even when the vtable has the callback (one
          * vtable serves adapters with different features). */
-        for (uint32_t f = 1; f <= LAST_CAP; f <<= 1) {
-                const char *missing;
-                if ((c->flags & f) || f == NTBF_CAP_FAULT ||
-                    !cf_cap_callbacks(cx->ops, f, &missing))
+        for (uint32_t f = 1; f <= NTBF_CAP_LAST; f <<= 1) {
+                if ((c->flags & f) || f == NTBF_CAP_FAULT || f == NTBF_CAP_NO_RID_TABLE ||
+                    f == NTBF_CAP_KERNEL_IOMMU || ntbf_cap_missing(cx->ops, f))
                         continue;
+                if (f == NTBF_CAP_IOMMU && (c->flags & NTBF_CAP_KERNEL_IOMMU))
+                        continue; /* the same IOMMU, claimed the other way */
                 if (needs_peer(f) && ad->partner == NTBF_NONE)
                         continue;
                 const char *call = "?";
@@ -237,6 +239,63 @@ static uint32_t switch_groups(const struct ntbf_topo *t, uint32_t a)
         return g == UINT32_MAX ? 0 : g;
 }
 
+/* Whether the suite tests a and b as a pair (either way round) or as sender and member. */
+static bool peer_of(const struct cf_ctx *cx, const struct cf_ad *a, const struct cf_ad *b)
+{
+        for (unsigned i = 0; i < cx->npairs; i++) {
+                const struct cf_pair *p = &cx->pairs[i];
+                if ((p->a == a && p->b == b) || (p->a == b && p->b == a))
+                        return true;
+                for (unsigned m = 0; m < p->nmembers; m++)
+                        if ((p->a == a && p->members[m] == b) || (p->a == b && p->members[m] == a))
+                                return true;
+        }
+        return false;
+}
+
+/*
+ * One window against the cluster file's: the same range and slots; alignments the core's
+ * plans always satisfy (the file's are multiples of the hardware's), and at least the
+ * file's largest translation.
+ */
+static int window_figures(struct cf_run *r, const char *n, uint32_t i, const struct ntbf_window *hw,
+                          const struct ntbf_window *m, const struct cf_ad *ad)
+{
+        CF_EQ(r, hw->base, m->base, "%s: window %u base against the cluster file", n, i);
+        CF_EQ(r, hw->size, m->size, "%s: window %u size against the cluster file", n, i);
+        CF_EQ(r, hw->first_slot, m->first_slot, "%s: window %u first_slot", n, i);
+        CF_EQ(r, hw->slots, m->slots, "%s: window %u slots against the cluster file", n, i);
+        CF_EQ(r, hw->slot_size, m->slot_size, "%s: window %u slot_size against the cluster file", n,
+              i);
+        CF_EQ(r, hw->reserved, m->reserved, "%s: window %u reserved slots against the cluster file",
+              n, i);
+        CF_TRUE(r, hw->slot_size >= 4096, "%s: window %u: slots of %#llx bytes, below a page", n, i,
+                (unsigned long long)hw->slot_size);
+        CF_TRUE(r, hw->addr_align && m->addr_align % hw->addr_align == 0,
+                "%s: window %u: the core aligns far addresses to %#llx (the cluster file's "
+                "addr_align) but the hardware needs %#llx",
+                n, i, (unsigned long long)m->addr_align, (unsigned long long)hw->addr_align);
+        CF_TRUE(r, hw->size_align && m->size_align % hw->size_align == 0,
+                "%s: window %u: the core sizes translations in multiples of %#llx (the cluster "
+                "file's size_align) but the hardware needs %#llx",
+                n, i, (unsigned long long)m->size_align, (unsigned long long)hw->size_align);
+        CF_TRUE(r, hw->size_max >= m->size_max,
+                "%s: window %u: the core plans translations of up to %#llx (the cluster file's "
+                "size_max) but the hardware takes %#llx at most",
+                n, i, (unsigned long long)m->size_max, (unsigned long long)hw->size_max);
+        CF_TRUE(r, !(hw->flags & NTBF_WIN_NATURAL_ALIGN) || (m->flags & NTBF_WIN_NATURAL_ALIGN),
+                "%s: window %u needs naturally aligned far addresses, which the cluster file "
+                "does not say (addr_align: natural)",
+                n, i);
+        const struct ntbf_region *reg = ntbf_addrmap_lookup(r->cx->t, ad->node, hw->base);
+        CF_TRUE(r,
+                reg && reg->kind == NTBF_REGION_WINDOW && reg->obj == ad->idx && reg->index == i &&
+                    hw->base - reg->base + hw->size <= reg->size,
+                "%s: [%#llx, +%#llx) is not window %u of this adapter in its host's address map", n,
+                (unsigned long long)hw->base, (unsigned long long)hw->size, i);
+        return 0;
+}
+
 int cf_check_caps_figures(struct cf_run *r)
 {
         struct cf_ctx *cx = r->cx;
@@ -251,32 +310,18 @@ int cf_check_caps_figures(struct cf_run *r)
         CF_EQ(r, c.ports, ta->p.ports, "%s: ports against the cluster file", n);
         CF_TRUE(r, c.ports >= 1 && c.ports <= NTBF_MAX_ADAPTER_PORTS,
                 "%s: %u ports (1..%u expected)", n, c.ports, NTBF_MAX_ADAPTER_PORTS);
-        CF_TRUE(r, ntbf_is_pow2(c.window_size) && c.window_size >= 4096,
-                "%s: window_size %#llx is not a power of two of at least 4 KiB (a PCI BAR)", n,
-                (unsigned long long)c.window_size);
-        CF_EQ(r, c.window_size, ta->p.window, "%s: window_size against the cluster file", n);
-        CF_EQ(r, c.window_base, ta->window_base, "%s: window_base against the cluster file", n);
-        CF_EQ(r, c.window_base % c.window_size, 0,
-              "%s: window_base modulo window_size (BAR alignment)", n);
-        const struct ntbf_region *reg = ntbf_addrmap_lookup(cx->t, ad->node, c.window_base);
-        CF_TRUE(r,
-                reg && reg->kind == NTBF_REGION_WINDOW && reg->obj == ad->idx &&
-                    reg->base == c.window_base && reg->size == c.window_size,
-                "%s: [%#llx, +%#llx) is not this adapter's window in its host's address map", n,
-                (unsigned long long)c.window_base, (unsigned long long)c.window_size);
-
-        CF_EQ(r, c.lut_entries, ta->p.lut_entries, "%s: lut_entries against the cluster file", n);
-        CF_EQ(r, c.lut_entry_size, ta->lut_entry_size,
-              "%s: lut_entry_size against the cluster file", n);
-        CF_TRUE(r, c.lut_entries >= 1, "%s: no translation slots", n);
-        CF_EQ(r, (uint64_t)c.lut_entries * c.lut_entry_size, c.window_size,
-              "%s: lut_entries * lut_entry_size", n);
-        CF_TRUE(r, ntbf_is_pow2(c.lut_entry_size) && c.lut_entry_size >= 4096,
-                "%s: lut_entry_size %#llx is not a power of two of at least 4 KiB", n,
-                (unsigned long long)c.lut_entry_size);
-        CF_TRUE(r, ntbf_is_pow2(c.xlat_align) && c.xlat_align <= c.lut_entry_size,
-                "%s: xlat_align %#llx is not a power of two no larger than a slot (%#llx)", n,
-                (unsigned long long)c.xlat_align, (unsigned long long)c.lut_entry_size);
+        CF_EQ(r, c.nwindows, ta->nwin, "%s: windows against the cluster file", n);
+        CF_EQ(r, c.slots, ta->nslots, "%s: slots against the cluster file", n);
+        for (uint32_t i = 0; i < c.nwindows && i < NTBF_MAX_WINDOWS; i++)
+                CF_TRY(window_figures(r, n, i, &c.windows[i], &ta->win[i], ad));
+        /* Peers: at least every adapter the suite pairs this one with, and not itself. */
+        uint32_t known = 0;
+        for (unsigned k = 0; k < cx->nads; k++)
+                known += cx->ads[k].idx != ad->idx && peer_of(cx, ad, &cx->ads[k]);
+        CF_TRUE(r, c.peers >= known && c.peers < cx->t->nadapters,
+                "%s: peers %u, but it reaches at least %u of the suite's adapters and the cluster "
+                "has %u adapters in all",
+                n, c.peers, known, cx->t->nadapters);
         CF_TRUE(r, c.addr_bits >= 32 && c.addr_bits <= 64, "%s: addr_bits %u (32..64 expected)", n,
                 c.addr_bits);
         CF_EQ(r, c.addr_bits, ta->p.addr_bits, "%s: addr_bits against the cluster file", n);
@@ -371,6 +416,11 @@ int cf_check_events_fd(struct cf_run *r)
         if (!db && p->via_switch)
                 CF_SKIP(r, "no doorbells, and a switched pair raises no link event at B: nothing "
                            "A can do raises an event at B");
+        if (!db && !(a->caps.flags & NTBF_CAP_LINK_CTRL))
+                CF_SKIP(r,
+                        "not claimed: no doorbells and no NTBF_CAP_LINK_CTRL on %s: nothing A "
+                        "can do raises an event at B",
+                        a->name);
         int fd = o->event_fd(b->h);
         CF_TRY(cf_drain(r, b));
         CF_TRUE(r, !cf_poll_readable(fd, 0), "%s: event_fd readable with nothing pending", b->name);
@@ -413,7 +463,7 @@ int cf_check_mem(struct cf_run *r)
         struct cf_ad *ad = r->ad;
         const char *n = ad->name;
         if (!(ad->caps.flags & NTBF_CAP_MEM))
-                CF_SKIP(r, "%s does not claim NTBF_CAP_MEM", n);
+                CF_SKIP(r, "not claimed: %s does not claim NTBF_CAP_MEM", n);
         static const struct {
                 uint64_t size, align;
         } req[] = {
@@ -434,10 +484,12 @@ int cf_check_mem(struct cf_run *r)
                 CF_EQ(r, m[i].bus_addr % al, 0, "%s: mem_alloc(%llu, align %llu): bus_addr %#llx",
                       n, (unsigned long long)req[i].size, (unsigned long long)al,
                       (unsigned long long)m[i].bus_addr);
+                /* Its bus address is physical, unless the kernel mapped it (an IOVA). */
                 const struct ntbf_region *reg = ntbf_addrmap_lookup(cx->t, ad->node, m[i].bus_addr);
                 CF_TRUE(r,
-                        reg && reg->kind == NTBF_REGION_RAM &&
-                            m[i].bus_addr + m[i].size <= reg->base + reg->size,
+                        (ad->caps.flags & NTBF_CAP_KERNEL_IOMMU) ||
+                            (reg && reg->kind == NTBF_REGION_RAM &&
+                             m[i].bus_addr + m[i].size <= reg->base + reg->size),
                         "%s: allocation [%#llx, +%#llx) is not inside the RAM of its host", n,
                         (unsigned long long)m[i].bus_addr, (unsigned long long)m[i].size);
                 /* Fresh memory holds nothing of a previous owner. */

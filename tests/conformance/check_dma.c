@@ -10,9 +10,10 @@ static int need_dma(struct cf_run *r)
 {
         struct cf_ad *a = r->p->a;
         if (!(a->caps.flags & NTBF_CAP_DMA))
-                CF_SKIP(r, "%s does not claim NTBF_CAP_DMA", a->name);
+                CF_SKIP(r, "not claimed: %s does not claim NTBF_CAP_DMA", a->name);
         if (!(a->caps.flags & NTBF_CAP_MEM))
-                CF_SKIP(r, "%s does not claim NTBF_CAP_MEM: no local buffers to copy", a->name);
+                CF_SKIP(r, "not claimed: %s does not claim NTBF_CAP_MEM: no local buffers to copy",
+                        a->name);
         return cf_need_dma(r);
 }
 
@@ -43,15 +44,15 @@ int cf_check_dma_copy(struct cf_run *r)
         struct cf_ad *a = p->a;
         CF_TRY(need_dma(r));
         const struct ntbf_caps *c = &a->caps;
-        uint64_t al = c->dma_align ? c->dma_align : 1, E = c->lut_entry_size;
+        uint64_t al = c->dma_align ? c->dma_align : 1;
         const uint64_t G = 64, MAXL = NTBF_MiB;
         struct ntbf_mem src, dst;
         CF_TRY(cf_mem(r, a, MAXL + 4096, 4096, &src));
         CF_TRY(cf_mem(r, a, MAXL + 4096, 4096, &dst));
         struct cf_target tg;
-        CF_TRY(cf_target(r, p, 0, 1, &tg));
+        CF_TRY(cf_target(r, p, cf_slot(p->a, 0), 1, &tg));
         uint8_t *s = src.addr, *d = dst.addr, *far = tg.mem.addr;
-        uint64_t win = c->window_base;
+        uint64_t win = tg.addr, E = tg.xs;
         static const uint64_t want[] = {1, 8, 64, 4096, 4096 + 8, 65536, 65536 * 4 - 8, NTBF_MiB};
         unsigned copies = 0;
         for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
@@ -132,27 +133,27 @@ int cf_check_dma_error(struct cf_run *r)
         struct cf_pair *p = r->p;
         struct cf_ad *a = p->a;
         CF_TRY(need_dma(r));
-        uint32_t n = a->caps.lut_entries;
-        uint64_t E = a->caps.lut_entry_size, win = a->caps.window_base;
+        uint32_t s0 = cf_slot(a, 0), s1 = cf_slot(a, 1);
+        uint32_t bad = s1 != NTBF_NONE ? s1 : s0;
+        uint64_t at = cf_slot_addr(a, bad), win = cf_slot_addr(a, s0);
         struct ntbf_mem src, dst;
         CF_TRY(cf_mem(r, a, 4096, 4096, &src));
         CF_TRY(cf_mem(r, a, 4096, 4096, &dst));
         fill(src.addr, 64, 120);
         memset(dst.addr, 0x5a, 4096);
-        uint32_t bad = n > 1 ? n - 1 : 0;
         int st;
-        CF_TRY(cf_dma(r, a, 0, src.bus_addr, win + bad * E, 64, &st));
+        CF_TRY(cf_dma(r, a, 0, src.bus_addr, at, 64, &st));
         CF_TRUE(r, st != 0, "%s: a copy into unprogrammed slot %u completed with status 0", a->name,
                 bad);
         if (cx->sim && !cx->dma_only)
                 CF_RC(r, NTBF_EUNPROGRAMMED, st, "%s: status of a copy into unprogrammed slot %u",
                       a->name, bad);
-        CF_TRY(cf_dma(r, a, 0, win + bad * E, dst.bus_addr, 64, &st));
+        CF_TRY(cf_dma(r, a, 0, at, dst.bus_addr, 64, &st));
         CF_TRUE(r, st != 0, "%s: a copy from unprogrammed slot %u completed with status 0", a->name,
                 bad);
         /* The engine goes on after an error. */
         struct cf_target tg;
-        CF_TRY(cf_target(r, p, 0, 1, &tg));
+        CF_TRY(cf_target(r, p, cf_slot(p->a, 0), 1, &tg));
         CF_TRY(cf_dma(r, a, 0, src.bus_addr, win, 64, &st));
         CF_OK(r, st, "%s: a good copy after two failed ones: status", a->name);
         CF_TRUE(r, !memcmp(tg.mem.addr, src.addr, 64),

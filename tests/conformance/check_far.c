@@ -10,15 +10,18 @@
 /* ---- IOMMU --------------------------------------------------------------------------------------
  */
 
-/* One access to the IOVA behind slot 0 at offset off: by transaction, else by a fresh map. */
+/* One access to the IOVA behind A's first slot at offset off: by transaction, else by a
+ * fresh map. */
 static int iommu_access(struct cf_run *r, uint64_t off, uint64_t v, bool expect_ok,
                         const char *when)
 {
         struct cf_pair *p = r->p;
         struct cf_ad *a = p->a;
+        uint32_t s0 = cf_slot(a, 0);
+        uint64_t at = cf_slot_addr(a, s0) + off;
         int st;
         if (cf_tx_mode(r->cx, a, NULL) != CF_TX_NONE) {
-                CF_TRY(cf_tx(r, a, 0, true, a->caps.window_base + off, &v, 8, &st));
+                CF_TRY(cf_tx(r, a, 0, true, at, &v, 8, &st));
                 if (expect_ok)
                         CF_OK(r, st, "write to the IOVA %s", when);
                 else
@@ -29,10 +32,10 @@ static int iommu_access(struct cf_run *r, uint64_t off, uint64_t v, bool expect_
         }
         /* A CPU mapping resolves translations when it is made (docs/sim.md): map afresh. */
         struct cf_win w;
-        CF_TRY(cf_win_open(r, p, 0, 1, &w));
+        CF_TRY(cf_win_open(r, p, s0, 1, &w));
         if (!expect_ok)
-                CF_TRY(cf_win_expect_dropped(r, &w, off, when));
-        return cf_win_write(r, &w, off, v, &st);
+                CF_TRY(cf_win_expect_dropped(r, &w, at, when));
+        return cf_win_write(r, &w, at, v, &st);
 }
 
 int cf_check_iommu(struct cf_run *r)
@@ -41,17 +44,17 @@ int cf_check_iommu(struct cf_run *r)
         struct cf_ad *a = p->a, *b = p->b;
         const struct ntbf_backend_ops *o = r->cx->ops;
         if (!(b->caps.flags & NTBF_CAP_IOMMU))
-                CF_SKIP(r, "%s does not claim NTBF_CAP_IOMMU", b->name);
+                CF_SKIP(r, "not claimed: %s does not claim NTBF_CAP_IOMMU", b->name);
         bool inbound = false;
         CF_TRY(cf_slot_how(r, p, &inbound));
-        uint64_t E = a->caps.lut_entry_size;
-        uint64_t align = a->caps.xlat_align > E ? a->caps.xlat_align : E;
+        uint32_t s0 = cf_slot(a, 0);
+        uint64_t xs = cf_xsize(a, s0), align = cf_xalign(a, s0, xs);
         uint64_t iova = cf_free_iova(r->cx->t, b->node, align);
         CF_TRUE(r, iova != UINT64_MAX, "no free IOVA in %s's address map", b->name);
         struct ntbf_mem m;
         CF_TRY(cf_mem(r, b, 4096, 4096, &m));
-        struct ntbf_xlat x = {b->node, b->idx, iova, NTBF_NONE};
-        CF_TRY(cf_slot_set(r, p, inbound, 0, &x));
+        struct ntbf_xlat x = {b->node, b->idx, iova, NTBF_NONE, xs};
+        CF_TRY(cf_slot_set(r, p, inbound, s0, &x));
         const uint64_t off = 0x100;
         bool counted = cf_tx_mode(r->cx, a, NULL) != CF_TX_NONE;
         struct ntbf_counters c0, c1;
@@ -74,9 +77,10 @@ int cf_check_iommu(struct cf_run *r)
         CF_TRY(iommu_access(r, off, cf_pattern(90, 2), false, "after it is unmapped"));
         CF_EQ(r, cf_load64((uint8_t *)m.addr + off), cf_pattern(90, 1),
               "%s: memory after a write to an unmapped IOVA", b->name);
-        if (!counted) {
-                snprintf(r->reason, sizeof(r->reason),
-                         "iommu_fault not checked: no counted transactions");
+        if (!counted || !(b->caps.flags & NTBF_CAP_COUNTERS)) {
+                snprintf(r->reason, sizeof(r->reason), "iommu_fault not checked: %s",
+                         counted ? "not claimed (no NTBF_CAP_COUNTERS)"
+                                 : "no counted transactions");
                 return 0;
         }
         CF_TRY(cf_counters(r, b, &c1));
@@ -102,7 +106,7 @@ int cf_check_dev_iommu(struct cf_run *r)
         struct cf_ad *ad = r->ad;
         const struct ntbf_backend_ops *o = r->cx->ops;
         if (!(ad->caps.flags & NTBF_CAP_DEV_IOMMU))
-                CF_SKIP(r, "%s does not claim NTBF_CAP_DEV_IOMMU", ad->name);
+                CF_SKIP(r, "not claimed: %s does not claim NTBF_CAP_DEV_IOMMU", ad->name);
         if (cf_tx_mode(r->cx, ad, NULL) != CF_TX_SIM)
                 CF_SKIP(r, "needs transactions issued as a device (the simulated fabric)");
         /* The host's first device, isolated as a whole by one entry covering its functions. */
@@ -164,11 +168,11 @@ static int msi(struct cf_run *r, uint32_t slot, uint64_t far, const struct ntbf_
 {
         struct cf_pair *p = r->p;
         struct cf_ad *a = p->a;
-        uint64_t off = slot * a->caps.lut_entry_size + (v->addr - far);
+        uint64_t at = cf_slot_addr(a, slot) + (v->addr - far);
         uint32_t data = v->data;
         int st;
         if (cf_tx_mode(r->cx, a, NULL) != CF_TX_NONE) {
-                CF_TRY(cf_tx(r, a, 0, true, a->caps.window_base + off, &data, 4, &st));
+                CF_TRY(cf_tx(r, a, 0, true, at, &data, 4, &st));
                 CF_OK(r, st, "MSI write of data %#x to %#llx through %s", data,
                       (unsigned long long)v->addr, a->name);
                 return 0;
@@ -177,7 +181,7 @@ static int msi(struct cf_run *r, uint32_t slot, uint64_t far, const struct ntbf_
         CF_TRY(cf_win_open(r, p, slot, 1, &w));
         if (!w.cpu)
                 CF_FAIL(r, "internal: no CPU mapping for the MSI write");
-        *(volatile uint32_t *)(w.cpu + (off - w.off)) = data;
+        *(volatile uint32_t *)(w.cpu + (at - w.base)) = data;
         return 0;
 }
 
@@ -188,7 +192,7 @@ int cf_check_irq(struct cf_run *r)
         struct cf_ad *a = p->a, *b = p->b;
         const struct ntbf_backend_ops *o = cx->ops;
         if (!(b->caps.flags & NTBF_CAP_IRQ))
-                CF_SKIP(r, "%s does not claim NTBF_CAP_IRQ", b->name);
+                CF_SKIP(r, "not claimed: %s does not claim NTBF_CAP_IRQ", b->name);
         bool inbound = false;
         CF_TRY(cf_slot_how(r, p, &inbound));
         if (cf_tx_mode(cx, a, NULL) == CF_TX_NONE && !(a->caps.flags & NTBF_CAP_CPU_MAP))
@@ -206,18 +210,21 @@ int cf_check_irq(struct cf_run *r)
         CF_TRUE(r, v[0].addr != v[1].addr || v[0].data != v[1].data,
                 "%s: two vectors with the same address and data (%#llx, %#x)", b->name,
                 (unsigned long long)v[0].addr, v[0].data);
-        uint64_t E = a->caps.lut_entry_size, al = a->caps.xlat_align;
         uint64_t far[2];
         uint32_t slot[2];
         for (int i = 0; i < 2; i++) {
+                slot[i] = cf_slot(a, (uint32_t)i);
+                uint64_t xs = cf_xsize(a, slot[i]), al = cf_xalign(a, slot[i], xs);
                 far[i] = v[i].addr & ~(al - 1);
-                slot[i] = (uint32_t)i;
-                if (i == 1 && v[1].addr >= far[0] && v[1].addr - far[0] < E) {
+                if (i == 1 && v[1].addr >= far[0] && v[1].addr - far[0] < cf_xsize(a, slot[0])) {
                         far[1] = far[0]; /* the same slot reaches both */
                         slot[1] = slot[0];
                         continue;
                 }
-                struct ntbf_xlat x = {b->node, b->idx, far[i], NTBF_NONE};
+                if (slot[i] == NTBF_NONE)
+                        CF_SKIP(r, "%s has one usable slot and the two vectors are far apart",
+                                a->name);
+                struct ntbf_xlat x = {b->node, b->idx, far[i], NTBF_NONE, xs};
                 CF_TRY(cf_slot_set(r, p, inbound, slot[i], &x));
         }
         for (int i = 0; i < 2; i++) {
@@ -246,16 +253,18 @@ static int mc_write(struct cf_run *r, uint64_t off, uint64_t v)
 {
         struct cf_pair *p = r->p;
         struct cf_ad *a = p->a;
+        uint32_t s0 = cf_slot(a, 0);
+        uint64_t at = cf_slot_addr(a, s0) + off;
         int st;
         if (cf_tx_mode(r->cx, a, NULL) != CF_TX_NONE) {
-                CF_TRY(cf_tx(r, a, 0, true, a->caps.window_base + off, &v, 8, &st));
+                CF_TRY(cf_tx(r, a, 0, true, at, &v, 8, &st));
                 CF_OK(r, st, "write to the multicast slot at offset %#llx",
                       (unsigned long long)off);
                 return 0;
         }
         struct cf_win w;
-        CF_TRY(cf_win_open(r, p, 0, 1, &w));
-        return cf_win_write(r, &w, off, v, &st);
+        CF_TRY(cf_win_open(r, p, s0, 1, &w));
+        return cf_win_write(r, &w, at, v, &st);
 }
 
 int cf_check_mcast(struct cf_run *r)
@@ -264,16 +273,18 @@ int cf_check_mcast(struct cf_run *r)
         struct cf_ad *a = p->a;
         const struct ntbf_backend_ops *o = r->cx->ops;
         if (!(a->caps.flags & NTBF_CAP_MCAST))
-                CF_SKIP(r, "%s does not claim NTBF_CAP_MCAST", a->name);
+                CF_SKIP(r, "not claimed: %s does not claim NTBF_CAP_MCAST", a->name);
         if (!(a->caps.flags & NTBF_CAP_XLAT_OUTBOUND))
                 CF_SKIP(r,
                         "%s does not claim NTBF_CAP_XLAT_OUTBOUND: a slot onto a multicast "
                         "group is programmed by the window owner",
                         a->name);
         const uint64_t S = 65536;
-        if (a->caps.lut_entry_size < S)
-                CF_SKIP(r, "%s's slots (%llu bytes) are smaller than the test's group (64 KiB)",
-                        a->name, (unsigned long long)a->caps.lut_entry_size);
+        uint32_t s0 = cf_slot(a, 0);
+        if (cf_xsize(a, s0) < S)
+                CF_SKIP(r,
+                        "%s's translations (%llu bytes) are smaller than the test's group (64 KiB)",
+                        a->name, (unsigned long long)cf_xsize(a, s0));
         struct cf_ad *mem[CF_MAX_MEMBERS];
         struct ntbf_mem buf[CF_MAX_MEMBERS];
         unsigned n = 0;
@@ -293,14 +304,15 @@ int cf_check_mcast(struct cf_run *r)
         if (!n)
                 CF_SKIP(r, "no adapter A reaches through the switches claims NTBF_CAP_MCAST and "
                            "NTBF_CAP_MEM");
-        struct ntbf_xlat x = {NTBF_NONE, NTBF_NONE, 0, g};
-        CF_TRY(cf_slot_set(r, p, false, 0, &x));
+        struct ntbf_xlat x = {NTBF_NONE, NTBF_NONE, 0, g, cf_xsize(a, s0)};
+        CF_TRY(cf_slot_set(r, p, false, s0, &x));
         if (o->xlat_get) {
                 struct ntbf_xlat y;
                 bool valid = false;
-                CF_OK(r, o->xlat_get(a->h, 0, &y, &valid), "%s: xlat_get(0)", a->name);
+                CF_OK(r, o->xlat_get(a->h, s0, &y, &valid), "%s: xlat_get(%u)", a->name, s0);
                 CF_TRUE(r, valid && y.mcast_group == g,
-                        "%s: xlat_get(0) does not read back the multicast group %u", a->name, g);
+                        "%s: xlat_get(%u) does not read back the multicast group %u", a->name, s0,
+                        g);
         }
         CF_TRY(mc_write(r, 0, cf_pattern(100, 0)));
         CF_TRY(mc_write(r, S - 8, cf_pattern(100, 1)));
@@ -335,39 +347,46 @@ int cf_check_window_write(struct cf_run *r)
         struct cf_ad *a = p->a, *b = p->b;
         const struct ntbf_backend_ops *o = cx->ops;
         if (!o->window_write)
-                CF_SKIP(r, "the backend has no window_write");
+                CF_SKIP(r, "not claimed: the backend has no window_write");
         bool inbound = false;
         CF_TRY(cf_slot_how(r, p, &inbound));
-        const uint64_t W = a->caps.window_size, E = a->caps.lut_entry_size;
+        uint32_t s0 = cf_slot(a, 0), s1 = cf_slot(a, 1), w0, w1 = NTBF_NONE;
+        const struct ntbf_window *W = cf_slot_window(a, s0, &w0);
+        uint64_t o0 = cf_slot_addr(a, s0) - W->base; /* s0's offset in window w0 */
+        if (s1 != NTBF_NONE)
+                cf_slot_window(a, s1, &w1);
+        uint64_t o1 = s1 != NTBF_NONE ? cf_slot_addr(a, s1) - a->caps.windows[w1].base : 0;
 
         /* Bytes land exactly, whatever their alignment, and nothing around them. */
         struct cf_target tg;
-        CF_TRY(cf_target(r, p, 0, 1, &tg));
+        CF_TRY(cf_target(r, p, s0, 1, &tg));
         uint8_t *mem = tg.mem.addr;
         uint8_t buf[64];
         for (unsigned i = 0; i < sizeof(buf); i++)
                 buf[i] = (uint8_t)(0xa0 + i);
-        CF_OK(r, o->window_write(a->h, 0x100, buf, sizeof(buf)), "%s: window_write(0x100, 64)",
-              a->name);
+        CF_OK(r, o->window_write(a->h, w0, o0 + 0x100, buf, sizeof(buf)),
+              "%s: window_write(window %u, %#llx, 64)", a->name, w0,
+              (unsigned long long)(o0 + 0x100));
         CF_TRUE(r, !memcmp(mem + 0x100, buf, sizeof(buf)),
                 "%s: the 64 bytes written through %s's window at offset 0x100 are not there",
                 b->name, a->name);
-        CF_OK(r, o->window_write(a->h, 0x201, buf, 3), "%s: window_write(0x201, 3)", a->name);
+        CF_OK(r, o->window_write(a->h, w0, o0 + 0x201, buf, 3), "%s: window_write(%#llx, 3)",
+              a->name, (unsigned long long)(o0 + 0x201));
         CF_TRUE(r, mem[0x200] == 0 && mem[0x201] == 0xa0 && mem[0x203] == 0xa2 && mem[0x204] == 0,
                 "%s: a 3-byte write at offset 0x201 did not land exactly (%02x %02x %02x %02x "
                 "%02x)",
                 b->name, mem[0x200], mem[0x201], mem[0x202], mem[0x203], mem[0x204]);
 
         /* Into an unprogrammed slot: posted and lost, counted where it was dropped. */
-        if (a->caps.lut_entries >= 2) {
+        if (s1 != NTBF_NONE) {
                 struct ntbf_counters c0, c1;
                 CF_TRY(cf_counters(r, a, &c0));
-                int rc = o->window_write(a->h, E + 0x100, buf, 8);
+                int rc = o->window_write(a->h, w1, o1 + 0x100, buf, 8);
                 CF_TRUE(r, rc == 0 || rc == NTBF_EUNPROGRAMMED,
                         "%s: window_write into an unprogrammed slot returned %d (%s); a posted "
                         "write returns 0 or its drop reason",
                         a->name, rc, ntbf_strerror(rc));
-                if (cx->sim) {
+                if (cx->sim && (a->caps.flags & NTBF_CAP_COUNTERS)) {
                         CF_TRY(cf_counters(r, a, &c1));
                         CF_EQ(r, c1.drop_unprogrammed - c0.drop_unprogrammed, 1,
                               "%s: drop_unprogrammed after a write into an unprogrammed slot",
@@ -376,18 +395,18 @@ int cf_check_window_write(struct cf_run *r)
         }
 
         /* The far host's MSI range: the write is an interrupt (what a CPU mapping cannot do). */
-        if ((b->caps.flags & NTBF_CAP_IRQ) && a->caps.lut_entries >= 2) {
+        if ((b->caps.flags & NTBF_CAP_IRQ) && s1 != NTBF_NONE) {
                 struct ntbf_irq v;
                 memset(&v, 0, sizeof(v));
                 v.fd = -1;
                 CF_OK(r, o->irq_alloc(b->h, &v), "%s: irq_alloc", b->name);
                 cf_undo_irq(r, b, &v);
-                uint64_t al = a->caps.xlat_align ? a->caps.xlat_align : 4096;
+                uint64_t xs = cf_xsize(a, s1), al = cf_xalign(a, s1, xs);
                 uint64_t far = v.addr & ~(al - 1);
-                struct ntbf_xlat x = {b->node, b->idx, far, NTBF_NONE};
-                CF_TRY(cf_slot_set(r, p, inbound, 1, &x));
+                struct ntbf_xlat x = {b->node, b->idx, far, NTBF_NONE, xs};
+                CF_TRY(cf_slot_set(r, p, inbound, s1, &x));
                 uint32_t data = v.data;
-                CF_OK(r, o->window_write(a->h, E + (v.addr - far), &data, 4),
+                CF_OK(r, o->window_write(a->h, w1, o1 + (v.addr - far), &data, 4),
                       "%s: window_write of MSI data %#x", a->name, data);
                 CF_TRUE(r, cf_poll_readable(v.fd, cx->timeout_ms),
                         "%s: the MSI written through %s's window did not signal the vector's "
@@ -399,10 +418,13 @@ int cf_check_window_write(struct cf_run *r)
         }
 
         /* Outside the window, or nothing to write. */
-        CF_RC(r, -EINVAL, o->window_write(a->h, 0, buf, 0), "%s: window_write of 0 bytes", a->name);
-        CF_RC(r, -EINVAL, o->window_write(a->h, W, buf, 1), "%s: window_write at the window's end",
+        CF_RC(r, -EINVAL, o->window_write(a->h, w0, o0, buf, 0), "%s: window_write of 0 bytes",
               a->name);
-        CF_RC(r, -EINVAL, o->window_write(a->h, W - 4, buf, 8),
+        CF_RC(r, -EINVAL, o->window_write(a->h, w0, W->size, buf, 1),
+              "%s: window_write at the window's end", a->name);
+        CF_RC(r, -EINVAL, o->window_write(a->h, w0, W->size - 4, buf, 8),
               "%s: window_write running past the window's end", a->name);
+        CF_RC(r, -EINVAL, o->window_write(a->h, a->caps.nwindows, 0, buf, 8),
+              "%s: window_write to window %u, past the last", a->name, a->caps.nwindows);
         return 0;
 }

@@ -9,9 +9,9 @@ static int both(struct cf_run *r, uint32_t flag)
 {
         struct cf_pair *p = r->p;
         if (!(p->a->caps.flags & flag))
-                CF_SKIP(r, "%s does not claim %s", p->a->name, cf_cap_name(flag));
+                CF_SKIP(r, "not claimed: %s does not claim %s", p->a->name, cf_cap_name(flag));
         if (!(p->b->caps.flags & flag))
-                CF_SKIP(r, "%s does not claim %s", p->b->name, cf_cap_name(flag));
+                CF_SKIP(r, "not claimed: %s does not claim %s", p->b->name, cf_cap_name(flag));
         return 0;
 }
 

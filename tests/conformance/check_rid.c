@@ -29,26 +29,26 @@ int cf_check_rid_table(struct cf_run *r)
         const char *n = ad->name;
         char s[32];
         if (!(ad->caps.flags & NTBF_CAP_RID_TABLE))
-                CF_SKIP(r, "%s does not claim NTBF_CAP_RID_TABLE", n);
+                CF_SKIP(r, "not claimed: %s does not claim NTBF_CAP_RID_TABLE", n);
         uint32_t free = ad->caps.rid_table - ad->caps.rid_reserved;
         for (uint32_t i = 0; i < free; i++) {
                 struct ntbf_rid x = nth(ad->node, i);
-                CF_OK(r, o->rid_add(ad->h, &x), "%s: rid_add(%s), entry %u of the %u free", n,
+                CF_OK(r, o->rid_add(ad->h, &x, NULL), "%s: rid_add(%s), entry %u of the %u free", n,
                       rid_str(&x, s, sizeof(s)), i + 1, free);
                 cf_undo_rid(r, ad, &x);
         }
         struct ntbf_rid more = nth(ad->node, free), more2 = nth(ad->node, free + 1);
-        CF_RC(r, -ENOSPC, o->rid_add(ad->h, &more),
+        CF_RC(r, -ENOSPC, o->rid_add(ad->h, &more, NULL),
               "%s: rid_add past the %u free entries (rid_table %u - rid_reserved %u)", n, free,
               ad->caps.rid_table, ad->caps.rid_reserved);
         struct ntbf_rid first = nth(ad->node, 0);
-        CF_RC(r, -EEXIST, o->rid_add(ad->h, &first), "%s: rid_add(%s) a second time", n,
+        CF_RC(r, -EEXIST, o->rid_add(ad->h, &first, NULL), "%s: rid_add(%s) a second time", n,
               rid_str(&first, s, sizeof(s)));
         struct ntbf_rid gone = nth(ad->node, free / 2);
         CF_OK(r, o->rid_del(ad->h, &gone), "%s: rid_del(%s)", n, rid_str(&gone, s, sizeof(s)));
-        CF_OK(r, o->rid_add(ad->h, &more), "%s: rid_add after one rid_del freed an entry", n);
+        CF_OK(r, o->rid_add(ad->h, &more, NULL), "%s: rid_add after one rid_del freed an entry", n);
         cf_undo_rid(r, ad, &more);
-        CF_RC(r, -ENOSPC, o->rid_add(ad->h, &more2), "%s: rid_add when full again", n);
+        CF_RC(r, -ENOSPC, o->rid_add(ad->h, &more2, NULL), "%s: rid_add when full again", n);
         CF_RC(r, -ENOENT, o->rid_del(ad->h, &gone), "%s: rid_del(%s) of an absent entry", n,
               rid_str(&gone, s, sizeof(s)));
         /* 00:00.0 is the root complex, among the CPU's reserved entries on every platform. */
@@ -69,7 +69,7 @@ static int rid_everywhere(struct cf_run *r, struct cf_pair *p, const struct ntbf
         const struct ntbf_backend_ops *o = r->cx->ops;
         char s[32];
         if (adapter && (p->a->caps.flags & NTBF_CAP_RID_TABLE)) {
-                CF_OK(r, o->rid_add(p->a->h, x), "%s: rid_add(%s)", p->a->name,
+                CF_OK(r, o->rid_add(p->a->h, x, NULL), "%s: rid_add(%s)", p->a->name,
                       rid_str(x, s, sizeof(s)));
                 cf_undo_rid(r, p->a, x);
         }
@@ -102,7 +102,7 @@ static int write_as(struct cf_run *r, const struct cf_target *tg, uint16_t rid, 
                     int want)
 {
         struct cf_ad *a = r->p->a;
-        uint64_t addr = a->caps.window_base + tg->slot * tg->E;
+        uint64_t addr = tg->addr;
         int st;
         CF_TRY(cf_tx(r, a, rid, true, addr, &v, 8, &st));
         CF_RC(r, want, st, "write as requester %02x:%02x.%x through %s slot %u", rid >> 8,
@@ -116,13 +116,13 @@ int cf_check_rid_drop(struct cf_run *r)
         struct cf_ad *a = p->a, *b = p->b;
         const struct ntbf_backend_ops *o = r->cx->ops;
         if (!(a->caps.flags & NTBF_CAP_RID_TABLE))
-                CF_SKIP(r, "%s does not claim NTBF_CAP_RID_TABLE", a->name);
+                CF_SKIP(r, "not claimed: %s does not claim NTBF_CAP_RID_TABLE", a->name);
         CF_TRY(need_sim_tx(r));
         struct cf_target tg;
-        CF_TRY(cf_target(r, p, 0, 1, &tg));
+        CF_TRY(cf_target(r, p, cf_slot(p->a, 0), 1, &tg));
         struct ntbf_rid x = {a->node, 0x0300, 0xffff};
         CF_TRY(rid_everywhere(r, p, &x, false)); /* only A's table decides */
-        uint64_t addr = a->caps.window_base;
+        uint64_t addr = cf_slot_addr(a, cf_slot(a, 0));
         struct ntbf_counters a0, b0, a1, b1;
         CF_TRY(cf_counters(r, a, &a0));
         CF_TRY(cf_counters(r, b, &b0));
@@ -137,12 +137,10 @@ int cf_check_rid_drop(struct cf_run *r)
         CF_TRY(cf_counters(r, a, &a1));
         CF_TRY(cf_counters(r, b, &b1));
         struct ntbf_counters wa = {.drop_no_rid = 2}, wb = {0};
-        CF_TRY(cf_counters_delta(r, a->name, "a write and a read by a missing requester", &a0, &a1,
-                                 &wa));
-        CF_TRY(cf_counters_delta(r, b->name, "a write and a read by a missing requester", &b0, &b1,
-                                 &wb));
+        CF_TRY(cf_counters_delta(r, a, "a write and a read by a missing requester", &a0, &a1, &wa));
+        CF_TRY(cf_counters_delta(r, b, "a write and a read by a missing requester", &b0, &b1, &wb));
 
-        CF_OK(r, o->rid_add(a->h, &x), "%s: rid_add(03:00.0)", a->name);
+        CF_OK(r, o->rid_add(a->h, &x, NULL), "%s: rid_add(03:00.0)", a->name);
         cf_undo_rid(r, a, &x);
         CF_TRY(write_as(r, &tg, x.rid, cf_pattern(30, 1), 0));
         CF_EQ(r, cf_load64(tg.mem.addr), cf_pattern(30, 1),
@@ -169,10 +167,10 @@ int cf_check_rid_mask(struct cf_run *r)
         struct cf_ad *a = p->a;
         const struct ntbf_backend_ops *o = r->cx->ops;
         if (!(a->caps.flags & NTBF_CAP_RID_TABLE))
-                CF_SKIP(r, "%s does not claim NTBF_CAP_RID_TABLE", a->name);
+                CF_SKIP(r, "not claimed: %s does not claim NTBF_CAP_RID_TABLE", a->name);
         CF_TRY(need_sim_tx(r));
         struct cf_target tg;
-        CF_TRY(cf_target(r, p, 0, 1, &tg));
+        CF_TRY(cf_target(r, p, cf_slot(p->a, 0), 1, &tg));
         /* One entry for all functions of device 04:00 (a multi-function device counts once). */
         struct ntbf_rid dev = {a->node, 0x0400, 0xfff8};
         CF_TRY(rid_everywhere(r, p, &dev, true));
@@ -189,7 +187,7 @@ int cf_check_rid_mask(struct cf_run *r)
         CF_EQ(r, c1.drop_no_rid - c0.drop_no_rid, 2, "%s: drop_no_rid after two unmatched writes",
               a->name);
         struct ntbf_rid dup = {a->node, 0x0403, 0xfff8};
-        CF_RC(r, -EEXIST, o->rid_add(a->h, &dup),
+        CF_RC(r, -EEXIST, o->rid_add(a->h, &dup, NULL),
               "%s: rid_add(04:00.3/fff8), the same entry as 04:00.0/fff8", a->name);
         /* A whole bus. */
         struct ntbf_rid bus = {a->node, 0x0500, 0xff00};
@@ -212,7 +210,7 @@ int cf_check_rid_switch(struct cf_run *r)
         const struct ntbf_backend_ops *o = cx->ops;
         char s[32];
         if (!(a->caps.flags & NTBF_CAP_SWITCH_RID))
-                CF_SKIP(r, "%s does not claim NTBF_CAP_SWITCH_RID", a->name);
+                CF_SKIP(r, "not claimed: %s does not claim NTBF_CAP_SWITCH_RID", a->name);
         unsigned tested = 0;
         for (uint32_t k = 0; k < p->nsw; k++) {
                 uint32_t sw = p->sw[k];
@@ -262,7 +260,7 @@ int cf_check_rid_switch_drop(struct cf_run *r)
         struct cf_ad *a = p->a;
         const struct ntbf_backend_ops *o = cx->ops;
         if (!(a->caps.flags & NTBF_CAP_SWITCH_RID))
-                CF_SKIP(r, "%s does not claim NTBF_CAP_SWITCH_RID", a->name);
+                CF_SKIP(r, "not claimed: %s does not claim NTBF_CAP_SWITCH_RID", a->name);
         uint32_t last = NTBF_NONE;
         for (uint32_t k = 0; k < p->nsw; k++)
                 if (cx->t->switches[p->sw[k]].p.rid_table)
@@ -271,10 +269,10 @@ int cf_check_rid_switch_drop(struct cf_run *r)
                 CF_SKIP(r, "no switch on the route has a requester table (rid_table 0)");
         CF_TRY(need_sim_tx(r));
         struct cf_target tg;
-        CF_TRY(cf_target(r, p, 0, 1, &tg));
+        CF_TRY(cf_target(r, p, cf_slot(p->a, 0), 1, &tg));
         struct ntbf_rid x = {a->node, 0x0300, 0xffff};
         if (a->caps.flags & NTBF_CAP_RID_TABLE) {
-                CF_OK(r, o->rid_add(a->h, &x), "%s: rid_add(03:00.0)", a->name);
+                CF_OK(r, o->rid_add(a->h, &x, NULL), "%s: rid_add(03:00.0)", a->name);
                 cf_undo_rid(r, a, &x);
         }
         struct ntbf_counters c0, c1;

@@ -16,18 +16,21 @@ int cf_check_reset(struct cf_run *r)
         struct cf_ad *a = p->a, *b = p->b;
         const struct ntbf_backend_ops *o = cx->ops;
         const struct ntbf_caps *c = &a->caps;
+        CF_TRY(cf_need_cap(r, NTBF_CAP_RESET, a, NULL));
         bool inbound = false;
         CF_TRY(cf_slot_how(r, p, &inbound));
-        uint32_t last = c->lut_entries - 1;
         struct cf_target tg;
-        CF_TRY(cf_target(r, p, 0, 1, &tg));
-        struct ntbf_xlat x = {b->node, b->idx, tg.far, NTBF_NONE};
-        if (last)
+        CF_TRY(cf_target(r, p, cf_slot(p->a, 0), 1, &tg));
+        /* The last slot of the first slot's window, onto the same memory. */
+        const struct ntbf_window *W = cf_slot_window(a, tg.slot, NULL);
+        uint32_t last = W->first_slot + W->slots - 1;
+        struct ntbf_xlat x = {b->node, b->idx, tg.far, NTBF_NONE, tg.xs};
+        if (last != tg.slot)
                 CF_TRY(cf_slot_set(r, p, inbound, last, &x));
         struct cf_win w;
-        CF_TRY(cf_win_open(r, p, 0, 1, &w));
+        CF_TRY(cf_win_open(r, p, cf_slot(p->a, 0), 1, &w));
         int st;
-        CF_TRY(cf_win_write(r, &w, 0, cf_pattern(130, 0), &st));
+        CF_TRY(cf_win_write(r, &w, w.base, cf_pattern(130, 0), &st));
         CF_OK(r, st, "write through slot 0 before the reset");
         CF_EQ(r, cf_load64(tg.mem.addr), cf_pattern(130, 0), "far side before the reset");
 
@@ -35,7 +38,7 @@ int cf_check_reset(struct cf_run *r)
         struct ntbf_rid dev = {a->node, 0x0300, 0xffff};
         bool rids = c->flags & NTBF_CAP_RID_TABLE;
         if (rids) {
-                CF_OK(r, o->rid_add(a->h, &dev), "%s: rid_add(03:00.0)", a->name);
+                CF_OK(r, o->rid_add(a->h, &dev, NULL), "%s: rid_add(03:00.0)", a->name);
                 cf_undo_rid(r, a, &dev);
         }
         bool dbs = (c->flags & NTBF_CAP_DOORBELL) && (b->caps.flags & NTBF_CAP_DOORBELL);
@@ -67,16 +70,18 @@ int cf_check_reset(struct cf_run *r)
         CF_OK(r, o->reset(a->h), "%s: reset", a->name);
         CF_TRY(cf_wait_ev(r, a, &a->ev.resets, 1, "reset_event"));
         if (o->xlat_get) {
-                for (uint32_t s = 0; s <= last; s += last ? last : 1) {
+                uint32_t both[2] = {tg.slot, last};
+                for (int i = 0; i < 2; i++) {
                         struct ntbf_xlat y;
                         bool valid = true;
-                        CF_OK(r, o->xlat_get(a->h, s, &y, &valid), "%s: xlat_get(%u)", a->name, s);
+                        CF_OK(r, o->xlat_get(a->h, both[i], &y, &valid), "%s: xlat_get(%u)",
+                              a->name, both[i]);
                         CF_TRUE(r, !valid, "%s: slot %u is still valid after the reset", a->name,
-                                s);
+                                both[i]);
                 }
         }
-        CF_TRY(cf_win_expect_dropped(r, &w, 0, "slot 0 after the reset"));
-        CF_TRY(cf_win_write(r, &w, 0, cf_pattern(130, 1), &st));
+        CF_TRY(cf_win_expect_dropped(r, &w, w.base, "slot 0 after the reset"));
+        CF_TRY(cf_win_write(r, &w, w.base, cf_pattern(130, 1), &st));
         CF_EQ(r, cf_load64(tg.mem.addr), cf_pattern(130, 0),
               "far side after a write to slot 0 after the reset (it must be lost)");
         if (rids) {
@@ -89,7 +94,7 @@ int cf_check_reset(struct cf_run *r)
                 uint32_t free = c->rid_table - c->rid_reserved, added = 0;
                 for (uint32_t i = 0; i <= free; i++) {
                         struct ntbf_rid y = {a->node, (uint16_t)(0x8000 + i * 8), 0xffff};
-                        int e = o->rid_add(a->h, &y);
+                        int e = o->rid_add(a->h, &y, NULL);
                         if (e)
                                 break;
                         cf_undo_rid(r, a, &y);
@@ -122,8 +127,8 @@ int cf_check_reset(struct cf_run *r)
         struct ntbf_counters k;
         CF_TRY(cf_counters(r, a, &k));
         /* The host CPU's reserved requester entries survived: its accesses pass again. */
-        CF_TRY(cf_slot_set(r, p, inbound, 0, &x));
-        CF_TRY(cf_win_write(r, &w, 0, cf_pattern(130, 2), &st));
+        CF_TRY(cf_slot_set(r, p, inbound, tg.slot, &x));
+        CF_TRY(cf_win_write(r, &w, w.base, cf_pattern(130, 2), &st));
         CF_OK(r, st, "write through slot 0 reprogrammed after the reset");
         CF_EQ(r, cf_load64(tg.mem.addr), cf_pattern(130, 2),
               "far side after slot 0 was reprogrammed after the reset");
@@ -144,8 +149,7 @@ static int one(struct cf_run *r, const char *what, uint32_t slot, uint16_t rid, 
         CF_TRY(cf_counters(r, b, &b0));
         uint64_t v = cf_pattern(140, slot);
         int st;
-        CF_TRY(cf_tx(r, a, rid, write, a->caps.window_base + slot * a->caps.lut_entry_size, &v, 8,
-                     &st));
+        CF_TRY(cf_tx(r, a, rid, write, cf_slot_addr(a, slot), &v, 8, &st));
         if (r->cx->sim && !r->cx->dma_only)
                 CF_RC(r, sim_status, st, "status of %s", what);
         else if (sim_status)
@@ -154,8 +158,8 @@ static int one(struct cf_run *r, const char *what, uint32_t slot, uint16_t rid, 
                 CF_OK(r, st, "status of %s", what);
         CF_TRY(cf_counters(r, a, &a1));
         CF_TRY(cf_counters(r, b, &b1));
-        CF_TRY(cf_counters_delta(r, a->name, what, &a0, &a1, wa));
-        CF_TRY(cf_counters_delta(r, b->name, what, &b0, &b1, wb));
+        CF_TRY(cf_counters_delta(r, a, what, &a0, &a1, wa));
+        CF_TRY(cf_counters_delta(r, b, what, &b0, &b1, wb));
         return 0;
 }
 
@@ -167,46 +171,53 @@ int cf_check_counters(struct cf_run *r)
         const struct ntbf_backend_ops *o = cx->ops;
         const char *why = NULL;
         enum cf_tx mode = cf_tx_mode(cx, a, &why);
+        CF_TRY(cf_need_cap(r, NTBF_CAP_COUNTERS, a, b));
         if (mode == CF_TX_NONE)
                 CF_SKIP(r, "%s", why);
         bool inbound = false;
         CF_TRY(cf_slot_how(r, p, &inbound));
-        uint32_t n = a->caps.lut_entries;
-        uint64_t E = a->caps.lut_entry_size;
-        uint64_t align = a->caps.xlat_align > E ? a->caps.xlat_align : E;
         struct cf_target tg;
-        CF_TRY(cf_target(r, p, 0, 1, &tg));
+        CF_TRY(cf_target(r, p, cf_slot(p->a, 0), 1, &tg));
+        uint32_t s0 = tg.slot, s1 = cf_slot(a, 1);
+        uint64_t align = cf_xalign(a, s0, tg.xs);
         const struct ntbf_counters none = {0}, tx = {.tx = 1}, rx = {.rx = 1};
         unsigned kinds = 0;
 
-        CF_TRY(one(r, "a write that lands", 0, 0, true, 0, &tx, &rx));
-        CF_TRY(one(r, "a read that lands", 0, 0, false, 0, &tx, &rx));
+        CF_TRY(one(r, "a write that lands", s0, 0, true, 0, &tx, &rx));
+        CF_TRY(one(r, "a read that lands", s0, 0, false, 0, &tx, &rx));
         if (mode == CF_TX_SIM && (a->caps.flags & NTBF_CAP_RID_TABLE)) {
                 const struct ntbf_counters w = {.drop_no_rid = 1};
-                CF_TRY(one(r, "a write by a requester missing from the adapter's table", 0, 0x0300,
+                CF_TRY(one(r, "a write by a requester missing from the adapter's table", s0, 0x0300,
                            true, NTBF_ENORID, &w, &none));
                 kinds++;
         }
-        cf_undo_link(r, a, p->a_port);
-        CF_OK(r, o->link_disable(a->h, p->a_port), "%s: link_disable(%u)", a->name, p->a_port);
-        const struct ntbf_counters down = {.drop_link_down = 1};
-        CF_TRY(one(r, "a write with the link down", 0, 0, true, NTBF_ELINKDOWN, &down, &none));
-        CF_OK(r, o->link_enable(a->h, p->a_port), "%s: link_enable(%u)", a->name, p->a_port);
-        kinds++;
+        if (a->caps.flags & NTBF_CAP_LINK_CTRL) {
+                cf_undo_link(r, a, p->a_port);
+                CF_OK(r, o->link_disable(a->h, p->a_port), "%s: link_disable(%u)", a->name,
+                      p->a_port);
+                const struct ntbf_counters down = {.drop_link_down = 1};
+                CF_TRY(one(r, "a write with the link down", s0, 0, true, NTBF_ELINKDOWN, &down,
+                           &none));
+                CF_OK(r, o->link_enable(a->h, p->a_port), "%s: link_enable(%u)", a->name,
+                      p->a_port);
+                kinds++;
+        }
 
         /* The other kinds go through one probe slot, reprogrammed for each. */
-        uint32_t ps = n > 1 ? 1 : 0;
-        if (!ps)
-                CF_TRY(cf_slot_clear(r, p, inbound, 0));
+        uint32_t ps = s1 != NTBF_NONE ? s1 : s0;
+        if (ps == s0)
+                CF_TRY(cf_slot_clear(r, p, inbound, s0));
         const struct ntbf_counters unp = {.drop_unprogrammed = 1};
         CF_TRY(one(r, "a write to an unprogrammed slot", ps, 0, true, NTBF_EUNPROGRAMMED, &unp,
                    &none));
         CF_TRY(one(r, "a read of an unprogrammed slot", ps, 0, false, NTBF_EUNPROGRAMMED, &unp,
                    &none));
         kinds++;
+        uint64_t pxs = cf_xsize(a, ps), palign = cf_xalign(a, ps, pxs);
+        align = palign > align ? palign : align;
         if (b->caps.flags & NTBF_CAP_IOMMU) {
                 struct ntbf_xlat x = {b->node, b->idx, cf_free_iova(cx->t, b->node, align),
-                                      NTBF_NONE};
+                                      NTBF_NONE, pxs};
                 CF_TRY(cf_slot_set(r, p, inbound, ps, &x));
                 const struct ntbf_counters f = {.rx = 1, .iommu_fault = 1};
                 CF_TRY(
@@ -216,10 +227,11 @@ int cf_check_counters(struct cf_run *r)
         }
         /* Nothing claims it on B: a hole, or with an IOMMU (which would translate a hole)
          * B's own window, since nothing transits a third host. */
-        struct ntbf_xlat x = {b->node, b->idx, 0, NTBF_NONE};
+        struct ntbf_xlat x = {b->node, b->idx, 0, NTBF_NONE, pxs};
         if (b->caps.flags & NTBF_CAP_IOMMU) {
-                x.addr = ntbf_align_up(b->caps.window_base, align);
-                if (x.addr >= b->caps.window_base + b->caps.window_size)
+                const struct ntbf_window *bw = &b->caps.windows[0];
+                x.addr = ntbf_align_up(bw->base, align);
+                if (x.addr >= bw->base + bw->size)
                         x.addr = UINT64_MAX;
         } else {
                 x.addr = cf_unclaimed(cx->t, b->node, align);
@@ -254,11 +266,11 @@ static void take(struct cf_ctx *cx, struct cf_ad *ad, struct snap *s)
 {
         const struct ntbf_backend_ops *o = cx->ops;
         memset(s, 0, sizeof(*s));
-        for (uint32_t k = 0; o->xlat_get && k < ad->caps.lut_entries; k++) {
+        for (uint32_t k = 0; o->xlat_get && k < ad->caps.slots; k++) {
                 struct ntbf_xlat x = {0};
                 bool v = false;
                 o->xlat_get(ad->h, k, &x, &v);
-                s->slots = mix(s->slots, v ? x.addr ^ ((uint64_t)x.dst_adapter << 48) ^
+                s->slots = mix(s->slots, v ? x.addr ^ x.size ^ ((uint64_t)x.dst_adapter << 48) ^
                                                  ((uint64_t)x.mcast_group << 32)
                                            : 1);
         }
@@ -276,7 +288,8 @@ static void take(struct cf_ctx *cx, struct cf_ad *ad, struct snap *s)
                 s->links = mix(s->links, up);
         }
         struct ntbf_counters c = {0};
-        o->counters(ad->h, &c);
+        if (ad->caps.flags & NTBF_CAP_COUNTERS)
+                o->counters(ad->h, &c);
         s->counters =
             mix(mix(mix(mix(mix(mix(mix(0, c.tx), c.rx), c.drop_no_rid), c.drop_unprogrammed),
                         c.drop_link_down),
@@ -326,38 +339,41 @@ int cf_check_args(struct cf_run *r)
         uint32_t v32 = 0, peer = 0;
         bool up;
 
+        uint32_t s0 = cf_slot(a, 0), ns = ca->slots;
+        uint64_t xs = cf_xsize(a, s0);
         if (fa & NTBF_CAP_XLAT_OUTBOUND) {
-                struct ntbf_xlat x = {b->node, b->idx, 0, NTBF_NONE};
-                REFUSED(r, o->xlat_set(a->h, ca->lut_entries, &x), "%s: xlat_set(slot %u)", a->name,
-                        ca->lut_entries);
+                struct ntbf_xlat x = {b->node, b->idx, 0, NTBF_NONE, xs};
+                REFUSED(r, o->xlat_set(a->h, ns, &x), "%s: xlat_set(slot %u)", a->name, ns);
                 REFUSED(r, o->xlat_set(a->h, UINT32_MAX, &x), "%s: xlat_set(slot %u)", a->name,
                         UINT32_MAX);
-                REFUSED(r, o->xlat_clear(a->h, ca->lut_entries), "%s: xlat_clear(slot %u)", a->name,
-                        ca->lut_entries);
-                struct ntbf_xlat bad = {NTBF_NONE, na, 0, NTBF_NONE};
-                REFUSED(r, o->xlat_set(a->h, 0, &bad), "%s: xlat_set(slot 0 -> adapter %u)",
-                        a->name, na);
+                REFUSED(r, o->xlat_clear(a->h, ns), "%s: xlat_clear(slot %u)", a->name, ns);
+                struct ntbf_xlat bad = {NTBF_NONE, na, 0, NTBF_NONE, xs};
+                REFUSED(r, o->xlat_set(a->h, s0, &bad), "%s: xlat_set(slot %u -> adapter %u)",
+                        a->name, s0, na);
+                x.size = 0;
+                REFUSED(r, o->xlat_set(a->h, s0, &x), "%s: xlat_set(slot %u, size 0)", a->name, s0);
                 if (fa & NTBF_CAP_MCAST) {
-                        struct ntbf_xlat g = {NTBF_NONE, NTBF_NONE, 0, ca->mcast_groups};
-                        REFUSED(r, o->xlat_set(a->h, 0, &g), "%s: xlat_set(slot 0 -> group %u)",
-                                a->name, ca->mcast_groups);
+                        struct ntbf_xlat g = {NTBF_NONE, NTBF_NONE, 0, ca->mcast_groups, xs};
+                        REFUSED(r, o->xlat_set(a->h, s0, &g), "%s: xlat_set(slot %u -> group %u)",
+                                a->name, s0, ca->mcast_groups);
                 }
         }
         if (o->xlat_get) {
                 struct ntbf_xlat x;
                 bool v;
-                REFUSED(r, o->xlat_get(a->h, ca->lut_entries, &x, &v), "%s: xlat_get(slot %u)",
-                        a->name, ca->lut_entries);
+                REFUSED(r, o->xlat_get(a->h, ns, &x, &v), "%s: xlat_get(slot %u)", a->name, ns);
         }
         if (fb & NTBF_CAP_XLAT_INBOUND) {
-                REFUSED(r, o->peer_xlat_set(b->h, a->idx, ca->lut_entries, 0),
-                        "%s: peer_xlat_set(%s, slot %u)", b->name, a->name, ca->lut_entries);
-                REFUSED(r, o->peer_xlat_clear(b->h, a->idx, ca->lut_entries),
-                        "%s: peer_xlat_clear(%s, slot %u)", b->name, a->name, ca->lut_entries);
-                REFUSED(r, o->peer_xlat_set(b->h, na, 0, 0), "%s: peer_xlat_set(peer %u)", b->name,
-                        na);
+                REFUSED(r, o->peer_xlat_set(b->h, a->idx, ns, 0, xs),
+                        "%s: peer_xlat_set(%s, slot %u)", b->name, a->name, ns);
+                REFUSED(r, o->peer_xlat_clear(b->h, a->idx, ns), "%s: peer_xlat_clear(%s, slot %u)",
+                        b->name, a->name, ns);
+                REFUSED(r, o->peer_xlat_set(b->h, na, 0, 0, xs), "%s: peer_xlat_set(peer %u)",
+                        b->name, na);
                 REFUSED(r, o->peer_xlat_clear(b->h, na, 0), "%s: peer_xlat_clear(peer %u)", b->name,
                         na);
+                REFUSED(r, o->peer_xlat_set(b->h, a->idx, s0, 0, 0),
+                        "%s: peer_xlat_set(%s, slot %u, size 0)", b->name, a->name, s0);
         }
         if (fa & NTBF_CAP_SCRATCHPAD) {
                 REFUSED(r, o->spad_read(a->h, ca->scratchpads, &v32), "%s: spad_read(%u)", a->name,
@@ -379,9 +395,12 @@ int cf_check_args(struct cf_run *r)
                 ca->ports);
         REFUSED(r, o->link_state(a->h, UINT32_MAX, &up), "%s: link_state(port %u)", a->name,
                 UINT32_MAX);
-        REFUSED(r, o->link_enable(a->h, ca->ports), "%s: link_enable(port %u)", a->name, ca->ports);
-        REFUSED(r, o->link_disable(a->h, ca->ports), "%s: link_disable(port %u)", a->name,
-                ca->ports);
+        if (fa & NTBF_CAP_LINK_CTRL) {
+                REFUSED(r, o->link_enable(a->h, ca->ports), "%s: link_enable(port %u)", a->name,
+                        ca->ports);
+                REFUSED(r, o->link_disable(a->h, ca->ports), "%s: link_disable(port %u)", a->name,
+                        ca->ports);
+        }
         if ((fa & NTBF_CAP_DOORBELL) && (fb & NTBF_CAP_DOORBELL)) {
                 uint64_t ok = cb->db_valid_mask & -cb->db_valid_mask;
                 REFUSED(r, o->peer_db_set(a->h, na, ok), "%s: peer_db_set(peer %u)", a->name, na);
@@ -431,7 +450,8 @@ int cf_check_args(struct cf_run *r)
         }
         if (fa & NTBF_CAP_RID_TABLE) {
                 struct ntbf_rid bad = {t->nnodes, 0x0300, 0xffff};
-                REFUSED(r, o->rid_add(a->h, &bad), "%s: rid_add(node %u)", a->name, t->nnodes);
+                REFUSED(r, o->rid_add(a->h, &bad, NULL), "%s: rid_add(node %u)", a->name,
+                        t->nnodes);
         }
         if ((fa & NTBF_CAP_FAULT) && o->fault) {
                 struct ntbf_fault f = {NTBF_FAULT_LINK_DOWN, t->nlinks};

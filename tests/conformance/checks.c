@@ -27,6 +27,9 @@ const struct cf_check cf_checks[] = {
      "refused"},
     {"xlat.inbound", CF_PAIR, cf_check_xlat_inbound,
      "the same for every slot of A programmed by B (peer_xlat_set)"},
+    {"xlat.size", CF_PAIR, cf_check_xlat_size,
+     "a translation smaller than its slot carries its bytes and drops the rest of the slot; a "
+     "size that is not a multiple of size_align is refused"},
     {"rid.table", CF_ADAPTER, cf_check_rid_table,
      "the requester table holds exactly rid_table - rid_reserved entries; -ENOSPC, -EEXIST, "
      "-ENOENT, -EPERM for the CPU's entries; a delete frees one"},

@@ -14,6 +14,7 @@ int cf_check_events_fd(struct cf_run *r);
 int cf_check_mem(struct cf_run *r);
 int cf_check_xlat_outbound(struct cf_run *r);
 int cf_check_xlat_inbound(struct cf_run *r);
+int cf_check_xlat_size(struct cf_run *r);
 int cf_check_rid_table(struct cf_run *r);
 int cf_check_rid_drop(struct cf_run *r);
 int cf_check_rid_mask(struct cf_run *r);

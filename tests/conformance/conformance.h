@@ -97,6 +97,7 @@ struct cf_run {
         char subject[256];
         enum cf_status status;
         char reason[1024];
+        bool uncounted; /* counters were compared for nothing: an adapter counts nothing */
         double ms;
         struct cf_undo *undo;
         size_t nundo, capundo;
@@ -190,23 +191,40 @@ int cf_quiet(struct cf_run *r, struct cf_ad *ad);
 
 /* ---- accesses ---------------------------------------------------------------------------- */
 
+/* ---- slots and windows ------------------------------------------------------------------- */
+
+/* The window of ad holding adapter slot `slot` (its index in *win), or NULL. */
+const struct ntbf_window *cf_slot_window(const struct cf_ad *ad, uint32_t slot, uint32_t *win);
+/* Physical address of slot's first byte in ad's host (0 if there is no such slot). */
+uint64_t cf_slot_addr(const struct cf_ad *ad, uint32_t slot);
+uint64_t cf_slot_size(const struct cf_ad *ad, uint32_t slot);
+/* The size the suite programs a whole slot with: size_max, down to a multiple of size_align. */
+uint64_t cf_xsize(const struct cf_ad *ad, uint32_t slot);
+/* The alignment of a far address for a translation of `size` bytes in slot's window. */
+uint64_t cf_xalign(const struct cf_ad *ad, uint32_t slot, uint64_t size);
+/* The n-th slot of ad the suite may program (not reserved), in slot order; NTBF_NONE past the
+ * last. Checks use slot cf_slot(ad, 0), and cf_slot(ad, 1) where they need two. */
+uint32_t cf_slot(const struct cf_ad *ad, uint32_t n);
+
 /* A window of A for data checks: a direct CPU mapping, or A's DMA engine. */
 struct cf_win {
         struct cf_pair *p;
-        uint8_t *cpu; /* mapping of the window from offset 0 of slot `first`, or NULL: DMA */
-        uint64_t off; /* window offset of the mapping */
-        uint64_t size;
+        uint32_t win;        /* A's window */
+        uint8_t *cpu;        /* mapping from `base`, or NULL: DMA */
+        uint64_t off;        /* offset of the mapping in the window */
+        uint64_t base, size; /* physical address of the mapping's first byte; its bytes */
 };
-/* Map slots [first, first+n) of A (or prepare the DMA route). Skips when neither exists. */
+/* Map slots [first, first+n) of A, all of one window (or prepare the DMA route). Skips when
+ * neither exists. */
 int cf_win_open(struct cf_run *r, struct cf_pair *p, uint32_t first, uint32_t n, struct cf_win *w);
 /* Unmap a CPU window now (nothing for DMA). */
 int cf_win_close(struct cf_run *r, struct cf_win *w);
-/* 8-byte write / read at window offset off (absolute in A's window). *status: 0 or the
- * DMA completion status (CPU accesses have none: 0). */
-int cf_win_write(struct cf_run *r, struct cf_win *w, uint64_t off, uint64_t v, int *status);
-int cf_win_read(struct cf_run *r, struct cf_win *w, uint64_t off, uint64_t *v, int *status);
+/* 8-byte write / read at physical address at of A's host, inside the mapped range.
+ * *status: 0 or the DMA completion status (CPU accesses have none: 0). */
+int cf_win_write(struct cf_run *r, struct cf_win *w, uint64_t at, uint64_t v, int *status);
+int cf_win_read(struct cf_run *r, struct cf_win *w, uint64_t at, uint64_t *v, int *status);
 /* A read that must have been dropped: all ones, or a failed DMA completion. */
-int cf_win_expect_dropped(struct cf_run *r, struct cf_win *w, uint64_t off, const char *what);
+int cf_win_expect_dropped(struct cf_run *r, struct cf_win *w, uint64_t at, const char *what);
 const char *cf_win_how(const struct cf_win *w);
 
 enum cf_tx { CF_TX_NONE, CF_TX_SIM, CF_TX_DMA };
@@ -237,7 +255,9 @@ struct cf_target {
         uint64_t far;        /* far-side address of the first slot's block (IOVA = bus address
                                 when B claims an IOMMU: identity mapped) */
         uint32_t slot, nslots;
-        uint64_t E; /* A's slot size */
+        uint64_t E;    /* A's slot size (block j of the memory sits behind slot + j) */
+        uint64_t xs;   /* bytes each slot translates (cf_xsize) */
+        uint64_t addr; /* physical address of the first slot in A's host */
 };
 /* Memory on B for nslots slots of A from slot, programmed onto it (outbound, else inbound). */
 int cf_target(struct cf_run *r, struct cf_pair *p, uint32_t slot, uint32_t nslots,
@@ -256,15 +276,16 @@ uint64_t cf_pattern(uint32_t seed, uint64_t k);
 uint64_t cf_load64(const void *p);
 void cf_store64(void *p, uint64_t v);
 bool cf_poll_readable(int fd, unsigned ms);
-const char *cf_cap_name(uint32_t flag);
-/* Whether every callback a capability flag needs is in o; else *missing names one. */
-bool cf_cap_callbacks(const struct ntbf_backend_ops *o, uint32_t flag, const char **missing);
+#define cf_cap_name ntbf_cap_name
+/* Skip with "not claimed: ..." unless every adapter given claims flag (an optional feature). */
+int cf_need_cap(struct cf_run *r, uint32_t flag, struct cf_ad *a, struct cf_ad *b);
 double cf_now_ms(void);
 void cf_sleep_us(unsigned us);
-/* Snapshot of counters, with a comparison naming the first field that differs. */
+/* Snapshot of counters (zeros when ad does not claim NTBF_CAP_COUNTERS). */
 int cf_counters(struct cf_run *r, struct cf_ad *ad, struct ntbf_counters *c);
-/* got - base must equal want field by field. */
-int cf_counters_delta(struct cf_run *r, const char *ad_name, const char *what,
+/* got - base must equal want field by field (nothing compared, and the run noted as
+ * uncounted, when the adapter named does not claim NTBF_CAP_COUNTERS). */
+int cf_counters_delta(struct cf_run *r, const struct cf_ad *ad, const char *what,
                       const struct ntbf_counters *base, const struct ntbf_counters *got,
                       const struct ntbf_counters *want);
 

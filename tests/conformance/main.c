@@ -44,7 +44,8 @@ static void usage(FILE *f)
                "Hold an NTB backend to the behaviour of the reference (the simulated fabric).\n"
                "  --backend NAME     a backend of the registry (default: the cluster's)\n"
                "  --config FILE      the cluster file describing the hardware under test\n"
-               "  --dir DIR          the instance directory (sim: created there and kept;\n"
+               "  --dir DIR          the instance directory (a backend that runs on one\n"
+               "                     machine, like sim: created there and kept;\n"
                "                     default: a fresh temporary directory, removed after)\n"
                "  --a, --b           the adapter pair (A issues, B receives); default: the first\n"
                "                     cabled pair and the first pair joined by a switch\n"
@@ -54,7 +55,7 @@ static void usage(FILE *f)
                "  --access dma       reach windows and count transactions only through the DMA\n"
                "                     engine, as for a backend without CPU maps\n"
                "  --timeout-ms N     longest wait for an event or a DMA completion (2000)\n"
-               "  --keep             sim: keep the temporary instance directory\n"
+               "  --keep             keep the temporary instance directory\n"
                "  --list             list the checks and what each proves, then exit\n");
 }
 
@@ -406,8 +407,15 @@ static void run_one(struct cf_ctx *cx, struct cf_run *r)
         double t0 = cf_now_ms();
         r->status = CF_PASS;
         r->reason[0] = 0;
+        r->uncounted = false;
         r->chk->fn(r);
         cf_undo_all(r);
+        if (r->status == CF_PASS && r->uncounted) {
+                size_t n = strlen(r->reason);
+                snprintf(r->reason + n, sizeof(r->reason) - n,
+                         "%scounters not checked: not claimed (no NTBF_CAP_COUNTERS)",
+                         n ? "; " : "");
+        }
         settle(cx);
         r->ms = cf_now_ms() - t0;
         free(r->undo);
@@ -467,6 +475,27 @@ static void print_tap(const struct cf_run *r, size_t i)
         if (r->status == CF_FAIL)
                 printf("  # %s\n", r->reason);
         fflush(stdout);
+}
+
+/* What was not checked and why, in one place: features not claimed, then the rest. */
+static void print_skips(const struct cf_run *runs, size_t n, const char *p)
+{
+        static const char nc[] = "not claimed: ";
+        for (int pass = 0; pass < 2; pass++) {
+                bool head = false;
+                for (size_t i = 0; i < n; i++) {
+                        const struct cf_run *r = &runs[i];
+                        bool claimed = strncmp(r->reason, nc, sizeof(nc) - 1) != 0;
+                        if (r->status != CF_SKIP || claimed != (pass == 1))
+                                continue;
+                        if (!head)
+                                printf("%sskipped, %s:\n", p,
+                                       pass ? "for other reasons" : "not claimed");
+                        head = true;
+                        printf("%s  %s [%s]: %s\n", p, r->chk->name, r->subject,
+                               pass ? r->reason : r->reason + sizeof(nc) - 1);
+                }
+        }
 }
 
 static void print_row(const struct cf_run *r)
@@ -543,10 +572,12 @@ static void list_checks(void)
 
 struct instance {
         char dir[512];
-        bool created; /* a temporary sim instance: destroyed at the end */
+        bool created; /* a temporary instance: destroyed at the end */
 };
 
-static int sim_instance(const struct ntbf_topo *t, const struct opts *o, struct instance *in)
+/* A backend that runs on one machine (create/destroy) gets a fresh instance. */
+static int make_instance(const struct ntbf_backend_ops *ops, const struct ntbf_topo *t,
+                         const struct opts *o, struct instance *in)
 {
         char why[1024];
         if (o->dir) {
@@ -562,7 +593,7 @@ static int sim_instance(const struct ntbf_topo *t, const struct opts *o, struct 
                 }
                 in->created = !o->keep;
         }
-        int r = ntbf_sim_fabric_create(t, in->dir, why, sizeof(why));
+        int r = ops->create(t, in->dir, why, sizeof(why));
         if (r) {
                 fprintf(stderr, "ntbfab-conformance: %s\n", why);
                 if (in->created)
@@ -572,11 +603,12 @@ static int sim_instance(const struct ntbf_topo *t, const struct opts *o, struct 
         return 0;
 }
 
-/* A temporary instance goes whole: destroy keeps NVMe images (docs/sim.md), but these were
- * made for this run only. */
-static void remove_instance(const char *dir)
+/* A temporary instance goes whole: the sim's destroy keeps NVMe images (docs/sim.md), but
+ * these were made for this run only. */
+static void remove_instance(const struct ntbf_backend_ops *ops, const struct ntbf_topo *t,
+                            const char *dir)
 {
-        ntbf_sim_fabric_destroy(dir);
+        ops->destroy(t, dir);
         char path[1024];
         snprintf(path, sizeof(path), "%s/images", dir);
         DIR *d = opendir(path);
@@ -615,7 +647,7 @@ static void print_header(const struct cf_ctx *cx, const struct opts *o, const ch
         for (unsigned i = 0; i < cx->nads; i++) {
                 const struct cf_ad *a = &cx->ads[i];
                 printf("%s%s claims:", p, a->name);
-                for (uint32_t f = 1; f <= NTBF_CAP_IOMMU; f <<= 1)
+                for (uint32_t f = 1; f <= NTBF_CAP_LAST; f <<= 1)
                         if (a->caps.flags & f)
                                 printf(" %s", cf_cap_name(f) + 9);
                 printf("\n");
@@ -687,17 +719,18 @@ int main(int argc, char **argv)
                 fill_pair(&cx, &cx.pairs[cx.npairs++], picks[i].a, picks[i].b);
 
         struct instance in = {0};
-        if (cx.sim && sim_instance(t, &o, &in)) {
+        if (cx.ops->create && make_instance(cx.ops, t, &o, &in)) {
                 ntbf_topo_free(t);
                 return 1;
         }
-        const char *dir = cx.sim ? in.dir : o.dir;
+        const char *dir = cx.ops->create ? in.dir : o.dir;
         struct ntbf_backend_env env = {t, dir, NTBF_NONE};
-        char e[64];
-        rc = cx.ops->open(&env, &cx.b);
+        char e[64], owhy[512] = "";
+        rc = cx.ops->open(&env, &cx.b, owhy, sizeof(owhy));
         if (rc) {
                 fprintf(stderr, "ntbfab-conformance: %s: open(%s) returned %s: %s\n", cx.ops->name,
-                        dir ? dir : "no directory", cf_err(rc, e, sizeof(e)), ntbf_strerror(rc));
+                        dir ? dir : "no directory", cf_err(rc, e, sizeof(e)),
+                        owhy[0] ? owhy : ntbf_strerror(rc));
                 rc = 1;
                 goto destroy;
         }
@@ -725,9 +758,9 @@ int main(int argc, char **argv)
          * call through the missing pointer are skipped. */
         char gate[320] = "";
         for (unsigned i = 0; i < cx.nads && !gate[0]; i++) {
-                for (uint32_t f = 1; f <= NTBF_CAP_IOMMU && !gate[0]; f <<= 1) {
-                        const char *missing;
-                        if ((cx.ads[i].caps.flags & f) && !cf_cap_callbacks(cx.ops, f, &missing))
+                for (uint32_t f = 1; f <= NTBF_CAP_LAST && !gate[0]; f <<= 1) {
+                        const char *missing = ntbf_cap_missing(cx.ops, f);
+                        if ((cx.ads[i].caps.flags & f) && missing)
                                 snprintf(gate, sizeof(gate),
                                          "%s claims %s without %s (see caps.flags): nothing "
                                          "else runs",
@@ -739,10 +772,10 @@ int main(int argc, char **argv)
         build_runs(&cx, &o, &runs, &n);
         if (!o.table) {
                 printf("TAP version 13\n");
-                print_header(&cx, &o, cx.sim ? in.dir : NULL);
+                print_header(&cx, &o, cx.ops->create ? in.dir : NULL);
                 printf("1..%zu\n", n);
         } else {
-                print_header(&cx, &o, cx.sim ? in.dir : NULL);
+                print_header(&cx, &o, cx.ops->create ? in.dir : NULL);
                 printf("%-4s  %-16s  %-34s  %6s  %s\n", "", "CHECK", "SUBJECT", "MS", "REASON");
         }
         fflush(stdout);
@@ -763,6 +796,7 @@ int main(int argc, char **argv)
                         print_tap(&runs[i], i);
         }
         double total = cf_now_ms() - t0;
+        print_skips(runs, n, o.table ? "" : "# ");
         printf("%s%zu checks: %u passed, %u failed, %u skipped (%.2f s)\n", o.table ? "" : "# ", n,
                count[CF_PASS], count[CF_FAIL], count[CF_SKIP], total / 1000);
         rc = count[CF_FAIL] ? 1 : 0;
@@ -783,7 +817,7 @@ release:
         cx.ops->close(cx.b);
 destroy:
         if (in.created)
-                remove_instance(in.dir);
+                remove_instance(cx.ops, t, in.dir);
         free(cx.ads);
         free(cx.pairs);
         free(cx.sw_held);

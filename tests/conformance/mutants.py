@@ -68,7 +68,7 @@ MUTANTS = [
     M('xlat.inbound',
       'peer_xlat_set rounds a misaligned address down instead of refusing it',
       'backends/sim/ops.c', 'switch',
-      [('        struct ntbf_xlat x = {A(h)->node, h->adapter, local_addr, NTBF_NONE};', '        struct ntbf_xlat x = {A(h)->node, h->adapter, local_addr & ~(s->t->adapters[peer].lut_entry_size - 1), NTBF_NONE};')]),
+      [('        struct ntbf_xlat x = {A(h)->node, h->adapter, local_addr, NTBF_NONE, size};', '        struct ntbf_xlat x = {A(h)->node, h->adapter, local_addr & ~(s->t->adapters[peer].lut_entry_size - 1), NTBF_NONE, size};')]),
     M('rid.table',
       "the table's last entry is never used",
       'backends/sim/ops.c', 'b2b',

@@ -182,7 +182,8 @@ static void undo_one(struct cf_ctx *cx, struct cf_undo *u)
                 o->mcast_leave(h, u->u32);
                 break;
         case U_LINK:
-                o->link_enable(h, u->u32);
+                if (o->link_enable)
+                        o->link_enable(h, u->u32);
                 break;
         case U_DBMASK:
                 o->db_clear_mask(h, u->a);
@@ -290,14 +291,15 @@ int cf_slot_set(struct cf_run *r, struct cf_pair *p, bool inbound, uint32_t slot
 {
         const struct ntbf_backend_ops *o = r->cx->ops;
         if (!inbound) {
-                CF_OK(r, o->xlat_set(p->a->h, slot, x), "%s: xlat_set(slot %u -> %#llx)",
-                      p->a->name, slot, (unsigned long long)x->addr);
+                CF_OK(r, o->xlat_set(p->a->h, slot, x),
+                      "%s: xlat_set(slot %u -> %#llx, %#llx bytes)", p->a->name, slot,
+                      (unsigned long long)x->addr, (unsigned long long)x->size);
                 push(r, U_SLOT, p->a)->u32 = slot;
                 return 0;
         }
-        CF_OK(r, o->peer_xlat_set(p->b->h, p->a->idx, slot, x->addr),
-              "%s: peer_xlat_set(%s, slot %u -> %#llx)", p->b->name, p->a->name, slot,
-              (unsigned long long)x->addr);
+        CF_OK(r, o->peer_xlat_set(p->b->h, p->a->idx, slot, x->addr, x->size),
+              "%s: peer_xlat_set(%s, slot %u -> %#llx, %#llx bytes)", p->b->name, p->a->name, slot,
+              (unsigned long long)x->addr, (unsigned long long)x->size);
         struct cf_undo *u = push(r, U_PEER_SLOT, p->b);
         u->u32 = slot;
         u->a = p->a->idx;
@@ -331,7 +333,8 @@ int cf_mem_try(struct cf_run *r, struct cf_ad *ad, uint64_t size, uint64_t align
 int cf_mem(struct cf_run *r, struct cf_ad *ad, uint64_t size, uint64_t align, struct ntbf_mem *m)
 {
         if (!(ad->caps.flags & NTBF_CAP_MEM))
-                CF_SKIP(r, "%s does not claim NTBF_CAP_MEM: no memory to export", ad->name);
+                CF_SKIP(r, "not claimed: %s does not claim NTBF_CAP_MEM: no memory to export",
+                        ad->name);
         CF_OK(r, cf_mem_try(r, ad, size, align, m), "%s: mem_alloc(%llu bytes, align %llu)",
               ad->name, (unsigned long long)size, (unsigned long long)align);
         if (!m->addr)
@@ -355,6 +358,8 @@ int cf_mem_free(struct cf_run *r, struct cf_ad *ad, struct ntbf_mem *m)
 int cf_far_mem(struct cf_run *r, struct cf_ad *b, uint64_t len, uint64_t align, struct ntbf_mem *m)
 {
         CF_TRY(cf_mem(r, b, len, align, m));
+        /* Without an IOMMU the bus address is what inbound traffic uses; with one the kernel
+         * owns (NTBF_CAP_KERNEL_IOMMU) it is the IOVA the kernel mapped it at. */
         if (!(b->caps.flags & NTBF_CAP_IOMMU))
                 return 0;
         /* Far-side addresses are in B's inbound domain: with an IOMMU, map the memory at
@@ -373,16 +378,22 @@ int cf_target(struct cf_run *r, struct cf_pair *p, uint32_t slot, uint32_t nslot
 {
         bool inbound = false;
         CF_TRY(cf_slot_how(r, p, &inbound));
-        const struct ntbf_caps *c = &p->a->caps;
-        uint64_t E = c->lut_entry_size;
-        uint64_t align = c->xlat_align > E ? c->xlat_align : E;
-        CF_TRY(cf_far_mem(r, p->b, nslots * E, align, &tg->mem));
+        uint32_t w0, w1;
+        if (!cf_slot_window(p->a, slot, &w0) || !cf_slot_window(p->a, slot + nslots - 1, &w1) ||
+            w0 != w1)
+                CF_FAIL(r, "internal: slots %u..%u of %s are not in one window", slot,
+                        slot + nslots - 1, p->a->name);
+        uint64_t E = cf_slot_size(p->a, slot), xs = cf_xsize(p->a, slot);
+        uint64_t align = cf_xalign(p->a, slot, xs);
+        CF_TRY(cf_far_mem(r, p->b, (uint64_t)nslots * E, align > E ? align : E, &tg->mem));
         tg->far = tg->mem.bus_addr;
         tg->slot = slot;
         tg->nslots = nslots;
         tg->E = E;
+        tg->xs = xs;
+        tg->addr = cf_slot_addr(p->a, slot);
         for (uint32_t i = 0; i < nslots; i++) {
-                struct ntbf_xlat x = {p->b->node, p->b->idx, tg->far + i * E, NTBF_NONE};
+                struct ntbf_xlat x = {p->b->node, p->b->idx, tg->far + i * E, NTBF_NONE, xs};
                 CF_TRY(cf_slot_set(r, p, inbound, slot + i, &x));
         }
         return 0;
@@ -659,15 +670,20 @@ const char *cf_win_how(const struct cf_win *w)
 int cf_win_open(struct cf_run *r, struct cf_pair *p, uint32_t first, uint32_t n, struct cf_win *w)
 {
         struct cf_ad *a = p->a;
-        uint64_t E = a->caps.lut_entry_size;
         memset(w, 0, sizeof(*w));
         w->p = p;
-        w->off = first * E;
-        w->size = n * E;
+        uint32_t last;
+        const struct ntbf_window *W = cf_slot_window(a, first, &w->win);
+        if (!W || !n || !cf_slot_window(a, first + n - 1, &last) || last != w->win)
+                CF_FAIL(r, "internal: slots %u..%u of %s are not in one window", first,
+                        first + n - 1, a->name);
+        w->base = cf_slot_addr(a, first);
+        w->off = w->base - W->base;
+        w->size = (uint64_t)n * W->slot_size;
         if ((a->caps.flags & NTBF_CAP_CPU_MAP) && !r->cx->dma_only) {
                 void *addr = NULL;
-                CF_OK(r, r->cx->ops->map_window(a->h, w->off, w->size, 0, &addr),
-                      "%s: map_window(offset %#llx, %llu bytes)", a->name,
+                CF_OK(r, r->cx->ops->map_window(a->h, w->win, w->off, w->size, 0, &addr),
+                      "%s: map_window(window %u, offset %#llx, %llu bytes)", a->name, w->win,
                       (unsigned long long)w->off, (unsigned long long)w->size);
                 if (!addr)
                         CF_FAIL(r, "%s: map_window returned a NULL address", a->name);
@@ -704,45 +720,59 @@ int cf_win_close(struct cf_run *r, struct cf_win *w)
         return 0;
 }
 
-int cf_win_write(struct cf_run *r, struct cf_win *w, uint64_t off, uint64_t v, int *status)
+/* Accesses stay inside what cf_win_open mapped: a stray one is the suite's own bug. */
+static int win_inside(struct cf_run *r, const struct cf_win *w, uint64_t at)
+{
+        if (at < w->base || at - w->base > w->size - 8)
+                CF_FAIL(r, "internal: access at %#llx outside the mapped [%#llx, +%#llx)",
+                        (unsigned long long)at, (unsigned long long)w->base,
+                        (unsigned long long)w->size);
+        return 0;
+}
+
+int cf_win_write(struct cf_run *r, struct cf_win *w, uint64_t at, uint64_t v, int *status)
 {
         struct cf_ad *a = w->p->a;
         *status = 0;
+        CF_TRY(win_inside(r, w, at));
         if (w->cpu) {
-                cf_store64(w->cpu + (off - w->off), v);
+                cf_store64(w->cpu + (at - w->base), v);
                 return 0;
         }
         CF_TRY(stage(r, a));
         cf_store64(a->stage.addr, v);
-        return cf_dma(r, a, 0, a->stage.bus_addr, a->caps.window_base + off, 8, status);
+        return cf_dma(r, a, 0, a->stage.bus_addr, at, 8, status);
 }
 
-int cf_win_read(struct cf_run *r, struct cf_win *w, uint64_t off, uint64_t *v, int *status)
+int cf_win_read(struct cf_run *r, struct cf_win *w, uint64_t at, uint64_t *v, int *status)
 {
         struct cf_ad *a = w->p->a;
         *status = 0;
+        CF_TRY(win_inside(r, w, at));
         if (w->cpu) {
-                *v = cf_load64(w->cpu + (off - w->off));
+                *v = cf_load64(w->cpu + (at - w->base));
                 return 0;
         }
         CF_TRY(stage(r, a));
         uint8_t *dst = (uint8_t *)a->stage.addr + 8;
         cf_store64(dst, 0);
-        CF_TRY(cf_dma(r, a, 0, a->caps.window_base + off, a->stage.bus_addr + 8, 8, status));
+        CF_TRY(cf_dma(r, a, 0, at, a->stage.bus_addr + 8, 8, status));
         *v = *status ? UINT64_MAX : cf_load64(dst);
         return 0;
 }
 
-int cf_win_expect_dropped(struct cf_run *r, struct cf_win *w, uint64_t off, const char *what)
+int cf_win_expect_dropped(struct cf_run *r, struct cf_win *w, uint64_t at, const char *what)
 {
         uint64_t v;
         int st;
-        CF_TRY(cf_win_read(r, w, off, &v, &st));
+        CF_TRY(cf_win_read(r, w, at, &v, &st));
         if (st == 0 && v != UINT64_MAX)
                 CF_FAIL(r,
-                        "%s: read of window offset %#llx through the %s returned %#llx, "
-                        "expected all ones (the access must be dropped)",
-                        what, (unsigned long long)off, cf_win_how(w), (unsigned long long)v);
+                        "%s: read at %#llx (window %u, offset %#llx) through the %s returned "
+                        "%#llx, expected all ones (the access must be dropped)",
+                        what, (unsigned long long)at, w->win,
+                        (unsigned long long)(at - w->base + w->off), cf_win_how(w),
+                        (unsigned long long)v);
         return 0;
 }
 
@@ -751,14 +781,21 @@ int cf_win_expect_dropped(struct cf_run *r, struct cf_win *w, uint64_t off, cons
 int cf_counters(struct cf_run *r, struct cf_ad *ad, struct ntbf_counters *c)
 {
         memset(c, 0, sizeof(*c));
+        if (!(ad->caps.flags & NTBF_CAP_COUNTERS))
+                return 0;
         CF_OK(r, r->cx->ops->counters(ad->h, c), "%s: counters", ad->name);
         return 0;
 }
 
-int cf_counters_delta(struct cf_run *r, const char *ad_name, const char *what,
+int cf_counters_delta(struct cf_run *r, const struct cf_ad *ad, const char *what,
                       const struct ntbf_counters *base, const struct ntbf_counters *got,
                       const struct ntbf_counters *want)
 {
+        const char *ad_name = ad->name;
+        if (!(ad->caps.flags & NTBF_CAP_COUNTERS)) {
+                r->uncounted = true;
+                return 0;
+        }
         static const struct {
                 const char *name;
                 size_t off;
@@ -838,98 +875,71 @@ void cf_store64(void *p, uint64_t v)
         *(volatile uint64_t *)p = v;
 }
 
-static const struct {
-        uint32_t flag;
-        const char *name;
-} capnames[] = {
-    {NTBF_CAP_XLAT_OUTBOUND, "NTBF_CAP_XLAT_OUTBOUND"},
-    {NTBF_CAP_XLAT_INBOUND, "NTBF_CAP_XLAT_INBOUND"},
-    {NTBF_CAP_RID_TABLE, "NTBF_CAP_RID_TABLE"},
-    {NTBF_CAP_CPU_MAP, "NTBF_CAP_CPU_MAP"},
-    {NTBF_CAP_MEM, "NTBF_CAP_MEM"},
-    {NTBF_CAP_DOORBELL, "NTBF_CAP_DOORBELL"},
-    {NTBF_CAP_SCRATCHPAD, "NTBF_CAP_SCRATCHPAD"},
-    {NTBF_CAP_MESSAGE, "NTBF_CAP_MESSAGE"},
-    {NTBF_CAP_MCAST, "NTBF_CAP_MCAST"},
-    {NTBF_CAP_DMA, "NTBF_CAP_DMA"},
-    {NTBF_CAP_SWITCH_RID, "NTBF_CAP_SWITCH_RID"},
-    {NTBF_CAP_IRQ, "NTBF_CAP_IRQ"},
-    {NTBF_CAP_FAULT, "NTBF_CAP_FAULT"},
-    {NTBF_CAP_IOMMU, "NTBF_CAP_IOMMU"},
-    {NTBF_CAP_DEV_IOMMU, "NTBF_CAP_DEV_IOMMU"},
-};
-
-const char *cf_cap_name(uint32_t flag)
+int cf_need_cap(struct cf_run *r, uint32_t flag, struct cf_ad *a, struct cf_ad *b)
 {
-        for (size_t i = 0; i < sizeof(capnames) / sizeof(capnames[0]); i++)
-                if (capnames[i].flag == flag)
-                        return capnames[i].name;
-        return "an unknown capability";
+        struct cf_ad *v[2] = {a, b};
+        for (int i = 0; i < 2; i++)
+                if (v[i] && !(v[i]->caps.flags & flag))
+                        CF_SKIP(r, "not claimed: %s does not claim %s", v[i]->name,
+                                ntbf_cap_name(flag));
+        return 0;
 }
 
-struct cbn {
-        const char *name;
-        bool set;
-};
+/* ---- slots and windows ------------------------------------------------------------------- */
 
-static bool all_set(const struct cbn *v, size_t n, const char **missing)
+const struct ntbf_window *cf_slot_window(const struct cf_ad *ad, uint32_t slot, uint32_t *win)
 {
-        for (size_t i = 0; i < n; i++) {
-                if (!v[i].set) {
-                        *missing = v[i].name;
-                        return false;
+        const struct ntbf_caps *c = &ad->caps;
+        for (uint32_t w = 0; w < c->nwindows && w < NTBF_MAX_WINDOWS; w++)
+                if (slot - c->windows[w].first_slot < c->windows[w].slots) {
+                        if (win)
+                                *win = w;
+                        return &c->windows[w];
                 }
-        }
-        return true;
+        return NULL;
 }
 
-#define CBN(f)                                                                                     \
-        {                                                                                          \
-#f, o->f != NULL                                                                   \
-        }
-#define ALL(...)                                                                                   \
-        do {                                                                                       \
-                const struct cbn v_[] = {__VA_ARGS__};                                             \
-                return all_set(v_, sizeof(v_) / sizeof(v_[0]), missing);                           \
-        } while (0)
-
-bool cf_cap_callbacks(const struct ntbf_backend_ops *o, uint32_t flag, const char **missing)
+uint64_t cf_slot_addr(const struct cf_ad *ad, uint32_t slot)
 {
-        switch (flag) {
-        case NTBF_CAP_XLAT_OUTBOUND:
-                ALL(CBN(xlat_set), CBN(xlat_clear));
-        case NTBF_CAP_XLAT_INBOUND:
-                ALL(CBN(peer_xlat_set), CBN(peer_xlat_clear));
-        case NTBF_CAP_RID_TABLE:
-                ALL(CBN(rid_add), CBN(rid_del));
-        case NTBF_CAP_CPU_MAP:
-                ALL(CBN(map_window), CBN(unmap_window));
-        case NTBF_CAP_MEM:
-                ALL(CBN(mem_alloc), CBN(mem_free));
-        case NTBF_CAP_DOORBELL:
-                ALL(CBN(db_read), CBN(db_clear), CBN(db_set_mask), CBN(db_clear_mask),
-                    CBN(peer_db_set));
-        case NTBF_CAP_SCRATCHPAD:
-                ALL(CBN(spad_read), CBN(spad_write), CBN(peer_spad_read), CBN(peer_spad_write));
-        case NTBF_CAP_MESSAGE:
-                ALL(CBN(peer_msg_write), CBN(msg_read));
-        case NTBF_CAP_MCAST:
-                ALL(CBN(mcast_join), CBN(mcast_leave));
-        case NTBF_CAP_DMA:
-                ALL(CBN(dma_submit), CBN(dma_poll));
-        case NTBF_CAP_SWITCH_RID:
-                ALL(CBN(switch_rid_add), CBN(switch_rid_del));
-        case NTBF_CAP_IRQ:
-                ALL(CBN(irq_alloc), CBN(irq_free));
-        case NTBF_CAP_FAULT:
-                ALL(CBN(fault));
-        case NTBF_CAP_IOMMU:
-                ALL(CBN(iommu_map), CBN(iommu_unmap));
-        case NTBF_CAP_DEV_IOMMU:
-                ALL(CBN(dev_isolate), CBN(dev_iommu_map), CBN(dev_iommu_unmap));
+        const struct ntbf_window *w = cf_slot_window(ad, slot, NULL);
+        return w ? w->base + (uint64_t)(slot - w->first_slot) * w->slot_size : 0;
+}
+
+uint64_t cf_slot_size(const struct cf_ad *ad, uint32_t slot)
+{
+        const struct ntbf_window *w = cf_slot_window(ad, slot, NULL);
+        return w ? w->slot_size : 0;
+}
+
+uint64_t cf_xsize(const struct cf_ad *ad, uint32_t slot)
+{
+        const struct ntbf_window *w = cf_slot_window(ad, slot, NULL);
+        return w ? w->size_max - w->size_max % w->size_align : 0;
+}
+
+uint64_t cf_xalign(const struct cf_ad *ad, uint32_t slot, uint64_t size)
+{
+        const struct ntbf_window *w = cf_slot_window(ad, slot, NULL);
+        if (!w)
+                return 4096;
+        uint64_t a = w->addr_align < 4096 ? 4096 : w->addr_align;
+        if (w->flags & NTBF_WIN_NATURAL_ALIGN) {
+                uint64_t nat = size <= 1 ? 1 : UINT64_C(1) << (64 - __builtin_clzll(size - 1));
+                a = nat > a ? nat : a;
         }
-        *missing = "?";
-        return false;
+        return a;
+}
+
+uint32_t cf_slot(const struct cf_ad *ad, uint32_t n)
+{
+        const struct ntbf_caps *c = &ad->caps;
+        for (uint32_t w = 0; w < c->nwindows && w < NTBF_MAX_WINDOWS; w++) {
+                uint32_t usable = c->windows[w].slots - c->windows[w].reserved;
+                if (n < usable)
+                        return c->windows[w].first_slot + c->windows[w].reserved + n;
+                n -= usable;
+        }
+        return NTBF_NONE;
 }
 
 double cf_now_ms(void)

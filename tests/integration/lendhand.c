@@ -12,7 +12,7 @@ static int rid_op(const struct ntbf_backend_ops *ops, struct ntbf_adapter_h *h,
         const struct ntbf_device *d = &t->devices[dev];
         for (uint32_t f = 0; f < ntbf_device_nfuncs(d); f++) {
                 struct ntbf_rid r = {d->node, (uint16_t)ntbf_device_rid(d, f), 0xffff};
-                int e = add ? ops->rid_add(h, &r) : ops->rid_del(h, &r);
+                int e = add ? ops->rid_add(h, &r, NULL) : ops->rid_del(h, &r);
                 if (e && !(add && e == -EEXIST))
                         return e;
         }
@@ -37,10 +37,10 @@ int lh_dma_window(const struct ntbf_backend_ops *ops, struct ntbf_adapter_h *h,
 {
         const struct ntbf_adapter *a = &t->adapters[la];
         uint64_t e = a->lut_entry_size;
-        if (iova % e || slot + n > a->p.lut_entries)
+        if (iova % e || slot + n > a->nslots)
                 return -EINVAL;
         for (uint32_t i = 0; i < n; i++) {
-                struct ntbf_xlat x = {t->adapters[ba].node, ba, iova + i * e, NTBF_NONE};
+                struct ntbf_xlat x = {t->adapters[ba].node, ba, iova + i * e, NTBF_NONE, e};
                 int r = ops->xlat_set(h, slot + i, &x);
                 if (r)
                         return r;
@@ -56,13 +56,14 @@ int lh_map_remote(const struct ntbf_backend_ops *ops, struct ntbf_adapter_h *h,
         const struct ntbf_adapter *b = &t->adapters[ba];
         uint64_t e = b->lut_entry_size, base = addr - addr % e;
         uint32_t n = (uint32_t)((addr + size - base + e - 1) / e);
-        if (!size || slot + n > b->p.lut_entries)
+        if (!size || slot + n > b->nslots)
                 return -EINVAL;
         for (uint32_t i = 0; i < n; i++) {
-                struct ntbf_xlat want = {t->adapters[la].node, la, base + i * e, NTBF_NONE}, have;
+                struct ntbf_xlat want = {t->adapters[la].node, la, base + i * e, NTBF_NONE, e},
+                                 have;
                 bool valid = false;
                 if (ops->xlat_get && !ops->xlat_get(h, slot + i, &have, &valid) && valid &&
-                    have.dst_adapter == la && have.addr == want.addr &&
+                    have.dst_adapter == la && have.addr == want.addr && have.size == want.size &&
                     have.mcast_group == NTBF_NONE)
                         continue;
                 int r = ops->xlat_set(h, slot + i, &want);
@@ -70,7 +71,7 @@ int lh_map_remote(const struct ntbf_backend_ops *ops, struct ntbf_adapter_h *h,
                         return r;
         }
         void *p;
-        int r = ops->map_window(h, slot * e, n * e, NTBF_MAP_UNCACHED, &p);
+        int r = ops->map_window(h, 0, slot * e, n * e, NTBF_MAP_UNCACHED, &p);
         if (r)
                 return r;
         m->base = p;

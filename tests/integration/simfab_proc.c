@@ -100,7 +100,8 @@ static void hammer(uint32_t a)
                 switch ((r >> 8) % 4) {
                 case 0: {
                         struct ntbf_xlat x = {topo->adapters[peer].node, peer,
-                                              (uint64_t)(r % 64) << 20, NTBF_NONE};
+                                              (uint64_t)(r % 64) << 20, NTBF_NONE,
+                                              topo->adapters[a].lut_entry_size};
                         ops->xlat_set(h[a], (r >> 12) % 256, &x);
                         ops->xlat_clear(h[a], (r >> 16) % 256);
                         break;
@@ -108,7 +109,7 @@ static void hammer(uint32_t a)
                 case 1: {
                         struct ntbf_rid rid = {topo->adapters[a].node, (uint16_t)((k + 1) << 8),
                                                0xfff8};
-                        if (ops->rid_add(h[a], &rid))
+                        if (ops->rid_add(h[a], &rid, NULL))
                                 ops->rid_del(h[a], &rid);
                         break;
                 }
@@ -160,14 +161,15 @@ static void command(char *line)
         } else if (!strcmp(cmd, "iommu")) {
                 r = ops->iommu_map(h[v[0]], v[1], v[2], v[3]);
         } else if (!strcmp(cmd, "slot")) {
-                struct ntbf_xlat x = {topo->adapters[v[2]].node, (uint32_t)v[2], v[3], NTBF_NONE};
+                struct ntbf_xlat x = {topo->adapters[v[2]].node, (uint32_t)v[2], v[3], NTBF_NONE,
+                                      topo->adapters[v[0]].lut_entry_size};
                 r = ops->xlat_set(h[v[0]], (uint32_t)v[1], &x);
         } else if (!strcmp(cmd, "rid")) {
                 struct ntbf_rid rid = {topo->adapters[v[0]].node, (uint16_t)v[1], (uint16_t)v[2]};
-                r = ops->rid_add(h[v[0]], &rid);
+                r = ops->rid_add(h[v[0]], &rid, NULL);
         } else if (!strcmp(cmd, "map")) {
                 void *p;
-                r = ops->map_window(h[v[0]], v[1], v[2], 0, &p);
+                r = ops->map_window(h[v[0]], 0, v[1], v[2], 0, &p);
                 map = p;
                 map_size = v[2];
         } else if (!strcmp(cmd, "write")) {

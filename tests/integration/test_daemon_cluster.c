@@ -98,7 +98,7 @@ static void bdev_open(struct bdev *b, const char *node, uint32_t fdid, uint64_t 
         assert_non_null(bar0);
         b->adapter = (uint32_t)dfx_u(bar0, "adapter");
         struct ntbf_adapter_h *h = F.h[b->adapter];
-        assert_int_equal(F.ops->map_window(h, dfx_u(bar0, "offset"), dfx_u(bar0, "size"),
+        assert_int_equal(F.ops->map_window(h, 0, dfx_u(bar0, "offset"), dfx_u(bar0, "size"),
                                            NTBF_MAP_UNCACHED, &b->bar0),
                          0);
         /* DMA memory: borrower RAM behind this handle's IOVA share of the DMA window. */

@@ -132,7 +132,7 @@ static void inst_up(struct inst *in, const char *topo)
                 fail_msg("%s", why);
         in->ops = ntbf_backend_find("sim");
         struct ntbf_backend_env env = {in->t, in->dir, NTBF_NONE};
-        assert_int_equal(in->ops->open(&env, &in->b), 0);
+        assert_int_equal(in->ops->open(&env, &in->b, NULL, 0), 0);
 }
 
 static void inst_down(struct inst *in)
@@ -240,8 +240,8 @@ static void test_msi_from_device_model(void **state)
         struct ntbf_adapter_h *ha;
         assert_int_equal(in.ops->probe(in.b, 0, &ha), 0);
         struct ntbf_rid rid = {0, 0x0300, 0xffff};
-        assert_int_equal(in.ops->rid_add(ha, &rid), 0);
-        struct ntbf_xlat x = {1, 1, NTBF_MSI_BASE, NTBF_NONE};
+        assert_int_equal(in.ops->rid_add(ha, &rid, NULL), 0);
+        struct ntbf_xlat x = {1, 1, NTBF_MSI_BASE, NTBF_NONE, in.t->adapters[0].lut_entry_size};
         assert_int_equal(in.ops->xlat_set(ha, 1, &x), 0);
         const struct ntbf_adapter *ad = &in.t->adapters[0];
         uint64_t msi = ad->window_base + ad->lut_entry_size;

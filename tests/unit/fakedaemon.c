@@ -133,7 +133,7 @@ static uint32_t fdid_of(const struct ntbf_topo *t, uint32_t dev, uint32_t func)
 static uint32_t take_slots(struct fk_fabric *f, uint32_t a, uint32_t n)
 {
         uint32_t s = f->next_slot[a];
-        if (s + n > f->t->adapters[a].p.lut_entries)
+        if (s + n > f->t->adapters[a].nslots)
                 return NTBF_NONE;
         f->next_slot[a] += n;
         return s;
@@ -141,7 +141,8 @@ static uint32_t take_slots(struct fk_fabric *f, uint32_t a, uint32_t n)
 
 static int program(struct fk_fabric *f, uint32_t a, uint32_t slot, uint32_t dst, uint64_t addr)
 {
-        struct ntbf_xlat x = {f->t->adapters[dst].node, dst, addr, NTBF_NONE};
+        struct ntbf_xlat x = {f->t->adapters[dst].node, dst, addr, NTBF_NONE,
+                              f->t->adapters[a].lut_entry_size};
         int r = f->ops->xlat_set(f->h[a], slot, &x);
         if (r)
                 fprintf(stderr, "xlat_set(%u, %u -> 0x%llx): %s\n", a, slot,
@@ -259,7 +260,7 @@ struct fk_dev *fk_borrow(struct fakedaemon *fk, const char *lender, const char *
             E - (NTBF_MSI_BASE - far) < NTBF_MSI_SIZE ? E - (NTBF_MSI_BASE - far) : NTBF_MSI_SIZE;
         /* 4. The device may leave its host through the lender's adapter. */
         struct ntbf_rid rid = {L, (uint16_t)ntbf_device_rid(D, func), 0xffff};
-        int r = f->ops->rid_add(f->h[la], &rid);
+        int r = f->ops->rid_add(f->h[la], &rid, NULL);
         if (r && r != -EEXIST) {
                 fprintf(stderr, "rid_add: %s\n", ntbf_strerror(r));
                 goto fail;

@@ -96,7 +96,8 @@ uint32_t fab_add_dev(struct ntbf_topo *t, uint32_t node, const char *name, uint8
 
 void fab_slot(struct fab *f, uint32_t a, uint32_t slot, uint32_t dst, uint64_t addr)
 {
-        struct ntbf_xlat x = {f->t->adapters[dst].node, dst, addr, NTBF_NONE};
+        struct ntbf_xlat x = {f->t->adapters[dst].node, dst, addr, NTBF_NONE,
+                              f->t->adapters[a].lut_entry_size};
         int r = f->ops->xlat_set(f->h[a], slot, &x);
         if (r)
                 fail_msg("xlat_set(%u, %u): %s", a, slot, ntbf_strerror(r));

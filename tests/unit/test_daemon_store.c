@@ -116,7 +116,7 @@ static void test_entries(void **state)
             {NTBF_ENT_IOMMU, 0, 0, 0, 0, 0, 0, 0x400000, 0x2000000, 0x10000, {0}},
             {NTBF_ENT_DEVISO, 1, 0, 0, 0, 0, 0, 0, 0, 0, {1, 0x0500, 0xfff8}},
             {NTBF_ENT_DEVMAP, 1, 0, 0, 0, 0, 0, 0x38000000000, 0, 0x1000000, {1, 0x0500, 0xfff8}},
-            {NTBF_ENT_SLOT, 0, 0, 17, 1, 1, NTBF_NONE, 0x80000000, 0, 0, {0}},
+            {NTBF_ENT_SLOT, 0, 0, 17, 1, 1, NTBF_NONE, 0x80000000, 0, 0x10000, {0}},
         };
         for (size_t i = 0; i < sizeof(ents) / sizeof(ents[0]); i++) {
                 char key[NTBF_ENT_KEY_MAX + 1], again[NTBF_ENT_KEY_MAX + 1], desc[256];
@@ -130,16 +130,17 @@ static void test_entries(void **state)
         static const char *const bad[] = {
             "",
             "slot",
-            "slot 0 0 17 1 1 4294967295",              /* too few fields */
-            "slot 0 0 17 1 1 4294967295 0x80000000 9", /* too many */
-            "slot 9 0 17 1 1 4294967295 0x0",          /* no node 9 */
-            "slot 0 99 17 1 1 4294967295 0x0",         /* no adapter 99 */
-            "slot 0 0 9999 1 1 4294967295 0x0",        /* no slot 9999 */
-            "slot 0 0 17 2 1 4294967295 0x0",          /* adapter 1 is not node 2's */
-            "rid 0 0 1 70000 65535",                   /* rid over 16 bits */
-            "iommu 0 0 0x401 0x1000 0x1000",           /* unaligned */
-            "devmap 1 0 1 1280 65528 0x0 0x0",         /* empty */
-            "swrid 0 5 0 0 65535",                     /* no switch 5 */
+            "slot 0 0 17 1 1 4294967295",                     /* too few fields */
+            "slot 0 0 17 1 1 4294967295 0x80000000 0x1000 9", /* too many */
+            "slot 0 0 17 1 1 4294967295 0x80000000 0x0",      /* translates nothing */
+            "slot 9 0 17 1 1 4294967295 0x0",                 /* no node 9 */
+            "slot 0 99 17 1 1 4294967295 0x0",                /* no adapter 99 */
+            "slot 0 0 9999 1 1 4294967295 0x0",               /* no slot 9999 */
+            "slot 0 0 17 2 1 4294967295 0x0",                 /* adapter 1 is not node 2's */
+            "rid 0 0 1 70000 65535",                          /* rid over 16 bits */
+            "iommu 0 0 0x401 0x1000 0x1000",                  /* unaligned */
+            "devmap 1 0 1 1280 65528 0x0 0x0",                /* empty */
+            "swrid 0 5 0 0 65535",                            /* no switch 5 */
             "nope 0 0 0 0 0",
             "rid 0 0 1 -1 65535",
             "rid 0 0 1 12x 65535",
@@ -149,6 +150,11 @@ static void test_entries(void **state)
                 if (!ntbf__ent_parse(t, bad[i], &e))
                         fail_msg("'%s' was accepted", bad[i]);
         }
+        /* A slot recorded before translations had a size is a whole slot. */
+        struct ntbf__ent old;
+        assert_int_equal(ntbf__ent_parse(t, "slot 0 0 17 1 1 4294967295 0x80000000", &old), 0);
+        assert_int_equal(old.len, t->adapters[0].win[0].slot_size);
+        assert_true(old.len > 0);
         /* Sets: sorted, without duplicates; a - b. */
         struct ntbf__entset a = {0}, b = {0}, out = {0};
         ntbf__entset_add(&a, "x");

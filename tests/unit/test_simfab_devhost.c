@@ -76,7 +76,7 @@ static void rig_up(struct rig *g)
         g->dev = fab_add_dev(t, 0, "mirror0", 3, 1);
         fab_up(&g->f, t);
         struct ntbf_rid r = {0, 0x0300, 0xffff};
-        assert_int_equal(g->f.ops->rid_add(g->f.h[0], &r), 0);
+        assert_int_equal(g->f.ops->rid_add(g->f.h[0], &r, NULL), 0);
         g->regs = fab_ram(&g->f, 0, ntbf_device_bar_addr(&t->devices[g->dev], 0, 0), 4096);
         g->cfg = ntbf_sim_cfg(g->f.b, g->dev, 0);
         assert_non_null(g->cfg);
@@ -194,7 +194,7 @@ static void test_nvme_model_across_fabric(void **state)
             ntbf_sim_cfg_write(cfg, NTBF_PCI_COMMAND, NTBF_PCI_CMD_MEMORY | NTBF_PCI_CMD_MASTER, 2),
             0);
         struct ntbf_rid r = {0, 0x0400, 0xfff8};
-        assert_int_equal(f.ops->rid_add(f.h[0], &r), 0);
+        assert_int_equal(f.ops->rid_add(f.h[0], &r, NULL), 0);
         struct ntbf_mem buf;
         assert_int_equal(f.ops->mem_alloc(f.h[1], 4096, 0, &buf), 0);
         fab_slot(&f, 0, 0, 1, buf.bus_addr & ~(MiB - 1));

@@ -26,6 +26,10 @@ static void test_ops_valid_group(void **state)
                                  "dev_iommu_unmap (all or none)");
         o.dev_isolate = NULL;
         o.dev_iommu_map = NULL;
+        /* The fault counter is about isolation domains: nothing without them. */
+        assert_false(ntbf_backend_ops_valid(&o, why, sizeof(why)));
+        assert_string_equal(why, "dev_iommu_faults without dev_isolate");
+        o.dev_iommu_faults = NULL;
         assert_true(ntbf_backend_ops_valid(&o, why, sizeof(why)));
 }
 

@@ -54,9 +54,8 @@ static void test_ops_valid_rules(void **state)
                 const char *name;
         } mandatory[] = {
 #define M(f) {offsetof(struct ntbf_backend_ops, f), #f}
-            M(open),           M(close),       M(probe),        M(release),    M(caps),
-            M(link_state),     M(link_enable), M(link_disable), M(set_events), M(event_fd),
-            M(process_events), M(reset),       M(counters),
+            M(open),       M(close),      M(probe),    M(release),        M(caps),
+            M(link_state), M(set_events), M(event_fd), M(process_events),
 #undef M
         };
         for (size_t i = 0; i < sizeof(mandatory) / sizeof(mandatory[0]); i++) {
@@ -88,7 +87,28 @@ static void test_ops_valid_rules(void **state)
         o = *sim;
         o.xlat_get = NULL; /* optional on its own */
         o.fault = NULL;
+        o.reset = NULL;
+        o.counters = NULL;
         assert_true(ntbf_backend_ops_valid(&o, why, sizeof(why)));
+        /* Optional pairs of their own: instances on one machine, link control, config space,
+         * host mappings. */
+        o = *sim;
+        o.destroy = NULL;
+        expect_invalid(&o, "create without destroy");
+        o = *sim;
+        o.link_enable = NULL;
+        expect_invalid(&o, "link_disable without link_enable");
+        o = *sim;
+        o.cfg_write = NULL;
+        expect_invalid(&o, "cfg_read without cfg_write");
+        o = *sim;
+        o.host_unmap = NULL;
+        expect_invalid(&o, "host_map without host_unmap");
+        /* A callback that needs another. */
+        o = *sim;
+        o.irq_alloc = NULL;
+        o.irq_free = NULL;
+        expect_invalid(&o, "irq_trigger without irq_alloc");
 
         /* Pairs. */
         o = *sim;
@@ -174,7 +194,145 @@ static void test_ops_valid_rules(void **state)
         o.iommu_unmap = NULL;
         o.irq_alloc = NULL;
         o.irq_free = NULL;
+        o.irq_trigger = NULL;
+        o.create = NULL;
+        o.destroy = NULL;
+        o.link_enable = NULL;
+        o.link_disable = NULL;
+        o.mem_map = NULL;
+        o.mem_unmap = NULL;
+        o.host_map = NULL;
+        o.host_unmap = NULL;
+        o.dev_isolate = NULL;
+        o.dev_iommu_map = NULL;
+        o.dev_iommu_unmap = NULL;
+        o.dev_iommu_faults = NULL;
+        o.cfg_read = NULL;
+        o.cfg_write = NULL;
+        o.reset = NULL;
+        o.counters = NULL;
+        o.xlat_get = NULL;
+        o.fault = NULL;
         assert_true(ntbf_backend_ops_valid(&o, why, sizeof(why))); /* the minimum */
+}
+
+static void expect_caps_invalid(const struct ntbf_backend_ops *o, const struct ntbf_caps *c,
+                                const char *want)
+{
+        char why[256];
+        assert_false(ntbf_caps_valid(o, c, why, sizeof(why)));
+        assert_string_equal(why, want);
+}
+
+/* ntbf_caps_valid: each rule of backend.h, once broken, with its sentence. */
+static void test_caps_valid_rules(void **state)
+{
+        (void)state;
+        struct fab f;
+        fab_up(&f, fab_b2b(true));
+        struct ntbf_caps good, c;
+        char why[256];
+        assert_int_equal(f.ops->caps(f.h[0], &good), 0);
+        assert_true(ntbf_caps_valid(f.ops, &good, why, sizeof(why)));
+        assert_string_equal(why, "valid");
+        assert_true(good.flags & NTBF_CAP_LINK_CTRL);
+        assert_true(good.flags & NTBF_CAP_RESET);
+        assert_true(good.flags & NTBF_CAP_COUNTERS);
+
+        /* requires: a claimed flag has its callbacks. */
+        struct ntbf_backend_ops o = *f.ops;
+        o.counters = NULL;
+        expect_caps_invalid(&o, &good, "NTBF_CAP_COUNTERS claimed without counters");
+        o = *f.ops;
+        o.reset = NULL;
+        expect_caps_invalid(&o, &good, "NTBF_CAP_RESET claimed without reset");
+        o = *f.ops;
+        o.link_enable = o.link_disable = NULL;
+        expect_caps_invalid(&o, &good, "NTBF_CAP_LINK_CTRL claimed without link_enable");
+        o = *f.ops;
+        o.peer_db_set = NULL;
+        expect_caps_invalid(&o, &good, "NTBF_CAP_DOORBELL claimed without peer_db_set");
+        c = good;
+        c.flags &= ~(uint32_t)(NTBF_CAP_COUNTERS | NTBF_CAP_RESET | NTBF_CAP_LINK_CTRL);
+        o = *f.ops;
+        o.counters = NULL;
+        o.reset = NULL;
+        o.link_enable = o.link_disable = NULL;
+        assert_true(ntbf_caps_valid(&o, &c, why, sizeof(why))); /* optional, not claimed */
+        c = good;
+        c.flags |= 1u << 30;
+        expect_caps_invalid(f.ops, &c, "unknown capability flags 0x40000000");
+
+        /* excludes */
+        c = good;
+        c.flags |= NTBF_CAP_NO_RID_TABLE;
+        expect_caps_invalid(f.ops, &c, "NTBF_CAP_RID_TABLE and NTBF_CAP_NO_RID_TABLE both claimed");
+        c = good;
+        c.flags |= NTBF_CAP_KERNEL_IOMMU;
+        expect_caps_invalid(f.ops, &c, "NTBF_CAP_IOMMU and NTBF_CAP_KERNEL_IOMMU both claimed");
+        c = good;
+        c.flags &= ~(uint32_t)(NTBF_CAP_XLAT_OUTBOUND | NTBF_CAP_XLAT_INBOUND);
+        expect_caps_invalid(f.ops, &c,
+                            "neither NTBF_CAP_XLAT_OUTBOUND nor NTBF_CAP_XLAT_INBOUND claimed");
+
+        /* figures */
+        c = good;
+        c.db_valid_mask = 0;
+        expect_caps_invalid(f.ops, &c, "NTBF_CAP_DOORBELL claimed but db_valid_mask is 0");
+        c = good;
+        c.flags &= ~(uint32_t)NTBF_CAP_SCRATCHPAD;
+        expect_caps_invalid(f.ops, &c, "NTBF_CAP_SCRATCHPAD not claimed but scratchpads is 8");
+        c = good;
+        c.rid_table = 0;
+        c.rid_reserved = 0;
+        expect_caps_invalid(f.ops, &c, "NTBF_CAP_RID_TABLE claimed with rid_table 0");
+        c = good;
+        c.rid_reserved = c.rid_table;
+        expect_caps_invalid(f.ops, &c,
+                            "NTBF_CAP_RID_TABLE claimed but rid_reserved 32 leaves no entry of "
+                            "rid_table 32");
+        c = good;
+        c.flags = (c.flags & ~(uint32_t)NTBF_CAP_RID_TABLE) | NTBF_CAP_NO_RID_TABLE;
+        expect_caps_invalid(f.ops, &c,
+                            "NTBF_CAP_NO_RID_TABLE claimed with rid_table 32, rid_reserved 2");
+
+        /* windows */
+        c = good;
+        c.nwindows = 0;
+        expect_caps_invalid(f.ops, &c, "0 windows; an adapter has 1 to 8");
+        c = good;
+        c.windows[0].slot_size /= 2;
+        expect_caps_invalid(f.ops, &c,
+                            "window 0: 256 slots of 0x80000 bytes do not make its 0x10000000 "
+                            "bytes");
+        c = good;
+        c.windows[0].first_slot = 1;
+        expect_caps_invalid(f.ops, &c,
+                            "window 0: first_slot 1, but the windows before it have 0 slots");
+        c = good;
+        c.windows[0].reserved = c.windows[0].slots;
+        expect_caps_invalid(f.ops, &c, "window 0: 256 reserved slots leave none of its 256");
+        c = good;
+        c.windows[0].addr_align = 3 * 4096;
+        expect_caps_invalid(f.ops, &c,
+                            "window 0: addr_align 0x3000 and size_align 0x100000 must be powers "
+                            "of two");
+        c = good;
+        c.windows[0].size_max = 2 * c.windows[0].slot_size;
+        expect_caps_invalid(f.ops, &c,
+                            "window 0: size_align 0x100000 <= size_max 0x200000 <= slot_size "
+                            "0x100000 does not hold");
+        c = good;
+        c.nwindows = 2;
+        c.windows[1] = c.windows[0];
+        c.windows[1].first_slot = c.windows[0].slots;
+        c.slots *= 2;
+        expect_caps_invalid(f.ops, &c, "windows 0 and 1 overlap");
+        c.windows[1].base += c.windows[0].size;
+        assert_true(ntbf_caps_valid(f.ops, &c, why, sizeof(why)));
+        c.slots--;
+        expect_caps_invalid(f.ops, &c, "slots is 511 but the windows have 512");
+        fab_down(&f);
 }
 
 /* ---- instances ------------------------------------------------------------------------------ */
@@ -208,14 +366,14 @@ static void test_instance_lifecycle(void **state)
         struct ntbf_backend_env env = {t2, f.dir, NTBF_NONE};
         assert_int_equal(ntbf_sim_attach(&env, &b2, why, sizeof(why)), NTBF_ECONFIG);
         assert_non_null(strstr(why, "different topology"));
-        assert_int_equal(f.ops->open(&env, &b2), NTBF_ECONFIG);
+        assert_int_equal(f.ops->open(&env, &b2, NULL, 0), NTBF_ECONFIG);
         /* No instance at all. */
         env.dir = "/dev/shm/ntbfab-test-does-not-exist";
         assert_int_equal(ntbf_sim_attach(&env, &b2, why, sizeof(why)), NTBF_ENOTFOUND);
         ntbf_topo_free(t2);
         /* A process acting as node a may not probe b's adapter. */
         env = (struct ntbf_backend_env){t, f.dir, 0};
-        assert_int_equal(f.ops->open(&env, &b2), 0);
+        assert_int_equal(f.ops->open(&env, &b2, NULL, 0), 0);
         struct ntbf_adapter_h *h;
         assert_int_equal(f.ops->probe(b2, 1, &h), -EPERM);
         assert_int_equal(f.ops->probe(b2, 0, &h), 0);
@@ -365,7 +523,7 @@ static void test_doorbells_spads_events(void **state)
         /* Reset: slots, requester IDs (not the CPU's), doorbells, masks, scratchpads. */
         fab_slot(&f, 1, 4, 0, 16 * MiB);
         struct ntbf_rid r = {1, 0x0300, 0xffff};
-        assert_int_equal(f.ops->rid_add(f.h[1], &r), 0);
+        assert_int_equal(f.ops->rid_add(f.h[1], &r, NULL), 0);
         assert_int_equal(f.ops->db_set_mask(f.h[1], 0xff), 0);
         assert_int_equal(f.ops->reset(f.h[1]), 0);
         assert_int_equal(pump(&f, 1), 1);
@@ -403,20 +561,26 @@ static void test_xlat_programming(void **state)
         assert_int_equal(f.ops->caps(f.h[0], &c), 0);
         assert_true(c.flags & NTBF_CAP_XLAT_INBOUND);
         assert_false(c.flags & NTBF_CAP_XLAT_OUTBOUND);
-        assert_int_equal(c.lut_entries, 2);
-        assert_int_equal(c.xlat_align, 256 * MiB);
+        assert_int_equal(c.slots, 2);
+        assert_int_equal(c.nwindows, 1);
+        assert_int_equal(c.windows[0].addr_align, 256 * MiB);
+        assert_int_equal(c.windows[0].size_max, 256 * MiB);
         assert_int_equal(c.rid_table, 0);
+        assert_true(c.flags & NTBF_CAP_NO_RID_TABLE);
         /* Intel: the window owner cannot program; the buffer owner programs the peer's slot. */
-        struct ntbf_xlat x = {1, 1, 0, NTBF_NONE};
+        struct ntbf_xlat x = {1, 1, 0, NTBF_NONE, 256 * MiB};
         assert_int_equal(f.ops->xlat_set(f.h[0], 0, &x), NTBF_EUNSUPPORTED);
-        assert_int_equal(f.ops->peer_xlat_set(f.h[1], 0, 1, 12 * MiB), -EINVAL); /* alignment */
-        assert_int_equal(f.ops->peer_xlat_set(f.h[1], 0, 1, 0), 0);
+        assert_int_equal(f.ops->peer_xlat_set(f.h[1], 0, 1, 12 * MiB, 256 * MiB),
+                         -EINVAL);                                           /* alignment */
+        assert_int_equal(f.ops->peer_xlat_set(f.h[1], 0, 1, 0, 0), -EINVAL); /* no size */
+        assert_int_equal(f.ops->peer_xlat_set(f.h[1], 0, 1, 0, 256 * MiB), 0);
         bool valid;
         assert_int_equal(f.ops->xlat_get(f.h[0], 1, &x, &valid), 0);
         assert_true(valid);
         assert_int_equal(x.dst_node, 1);
         assert_int_equal(x.dst_adapter, 1);
         assert_int_equal(x.addr, 0);
+        assert_int_equal(x.size, 256 * MiB);
         assert_int_equal(x.mcast_group, NTBF_NONE);
         /* No requester table: nothing is enforced. */
         uint8_t v[4] = {1, 2, 3, 4};
@@ -428,7 +592,7 @@ static void test_xlat_programming(void **state)
         assert_int_equal(f.ops->xlat_get(f.h[0], 1, &x, &valid), 0);
         assert_false(valid);
         struct ntbf_rid r = {0, 0x300, 0xffff};
-        assert_int_equal(f.ops->rid_add(f.h[0], &r), NTBF_EUNSUPPORTED);
+        assert_int_equal(f.ops->rid_add(f.h[0], &r, NULL), NTBF_EUNSUPPORTED);
         fab_down(&f);
 }
 
@@ -438,17 +602,22 @@ static void test_xlat_checks(void **state)
         struct fab f;
         struct ntbf_topo *t = fab_star(3, false);
         fab_up(&f, t);
-        struct ntbf_xlat x = {1, 1, 3 * MiB, NTBF_NONE};
+        struct ntbf_xlat x = {1, 1, 3 * MiB, NTBF_NONE, MiB};
         assert_int_equal(f.ops->xlat_set(f.h[0], 256, &x), -EINVAL);
+        x.size = MiB / 2;
+        assert_int_equal(f.ops->xlat_set(f.h[0], 0, &x), -EINVAL); /* not a whole slot */
+        x.size = 2 * MiB;
+        assert_int_equal(f.ops->xlat_set(f.h[0], 0, &x), -EINVAL); /* more than a slot */
+        x.size = MiB;
         x.addr = 3 * MiB + 4096;
         assert_int_equal(f.ops->xlat_set(f.h[0], 0, &x), -EINVAL); /* not slot aligned */
         x.addr = UINT64_C(1) << 48;
         assert_int_equal(f.ops->xlat_set(f.h[0], 0, &x), -EINVAL); /* beyond any sim domain */
-        x = (struct ntbf_xlat){2, 1, 0, NTBF_NONE};
+        x = (struct ntbf_xlat){2, 1, 0, NTBF_NONE, MiB};
         assert_int_equal(f.ops->xlat_set(f.h[0], 0, &x), -EINVAL); /* adapter 1 is not on node 2 */
-        x = (struct ntbf_xlat){0, 0, 0, NTBF_NONE};
+        x = (struct ntbf_xlat){0, 0, 0, NTBF_NONE, MiB};
         assert_int_equal(f.ops->xlat_set(f.h[0], 0, &x), NTBF_ENOPATH); /* own host */
-        x = (struct ntbf_xlat){NTBF_NONE, NTBF_NONE, 0, 64};
+        x = (struct ntbf_xlat){NTBF_NONE, NTBF_NONE, 0, 64, MiB};
         assert_int_equal(f.ops->xlat_set(f.h[0], 0, &x), -EINVAL); /* 64 groups: 0..63 */
         x.mcast_group = 63;
         assert_int_equal(f.ops->xlat_set(f.h[0], 0, &x), 0);
@@ -463,6 +632,7 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_ops_valid_rules),
+            cmocka_unit_test(test_caps_valid_rules),
             cmocka_unit_test(test_instance_lifecycle),
             cmocka_unit_test(test_doorbells_spads_events),
             cmocka_unit_test(test_xlat_programming),

@@ -119,9 +119,17 @@ static void test_checker_finds_damage(void **state)
         assert_int_equal(ntbf_sim_check(f.b, why, sizeof(why)), NTBF_EPROTO);
         assert_string_equal(why, "adapter a.ntb0: requester entries 5 and 9 are the same");
         atomic_store(&rids[9], 0);
+        atomic_store(&sim_xsize(s, 0)[3], NTBF_MiB);
         atomic_store(&sim_slots(s, 0)[3], SLOT_VALID | (uint64_t)0 << 48);
         assert_int_equal(ntbf_sim_check(f.b, why, sizeof(why)), NTBF_EPROTO);
         assert_string_equal(why, "adapter a.ntb0: slot 3 targets adapter 0, which it cannot reach");
+        /* A translation of a size the window cannot carry is damage too. */
+        atomic_store(&sim_slots(s, 0)[3], 0);
+        atomic_store(&sim_xsize(s, 0)[3], NTBF_MiB / 2);
+        atomic_store(&sim_slots(s, 0)[3], SLOT_VALID | (uint64_t)1 << 48);
+        assert_int_equal(ntbf_sim_check(f.b, why, sizeof(why)), NTBF_EPROTO);
+        assert_string_equal(why, "adapter a.ntb0: slot 3 is malformed (0001000000000001, 524288 "
+                                 "bytes)");
         atomic_store(&sim_slots(s, 0)[3], 0);
         s->nodes[0].mem_count = 3;
         assert_int_equal(ntbf_sim_check(f.b, why, sizeof(why)), NTBF_EPROTO);

@@ -136,7 +136,7 @@ static void test_drop_reasons(void **state)
         assert_int_equal(fab_ctr(&f, 0).drop_no_rid, 1);
         assert_int_equal(fab_ctr(&f, 1).rx, 0);
         struct ntbf_rid r = {0, 0x0300, 0xffff};
-        assert_int_equal(f.ops->rid_add(f.h[0], &r), 0);
+        assert_int_equal(f.ops->rid_add(f.h[0], &r, NULL), 0);
         assert_int_equal(
             ntbf_sim_write(f.b, 0, dev, 0x0300, fab_win(&f, 0, 3, 0), out, sizeof(out), &tr), 0);
         assert_memory_equal(dst, out, sizeof(out));
@@ -217,7 +217,7 @@ static void test_chassis_latency(void **state)
         /* Across the NTB: both root complexes, the chassis on the way out. */
         fab_slot(&f, 0, 3, 1, 16 * MiB);
         struct ntbf_rid r = {0, 0x0300, 0xffff};
-        assert_int_equal(f.ops->rid_add(f.h[0], &r), 0);
+        assert_int_equal(f.ops->rid_add(f.h[0], &r, NULL), 0);
         assert_int_equal(
             ntbf_sim_write(f.b, 0, dev, 0x0300, fab_win(&f, 0, 3, 0), buf, sizeof(buf), &tr), 0);
         assert_int_equal(tr.latency_ns, 150 + 264 + 100 + 132 + 132 + 50);
@@ -304,7 +304,7 @@ static void test_msi_to_vector(void **state)
         /* The MSI window: a slot to b's interrupt range (not translated by b's IOMMU). */
         fab_slot(&f, 0, 9, 1, irq.addr);
         struct ntbf_rid r = {0, 0x0300, 0xffff};
-        assert_int_equal(f.ops->rid_add(f.h[0], &r), 0);
+        assert_int_equal(f.ops->rid_add(f.h[0], &r, NULL), 0);
         uint32_t data = irq.data;
         struct ntbf_sim_trace tr;
         assert_int_equal(ntbf_sim_write(f.b, 0, dev, 0x0300, fab_win(&f, 0, 9, 0), &data, 4, &tr),
@@ -335,7 +335,7 @@ static void test_multicast(void **state)
         for (uint32_t m = 1; m <= 3; m++)
                 assert_int_equal(f.ops->mcast_join(f.h[m], 2, 48 * MiB + m * MiB, MiB), 0);
         assert_int_equal(f.ops->mcast_join(f.h[1], 2, 48 * MiB, MiB), NTBF_EBUSY);
-        struct ntbf_xlat x = {NTBF_NONE, NTBF_NONE, 0, 2};
+        struct ntbf_xlat x = {NTBF_NONE, NTBF_NONE, 0, 2, MiB};
         assert_int_equal(f.ops->xlat_set(f.h[0], 0, &x), 0);
         struct ntbf_rid cpu = {0, 0, 0xffff};
         assert_int_equal(f.ops->switch_rid_add(f.h[0], 0, &cpu), 0);
@@ -377,7 +377,7 @@ static void test_rid_mask(void **state)
         fab_slot(&f, 0, 1, 1, 8 * MiB);
         /* One entry for all functions of the device (the PLX RID LUT aliases functions). */
         struct ntbf_rid r = {0, 0x0500, 0xfff8};
-        assert_int_equal(f.ops->rid_add(f.h[0], &r), 0);
+        assert_int_equal(f.ops->rid_add(f.h[0], &r, NULL), 0);
         uint8_t v[8] = {1, 2, 3, 4, 5, 6, 7, 8};
         uint64_t w = fab_win(&f, 0, 1, 0);
         for (uint16_t fn = 0; fn < 4; fn++)
@@ -388,7 +388,7 @@ static void test_rid_mask(void **state)
         assert_int_equal(fab_ctr(&f, 0).drop_no_rid, 2);
         /* An entry of another host never matches this host's requesters. */
         struct ntbf_rid foreign = {1, 0x0600, 0xffff};
-        assert_int_equal(f.ops->rid_add(f.h[0], &foreign), -EINVAL);
+        assert_int_equal(f.ops->rid_add(f.h[0], &foreign, NULL), -EINVAL);
         fab_down(&f);
 }
 
@@ -403,19 +403,19 @@ static void test_table_capacity(void **state)
         assert_int_equal(c.rid_table, 32);
         assert_int_equal(c.rid_reserved, 2);
         struct ntbf_rid r = {0, 0, 0xffff};
-        assert_int_equal(f.ops->rid_add(f.h[0], &r), -EEXIST); /* the CPU's own entry */
+        assert_int_equal(f.ops->rid_add(f.h[0], &r, NULL), -EEXIST); /* the CPU's own entry */
         assert_int_equal(f.ops->rid_del(f.h[0], &r), -EPERM);
         for (uint16_t i = 0; i < 30; i++) {
                 r.rid = (uint16_t)(0x1000 + (i << 3));
-                assert_int_equal(f.ops->rid_add(f.h[0], &r), 0);
+                assert_int_equal(f.ops->rid_add(f.h[0], &r, NULL), 0);
         }
         r.rid = 0x2000;
-        assert_int_equal(f.ops->rid_add(f.h[0], &r), -ENOSPC);
+        assert_int_equal(f.ops->rid_add(f.h[0], &r, NULL), -ENOSPC);
         r.rid = 0x1000;
-        assert_int_equal(f.ops->rid_add(f.h[0], &r), -EEXIST);
+        assert_int_equal(f.ops->rid_add(f.h[0], &r, NULL), -EEXIST);
         assert_int_equal(f.ops->rid_del(f.h[0], &r), 0);
         r.rid = 0x2000;
-        assert_int_equal(f.ops->rid_add(f.h[0], &r), 0);
+        assert_int_equal(f.ops->rid_add(f.h[0], &r, NULL), 0);
         /* mxs824: 256 entries per port, on every connected port at once. */
         struct ntbf_rid s = {0, 0, 0xffff};
         for (uint32_t i = 0; i < 256; i++) {
@@ -440,7 +440,7 @@ static void test_cpu_map_follows_routing(void **state)
         uint64_t E = MiB;
         fab_slot(&f, 0, 10, 1, m.bus_addr & ~(E - 1));
         void *va;
-        assert_int_equal(f.ops->map_window(f.h[0], 10 * E, E, 0, &va), 0);
+        assert_int_equal(f.ops->map_window(f.h[0], 0, 10 * E, E, 0, &va), 0);
         uint8_t *p = (uint8_t *)va + (m.bus_addr & (E - 1));
         uint8_t out[4096];
         fill(out, sizeof(out), 21);
@@ -474,7 +474,7 @@ static void test_host_death_and_revival(void **state)
         fab_slot(&f, 0, 2, 1, m.bus_addr & ~(MiB - 1));
         fab_slot(&f, 1, 7, 0, 8 * MiB);
         void *va;
-        assert_int_equal(f.ops->map_window(f.h[0], 2 * MiB, MiB, 0, &va), 0);
+        assert_int_equal(f.ops->map_window(f.h[0], 0, 2 * MiB, MiB, 0, &va), 0);
         uint8_t *p = (uint8_t *)va + (m.bus_addr & (MiB - 1));
         assert_int_equal(p[0], 0x5a);
         struct ntbf_fault hf = {NTBF_FAULT_HOST_DEATH, 1};

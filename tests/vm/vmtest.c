@@ -822,7 +822,7 @@ static int fab_open(struct fab *f, const char *what)
         f->peer = o.obj;
         f->ops = ntbf_backend_find(f->t->backend);
         struct ntbf_backend_env env = {f->t, dir, n};
-        if (!f->ops || (r = f->ops->open(&env, &f->b)) ||
+        if (!f->ops || (r = f->ops->open(&env, &f->b, NULL, 0)) ||
             (r = f->ops->probe(f->b, f->adapter, &f->h))) {
                 result(what, false, "cannot open adapter %s of the %s backend: %s",
                        f->t->adapters[f->adapter].name, f->t->backend, ntbf_strerror(r));
@@ -928,8 +928,9 @@ static int run_window(const char *bdf)
         /* Program the window's first slots to the peer's segment (what the daemon does for
          * a segment connection), then map them for the CPU. */
         const struct ntbf_adapter *a = &f.t->adapters[f.peer];
-        for (uint32_t s = 0; s < SEG_SIZE / caps.lut_entry_size; s++) {
-                struct ntbf_xlat x = {a->node, f.peer, bus + s * caps.lut_entry_size, NTBF_NONE};
+        uint64_t E = caps.windows[0].slot_size;
+        for (uint32_t s = 0; s < SEG_SIZE / E; s++) {
+                struct ntbf_xlat x = {a->node, f.peer, bus + s * E, NTBF_NONE, E};
                 int r = f.ops->xlat_set(f.h, s, &x);
                 if (r) {
                         result("window-xlat", false, "slot %u: %s", s, ntbf_strerror(r));
@@ -937,7 +938,7 @@ static int run_window(const char *bdf)
                 }
         }
         void *w;
-        int r = f.ops->map_window(f.h, 0, SEG_SIZE, 0, &w);
+        int r = f.ops->map_window(f.h, 0, 0, SEG_SIZE, 0, &w);
         if (r) {
                 result("window-map", false, "map_window: %s", ntbf_strerror(r));
                 return 1;

@@ -403,8 +403,9 @@ static int cpu_copy(struct sx_dmajob *j, volatile uint8_t *remote)
                 const struct sx_desc_x *d = &j->d[k];
                 if (j->rs->broadcast) {
                         /* Multicast: posted writes through the window are replicated. */
-                        int r = sx.ops->window_write(sx_ah(j->rs->adapter), j->rs->offset + d->roff,
-                                                     local + d->loff, d->len);
+                        int r =
+                            sx.ops->window_write(sx_ah(j->rs->adapter), j->rs->win,
+                                                 j->rs->offset + d->roff, local + d->loff, d->len);
                         if (r)
                                 return r;
                 } else if (j->read) {

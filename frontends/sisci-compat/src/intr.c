@@ -488,13 +488,14 @@ static void nap_ms(unsigned ms)
 /* The writer's lane of a data interrupt's mailbox: mapped, emptied, ready at sequence 0. */
 static int map_lane(struct sx_rint *i, struct json_object *mbox)
 {
-        uint64_t lane = 0, addr = 0, off = 0, ad = NTBF_NONE;
+        uint64_t lane = 0, addr = 0, off = 0, ad = NTBF_NONE, win = 0;
         bool local = false;
         sx_get_u(mbox, "handle", &i->mbox_dh);
         sx_get_u(mbox, "lane", &lane);
         sx_get_b(mbox, "local", &local);
         sx_get_u(mbox, "addr", &addr);
         sx_get_u(mbox, "offset", &off);
+        sx_get_u(mbox, "window", &win);
         sx_get_u(mbox, "adapter", &ad);
         if (lane >= DINT_LANES)
                 return NTBF_EPROTO;
@@ -514,8 +515,9 @@ static int map_lane(struct sx_rint *i, struct json_object *mbox)
         } else {
                 i->lane_adapter = (uint32_t)ad;
                 void *base;
-                int r = sx.ops->map_window(sx_ah((uint32_t)ad), off + lane * LANE_BYTES, LANE_BYTES,
-                                           NTBF_MAP_UNCACHED, &base);
+                int r =
+                    sx.ops->map_window(sx_ah((uint32_t)ad), (uint32_t)win, off + lane * LANE_BYTES,
+                                       LANE_BYTES, NTBF_MAP_UNCACHED, &base);
                 if (r)
                         return r;
                 i->lane_base = base;
@@ -598,6 +600,7 @@ static void connect_int(sci_desc_t sd, void **out, unsigned node_id, unsigned ad
                 sx_get_u(res, "addr", &i->local_addr);
                 i->adapter = sx_get_u(res, "adapter", &v) ? (uint32_t)v : NTBF_NONE;
                 sx_get_u(res, "offset", &i->offset);
+                i->win = sx_get_u(res, "window", &v) ? (uint32_t)v : 0;
                 if (sx_get_u(res, "data", &v))
                         i->msi_data = (uint32_t)v;
                 struct json_object *mbox;
@@ -707,7 +710,7 @@ static sci_error_t fire(struct sx_rint *i)
                            : NTBF_EUNSUPPORTED;
         else
                 r = sx.ops->window_write
-                        ? sx.ops->window_write(sx_ah(i->adapter), i->offset, &v, sizeof(v))
+                        ? sx.ops->window_write(sx_ah(i->adapter), i->win, i->offset, &v, sizeof(v))
                         : NTBF_EUNSUPPORTED;
         if (r == NTBF_EUNSUPPORTED)
                 return SCI_ERR_NOT_SUPPORTED;

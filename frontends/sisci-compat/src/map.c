@@ -29,15 +29,15 @@ static unsigned backend_flags(unsigned flags)
 }
 
 /* A window range [off, off + size) of adapter mapped page-aligned; *p points at off. */
-static int map_range(uint32_t adapter, uint64_t off, uint64_t size, unsigned flags, void **base,
-                     uint64_t *base_size, volatile uint8_t **p)
+static int map_range(uint32_t adapter, uint32_t win, uint64_t off, uint64_t size, unsigned flags,
+                     void **base, uint64_t *base_size, volatile uint8_t **p)
 {
         struct ntbf_adapter_h *h = sx_ah(adapter);
         if (!h || !sx.ops->map_window)
                 return NTBF_EUNSUPPORTED;
         uint64_t lo = off & ~(uint64_t)(PAGE - 1),
                  hi = (off + size + PAGE - 1) & ~(uint64_t)(PAGE - 1);
-        int r = sx.ops->map_window(h, lo, hi - lo, backend_flags(flags), base);
+        int r = sx.ops->map_window(h, win, lo, hi - lo, backend_flags(flags), base);
         if (r)
                 return r;
         *base_size = hi - lo;
@@ -65,7 +65,7 @@ volatile uint8_t *sx_rseg_imap(struct sx_rseg *s)
                 return s->imap;
         }
         volatile uint8_t *p;
-        if (map_range(s->adapter, s->offset, s->size, 0, &s->imap_base, &s->imap_size, &p))
+        if (map_range(s->adapter, s->win, s->offset, s->size, 0, &s->imap_base, &s->imap_size, &p))
                 return NULL;
         s->imap = (void *)(uintptr_t)p;
         return s->imap;
@@ -79,8 +79,9 @@ sci_error_t sx_rseg_write(struct sx_rseg *s, uint64_t off, const void *buf, size
                 struct ntbf_adapter_h *h = sx_ah(s->adapter);
                 if (!h || !sx.ops->window_write)
                         return SCI_ERR_NOT_SUPPORTED;
-                return sx.ops->window_write(h, s->offset + off, buf, len) ? SCI_ERR_TRANSFER_FAILED
-                                                                          : SCI_ERR_OK;
+                return sx.ops->window_write(h, s->win, s->offset + off, buf, len)
+                           ? SCI_ERR_TRANSFER_FAILED
+                           : SCI_ERR_OK;
         }
         volatile uint8_t *p = sx_rseg_imap(s);
         if (!p)
@@ -213,7 +214,8 @@ volatile void *SCIMapRemoteSegment(sci_remote_segment_t segment, sci_map_t *map,
                         base_size = size;
                 }
         } else {
-                r = map_range(s->adapter, s->offset + offset, size, flags, &base, &base_size, &p);
+                r = map_range(s->adapter, s->win, s->offset + offset, size, flags, &base,
+                              &base_size, &p);
         }
         if (r) {
                 *err = r == NTBF_EUNSUPPORTED ? SCI_ERR_NOT_SUPPORTED : sx_err_of(r);

@@ -674,6 +674,7 @@ void sx_rseg_fill(struct sx_rseg *s, struct json_object *res)
                 s->size = (size_t)v;
         s->adapter = sx_get_u(res, "adapter", &v) ? (uint32_t)v : NTBF_NONE;
         sx_get_u(res, "offset", &s->offset);
+        s->win = sx_get_u(res, "window", &v) ? (uint32_t)v : 0;
         s->owner_node = sx_get_u(res, "owner_node", &v) ? (uint32_t)v : NTBF_NONE;
         sx_get_u(res, "owner_addr", &s->owner_phys);
         if (sx_early_lost(s->dh))

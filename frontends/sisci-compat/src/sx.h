@@ -115,6 +115,7 @@ struct sx_rseg {
         bool broadcast;      /* a multicast group: CPU stores go through window_write */
         uint64_t addr;       /* this host's address of byte 0 (window address, or physical) */
         uint32_t adapter;    /* topology index of the adapter whose window holds it */
+        uint32_t win;        /* that window of the adapter */
         uint64_t offset;     /* offset of byte 0 in that window */
         uint32_t adapter_no; /* the caller's adapter number */
         uint64_t owner_phys; /* the memory's address in its owner's host (device mappings) */
@@ -216,7 +217,8 @@ struct sx_rint {
         uint64_t dh; /* the daemon's handle of the interrupt connection */
         uint32_t node_id, intno;
         uint32_t adapter; /* topology index of the adapter the write leaves through */
-        uint64_t offset;  /* window offset of the target's interrupt address */
+        uint32_t win;     /* the window of that adapter holding the target's address */
+        uint64_t offset;  /* offset of the target's interrupt address in that window */
         uint32_t msi_data;
         bool local;          /* the target is in this host */
         uint64_t local_addr; /* its interrupt address in this host */
