@@ -309,6 +309,7 @@ static void *mcast_main(void *arg)
         uint64_t nap = 10000;
         while (!atomic_load_explicit(&dh->stop, memory_order_relaxed)) {
                 uint64_t n = ntbf__sim_mcpost_run(m);
+                atomic_fetch_add_explicit(&dh->s->hdr->mcast_passes, 1, memory_order_release);
                 atomic_fetch_add_explicit(&r->polls, 1, memory_order_relaxed);
                 if (n) {
                         atomic_fetch_add_explicit(&r->work, n, memory_order_relaxed);

@@ -155,6 +155,9 @@ struct sim_hdr {
         struct sim_futex devhost_kick; /* DMA submissions wake the engines */
         /* Multicast membership changes. */
         alignas(64) pthread_mutex_t mcast_lock;
+        /* Passes of the device host's multicast replication (mcpost.c): a slot is cleared
+         * only after a pass that began after the clear was asked for (ops.c). */
+        alignas(64) _Atomic uint64_t mcast_passes;
 };
 
 struct sim_node {

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cfgspace.h"
@@ -329,6 +330,30 @@ static int sim_process_events(struct ntbf_adapter_h *h)
 /* ---- translation -------------------------------------------------------------------------------
  */
 
+/*
+ * Before a multicast translation is cleared or replaced, the CPU stores already posted
+ * through it must reach the members, as posted writes already issued do on hardware: wait
+ * until the device host (which replicates them, mcpost.c) has made a whole pass that began
+ * after this call. Without a live device host nothing is replicated, so nothing waits;
+ * a device host too slow to answer in 2 s is not waited for longer.
+ */
+static void mcast_drain(struct ntbf_sim *s, uint64_t old)
+{
+        if ((old & (SLOT_VALID | SLOT_MCAST)) != (SLOT_VALID | SLOT_MCAST))
+                return;
+        int32_t pid = atomic_load(&s->hdr->devhost_pid);
+        uint64_t st = s->hdr->devhost_start;
+        if (!pid || !st || ntbf__sim_proc_start(pid) != st)
+                return;
+        uint64_t p0 = atomic_load_explicit(&s->hdr->mcast_passes, memory_order_acquire);
+        struct timespec nap = {0, 20000};
+        for (int i = 0; i < 100000; i++) { /* 100,000 naps of at least 20 us: 2 s or more */
+                if (atomic_load_explicit(&s->hdr->mcast_passes, memory_order_acquire) >= p0 + 2)
+                        return;
+                nanosleep(&nap, NULL);
+        }
+}
+
 static int program_slot(struct ntbf_sim *s, uint32_t a, uint32_t slot, const struct ntbf_xlat *x)
 {
         const struct ntbf_adapter *ad = &s->t->adapters[a];
@@ -357,6 +382,8 @@ static int program_slot(struct ntbf_sim *s, uint32_t a, uint32_t slot, const str
         }
         /* A new multicast translation starts with nothing posted (docs/sim.md). */
         uint64_t old = atomic_load(&sim_slots(s, a)[slot]);
+        if (old != e)
+                mcast_drain(s, old);
         if ((e & SLOT_MCAST) && old != e)
                 ntbf__sim_mcpost_forget(s, a,
                                         sim_post_off(ad, w) + (slot - w->first_slot) * w->slot_size,
@@ -376,6 +403,7 @@ static int clear_slot(struct ntbf_sim *s, uint32_t a, uint32_t slot)
                 return -EINVAL;
         if (slot - w->first_slot < w->reserved)
                 return -EPERM;
+        mcast_drain(s, atomic_load(&sim_slots(s, a)[slot]));
         atomic_store_explicit(&sim_slots(s, a)[slot], 0, memory_order_release);
         ntbf__sim_changed(s);
         return 0;

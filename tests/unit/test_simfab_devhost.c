@@ -309,6 +309,46 @@ static void test_dma_engine(void **state)
         fab_down(&f);
 }
 
+/*
+ * CPU stores through a multicast mapping are posted writes: clearing the translation right
+ * after them must not lose them (a sender that stores and leaves the group, as a reflective
+ * memory program's last barrier does). The device host naps 200 ms when idle here, so
+ * without a drain the clear always comes before the replication's next pass.
+ */
+static void test_mcast_stores_before_clear(void **state)
+{
+        (void)state;
+        struct fab f;
+        fab_up(&f, fab_star(3, false));
+        for (uint32_t m = 1; m <= 2; m++)
+                assert_int_equal(f.ops->mcast_join(f.h[m], 5, 40 * MiB, MiB), 0);
+        struct ntbf_rid cpu = {0, 0, 0xffff};
+        assert_int_equal(f.ops->switch_rid_add(f.h[0], 0, &cpu), 0);
+        struct ntbf_sim_devhost_opts o = {.no_reaper = true, .max_nap_ns = 200000000};
+        struct ntbf_sim_devhost *dh;
+        assert_int_equal(ntbf_sim_devhost_start(f.b, &o, &dh, NULL, 0), 0);
+        for (uint32_t round = 1; round <= 3; round++) {
+                struct ntbf_xlat x = {NTBF_NONE, NTBF_NONE, 0, 5, MiB};
+                assert_int_equal(f.ops->xlat_set(f.h[0], 2, &x), 0);
+                sleep_us(300000); /* the replication goes idle: its naps reach 200 ms */
+                volatile uint32_t *w;
+                assert_int_equal(f.ops->map_window(f.h[0], 0,
+                                                   fab_win(&f, 0, 2, 0) - fab_win(&f, 0, 0, 0),
+                                                   4096, 0, (void **)&w),
+                                 0);
+                w[7] = 0xc0de0000 + round;
+                __atomic_thread_fence(__ATOMIC_SEQ_CST);
+                assert_int_equal(f.ops->unmap_window(f.h[0], (void *)w, 4096), 0);
+                assert_int_equal(f.ops->xlat_clear(f.h[0], 2), 0);
+                for (uint32_t m = 1; m <= 2; m++) {
+                        volatile uint32_t *got = (volatile uint32_t *)fab_ram(&f, m, 40 * MiB, 64);
+                        assert_int_equal(got[7], 0xc0de0000 + round);
+                }
+        }
+        ntbf_sim_devhost_stop(dh);
+        fab_down(&f);
+}
+
 static void test_reaper(void **state)
 {
         (void)state;
@@ -367,6 +407,7 @@ int main(void)
             cmocka_unit_test(test_mirror_model),
             cmocka_unit_test(test_nvme_model_across_fabric),
             cmocka_unit_test(test_dma_engine),
+            cmocka_unit_test(test_mcast_stores_before_clear),
             cmocka_unit_test(test_reaper),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
