@@ -618,6 +618,8 @@ enum {
         A_XLAT,
         A_BACKEND,
         A_BDF,
+        A_WINDOWS,
+        A_RID_PROXY,
         A_N
 };
 static const struct key adapter_keys[] = {
@@ -640,6 +642,8 @@ static const struct key adapter_keys[] = {
     {"xlat", NULL},
     {"backend", NULL},
     {"bdf", NULL},
+    {"windows", NULL},
+    {"rid_proxy", NULL},
 };
 static const struct schema adapter_schema = {"in adapter", adapter_keys, A_N, NULL, NULL, NULL};
 
@@ -681,6 +685,30 @@ static const struct key device_keys[] = {
     {"vfio", NULL},
 };
 static const struct schema device_schema = {"in device", device_keys, D_N, NULL, NULL, NULL};
+
+/* One entry of an adapter's `windows:` list (docs/config.md, "Windows"). */
+enum {
+        WN_SIZE,
+        WN_SLOTS,
+        WN_RESERVED,
+        WN_BAR,
+        WN_ADDR_ALIGN,
+        WN_SIZE_ALIGN,
+        WN_SIZE_MAX,
+        WN_BASE,
+        WN_N
+};
+static const struct key window_keys[] = {
+    {"size", "'size: SIZE' (the window's bytes)"},
+    {"slots", NULL},
+    {"reserved", NULL},
+    {"bar", NULL},
+    {"addr_align", NULL},
+    {"size_align", NULL},
+    {"size_max", NULL},
+    {"base", NULL},
+};
+static const struct schema window_schema = {"in window", window_keys, WN_N, NULL, NULL, NULL};
 
 enum { B_SIZE, B_PREFETCHABLE, B_BITS, B_N };
 static const struct key bar_keys[] = {
@@ -744,7 +772,8 @@ _Static_assert(ARRAY_LEN(top_keys) == T_N && ARRAY_LEN(cluster_keys) == C_N &&
                    ARRAY_LEN(node_keys) == N_N && ARRAY_LEN(adapter_keys) == A_N &&
                    ARRAY_LEN(device_keys) == D_N && ARRAY_LEN(bar_keys) == B_N &&
                    ARRAY_LEN(sim_keys_all) == S_N && ARRAY_LEN(switch_keys) == W_N &&
-                   ARRAY_LEN(link_keys) == L_N && ARRAY_LEN(chassis_keys) == X_N,
+                   ARRAY_LEN(link_keys) == L_N && ARRAY_LEN(chassis_keys) == X_N &&
+                   ARRAY_LEN(window_keys) == WN_N,
                "key tables and their enums must match");
 _Static_assert(A_N <= MAX_KEYS && D_N <= MAX_KEYS && N_N <= MAX_KEYS, "raise MAX_KEYS");
 
@@ -1139,6 +1168,77 @@ static int get_adapter_model(struct ld *ld, uint32_t v, struct ntbf_adapter_para
         return r;
 }
 
+/* One window of a `windows:` list; false when it is unusable (reported). */
+static bool load_window(struct ld *ld, uint32_t v, uint32_t i, struct ntbf_window_params *w)
+{
+        uint32_t vals[WN_N];
+        char label[32];
+        size_t e0 = ld->d->errors;
+        snprintf(label, sizeof(label), "window %u", i);
+        if (!take_map(ld, v, label, "a mapping with size", &window_schema, vals))
+                return false;
+        need(ld, v, &window_schema, vals, label);
+        memset(w, 0, sizeof(*w));
+        w->bar = i; /* a BAR of its own unless told */
+        get_size(ld, vals[WN_SIZE], "'size'", &w->size);
+        get_u32(ld, vals[WN_SLOTS], "'slots'", 1, 1u << 20,
+                "a window has 1 (direct) to 1048576 translation slots", &w->slots);
+        get_u32(ld, vals[WN_RESERVED], "'reserved'", 0, UINT32_MAX, NULL, &w->reserved);
+        get_u32(ld, vals[WN_BAR], "'bar'", 0, NTBF_MAX_BARS - 1, "a PCI function has BAR0 to BAR5",
+                &w->bar);
+        /* A size, or natural: aligned to the translation's size rounded up (Switchtec). */
+        uint32_t av = vals[WN_ADDR_ALIGN];
+        const char *s, *why;
+        char b[SHOWBUF];
+        if (av != NONE && nd(ld, av)->kind == NTBF__YT_SCALAR && nd(ld, av)->len) {
+                s = text(ld, av);
+                if (!strcmp(s, "natural")) {
+                        w->flags |= NTBF_WIN_NATURAL_ALIGN;
+                        w->addr_align = 4 * NTBF_KiB;
+                } else if (ntbf_size_parse(s, &w->addr_align, &why)) {
+                        err(ld, at(ld, av),
+                            "'addr_align' value %s is neither a size nor 'natural'; write a power "
+                            "of two like 64KiB, or natural (aligned to the translation's size)",
+                            show(s, b, sizeof(b)));
+                }
+        } else {
+                get_size(ld, av, "'addr_align'", &w->addr_align);
+        }
+        get_size(ld, vals[WN_SIZE_ALIGN], "'size_align'", &w->size_align);
+        get_size(ld, vals[WN_SIZE_MAX], "'size_max'", &w->size_max);
+        get_addr(ld, vals[WN_BASE], "'base'", &w->base);
+        return ld->d->errors == e0;
+}
+
+/* `windows:` of an adapter: 1 to NTBF_MAX_WINDOWS windows replacing the single-window keys. */
+static void load_windows(struct ld *ld, uint32_t v, struct ntbf_adapter_params *p,
+                         struct ntbf_loc *locs)
+{
+        uint32_t item, n = 0;
+        if (!take_list(ld, v, "'windows'", "a list of windows", &item))
+                return;
+        if (item == NONE) {
+                err(ld, at(ld, v),
+                    "'windows' is empty; list the adapter's windows, or drop the key to keep "
+                    "the model's");
+                return;
+        }
+        bool ok = true;
+        for (; item != NONE; item = next(ld, item), n++) {
+                if (n == NTBF_MAX_WINDOWS) {
+                        err(ld, at(ld, item),
+                            "'windows' lists more than %u windows; an adapter has at most %u, "
+                            "remove this entry and the ones after it",
+                            NTBF_MAX_WINDOWS, NTBF_MAX_WINDOWS);
+                        return;
+                }
+                locs[n] = at(ld, item);
+                ok = load_window(ld, item, n, &p->windows[n]) && ok;
+        }
+        if (ok)
+                p->nwindows = n;
+}
+
 /* Returns false when the adapter could not be added (its node or its name is unusable). */
 static bool load_adapter(struct ld *ld, uint32_t v, uint32_t node, const char *node_name)
 {
@@ -1160,6 +1260,24 @@ static bool load_adapter(struct ld *ld, uint32_t v, uint32_t node, const char *n
         get_size(ld, vals[A_WINDOW], "'window'", &p.window);
         get_bool(ld, vals[A_WINDOW_BELOW_4G], "'window_below_4g'", &p.window_below_4g);
         get_u32(ld, vals[A_LUT_ENTRIES], "'lut_entries'", 0, UINT32_MAX, NULL, &p.lut_entries);
+        /* The single-window keys describe one window: they replace a model's windows, and
+         * `windows:` replaces them (both at once would disagree). */
+        struct ntbf_loc wlocs[NTBF_MAX_WINDOWS] = {{0}};
+        if (vals[A_WINDOW] != NONE || vals[A_LUT_ENTRIES] != NONE)
+                p.nwindows = 0;
+        if (vals[A_WINDOWS] != NONE) {
+                static const int clash[] = {A_WINDOW, A_LUT_ENTRIES, A_WINDOW_BASE};
+                for (size_t k = 0; k < ARRAY_LEN(clash); k++)
+                        if (vals[clash[k]] != NONE)
+                                err(ld, at(ld, vals[clash[k]]),
+                                    "'%s' cannot be combined with 'windows': it describes a "
+                                    "single window; give the windows' sizes, slots and bases in "
+                                    "'windows' and remove '%s'",
+                                    adapter_keys[clash[k]].name, adapter_keys[clash[k]].name);
+                p.nwindows = 0;
+                load_windows(ld, vals[A_WINDOWS], &p, wlocs);
+        }
+        get_bool(ld, vals[A_RID_PROXY], "'rid_proxy'", &p.rid_proxy);
         get_u32(ld, vals[A_RID_TABLE], "'rid_table'", 0, UINT32_MAX, NULL, &p.rid_table);
         get_u32(ld, vals[A_RID_RESERVED], "'rid_reserved'", 0, UINT32_MAX, NULL, &p.rid_reserved);
         get_u32(ld, vals[A_ADDR_BITS], "'addr_bits'", 32, 64,
@@ -1174,6 +1292,10 @@ static bool load_adapter(struct ld *ld, uint32_t v, uint32_t node, const char *n
                 p.xlat = xlat_bits[i];
         uint64_t base = 0;
         get_addr(ld, vals[A_WINDOW_BASE], "'window_base'", &base);
+        if (p.nwindows && vals[A_WINDOWS] == NONE) {
+                p.windows[0].base = base; /* a model's windows: window_base is its first BAR's */
+                base = 0;
+        }
         char backend[NTBF_NAME_MAX + 1] = "", bdf[16] = "";
         if (get_choice(ld, vals[A_BACKEND], "'backend'", "backend", backends, ARRAY_LEN(backends),
                        &i) == GOT)
@@ -1210,6 +1332,7 @@ static bool load_adapter(struct ld *ld, uint32_t v, uint32_t node, const char *n
                 a->loc_window_base = at(ld, vals[A_WINDOW_BASE]);
         if (vals[A_LUT_ENTRIES] != NONE)
                 a->loc_lut = at(ld, vals[A_LUT_ENTRIES]);
+        memcpy(a->loc_win, wlocs, sizeof(a->loc_win));
         put(ld, &ld->adapters, keep_key(ld, node_name, name), idx);
         return true;
 }

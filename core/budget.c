@@ -533,8 +533,7 @@ int ntbf_state_new(const struct ntbf_topo *t, struct ntbf_state **out, struct nt
         if (!s->ad || !s->sw || !s->nd)
                 goto nomem;
         for (uint32_t i = 0; i < t->nadapters; i++) {
-                s->ad[i].slots =
-                    calloc(t->adapters[i].p.lut_entries + 1, sizeof(struct ntbf__slot));
+                s->ad[i].slots = calloc(t->adapters[i].nslots + 1, sizeof(struct ntbf__slot));
                 if (!s->ad[i].slots)
                         goto nomem;
         }
@@ -599,8 +598,9 @@ struct ntbf_state *ntbf_state_clone(const struct ntbf_state *src)
                 memcpy(s->base, src->base, src->nbase * sizeof(*s->base));
         s->nbase = src->nbase;
         for (uint32_t i = 0; i < t->nadapters; i++) {
-                size_t n = t->adapters[i].p.lut_entries + 1;
+                size_t n = t->adapters[i].nslots + 1;
                 s->ad[i].used = src->ad[i].used;
+                s->ad[i].used_bytes = src->ad[i].used_bytes;
                 s->ad[i].slots = malloc(n * sizeof(struct ntbf__slot));
                 if (!s->ad[i].slots || rset_copy(&s->ad[i].rids, &src->ad[i].rids))
                         goto fail;
@@ -788,20 +788,57 @@ static void claims_of(const struct ntbf_plan *p, uint32_t ai, struct claims *c)
                         c->r[c->n++] = &p->res[i];
 }
 
+/*
+ * The largest and smallest slots of an adapter's windows. A far-side range aligned to the
+ * largest (or to its own size rounded up, when smaller) is carried by one translation of any
+ * window it fits; the MSI window is one of the smallest slots.
+ */
+static uint64_t max_slot(const struct ntbf_adapter *ad)
+{
+        uint64_t m = 0;
+        for (uint32_t w = 0; w < ad->nwin; w++)
+                m = ad->win[w].slot_size > m ? ad->win[w].slot_size : m;
+        return m;
+}
+
+static uint64_t min_slot(const struct ntbf_adapter *ad)
+{
+        uint64_t m = UINT64_MAX;
+        for (uint32_t w = 0; w < ad->nwin; w++)
+                m = ad->win[w].slot_size < m ? ad->win[w].slot_size : m;
+        return m;
+}
+
+/* Slot size of the window holding adapter slot k (0 if none). */
+static uint64_t slot_bytes(const struct ntbf_adapter *ad, uint32_t k)
+{
+        const struct ntbf_window *w = ntbf_adapter_slot_window(ad, k);
+        return w ? w->slot_size : 0;
+}
+
+/* What slot i of a LUT resource translates: whole slots, the last one the rest. */
+static struct ntbf__slot res_slot(const struct ntbf_adapter *ad, const struct ntbf_res *r,
+                                  uint32_t i)
+{
+        uint64_t E = slot_bytes(ad, r->first);
+        return (struct ntbf__slot){r->dst_addr + i * E,
+                                   i + 1 < r->count ? E : r->size - (uint64_t)i * E,
+                                   1,
+                                   r->dest,
+                                   r->dst_node,
+                                   r->dst_adapter,
+                                   r->group,
+                                   0};
+}
+
 /* The effective content of slot k: what the plan put there, else the state's. */
-static bool eff_slot(const struct ntbf__adapter_st *as, const struct claims *c, uint64_t entry,
-                     uint32_t k, struct ntbf__slot *out)
+static bool eff_slot(const struct ntbf_adapter *ad, const struct ntbf__adapter_st *as,
+                     const struct claims *c, uint32_t k, struct ntbf__slot *out)
 {
         for (uint32_t i = 0; i < c->n; i++) {
                 const struct ntbf_res *r = c->r[i];
                 if (k - r->first < r->count) {
-                        *out = (struct ntbf__slot){r->dst_addr + (k - r->first) * entry,
-                                                   1,
-                                                   r->dest,
-                                                   r->dst_node,
-                                                   r->dst_adapter,
-                                                   r->group,
-                                                   0};
+                        *out = res_slot(ad, r, k - r->first);
                         return true;
                 }
         }
@@ -835,13 +872,55 @@ static bool slot_is(const struct ntbf__slot *sl, const struct lut_want *w, uint6
                sl->dst_adapter == w->dst_adapter && sl->group == w->group && sl->dst_addr == addr;
 }
 
-/* Whether slots [k, k + n) hold the consecutive blocks from lo of w's destination. */
-static bool run_maps(const struct ntbf__adapter_st *as, const struct claims *c, uint64_t E,
-                     uint32_t k, uint32_t n, const struct lut_want *w, uint64_t lo)
+/*
+ * How one window carries a far-side range: n consecutive slots from far address lo, each a
+ * whole slot but the last, which translates `last` bytes (docs/model.md, "Windows").
+ */
+struct fit {
+        uint32_t win, n;
+        uint64_t lo, last;
+};
+
+/* Fit [x, x + size) into window w by its rules; false when it cannot ever. */
+static bool fit_window(const struct ntbf_window *w, uint32_t win, uint64_t x, uint64_t size,
+                       struct fit *f)
 {
+        uint64_t E = w->slot_size, A = w->addr_align, Z = w->size_align, end = x + size;
+        uint64_t lo = align_down(x, A);
+        if (w->flags & NTBF_WIN_NATURAL_ALIGN) {
+                /* The address aligned to the translation's size rounded up to a power of two. */
+                for (uint64_t p = pow2_ceil(end - lo);; p *= 2) {
+                        lo = align_down(x, p > A ? p : A);
+                        if (end - lo <= p || p > E)
+                                break;
+                }
+        }
+        uint64_t t = ntbf_align_up(end - lo, Z);
+        if (t <= w->size_max && (!(w->flags & NTBF_WIN_NATURAL_ALIGN) || !(lo % pow2_ceil(t)))) {
+                *f = (struct fit){win, 1, lo, t};
+                return true;
+        }
+        /* Several slots: whole ones, so only where a translation is a whole slot. */
+        if (w->slots < 2 || w->size_max != E)
+                return false;
+        lo = align_down(x, E);
+        uint64_t n = ntbf_div_ceil(end - lo, E);
+        if (n > w->slots - w->reserved)
+                return false;
+        *f = (struct fit){win, (uint32_t)n, lo, ntbf_align_up(end - lo - (n - 1) * E, Z)};
+        return true;
+}
+
+/* Whether slots [k, k + f->n) hold f's blocks of w's destination (and at least its bytes). */
+static bool run_maps(const struct ntbf_adapter *ad, const struct ntbf__adapter_st *as,
+                     const struct claims *c, uint32_t k, const struct fit *f,
+                     const struct lut_want *w)
+{
+        uint64_t E = ad->win[f->win].slot_size;
         struct ntbf__slot sl;
-        for (uint32_t i = 0; i < n; i++)
-                if (!eff_slot(as, c, E, k + i, &sl) || !slot_is(&sl, w, lo + i * E))
+        for (uint32_t i = 0; i < f->n; i++)
+                if (!eff_slot(ad, as, c, k + i, &sl) || !slot_is(&sl, w, f->lo + i * E) ||
+                    sl.xsize < (i + 1 < f->n ? E : f->last))
                         return false;
         return true;
 }
@@ -856,105 +935,210 @@ static uint32_t programmer(const struct ntbf_topo *t, uint32_t ai, enum ntbf_des
         return dst_node;
 }
 
+/* A run of f->n slots of window f->win this plan can share (exact blocks), or NTBF_NONE. */
+static uint32_t find_shared(const struct ntbf_adapter *ad, const struct ntbf__adapter_st *as,
+                            const struct claims *c, const struct fit *f, const struct lut_want *w)
+{
+        const struct ntbf_window *W = &ad->win[f->win];
+        uint32_t lo = W->first_slot + W->reserved, hi = W->first_slot + W->slots;
+        /* A run this plan already took, else one in the state (scanned only when the adapter
+         * has slots in use: admission cost stays independent of the LUT size). */
+        for (uint32_t i = 0; i < c->n; i++) {
+                const struct ntbf_res *r = c->r[i];
+                uint64_t E = slot_bytes(ad, r->first);
+                if (r->first < lo || r->first >= hi || f->lo < r->dst_addr ||
+                    (f->lo - r->dst_addr) % E || (f->lo - r->dst_addr) / E >= r->count)
+                        continue;
+                uint32_t k = r->first + (uint32_t)((f->lo - r->dst_addr) / E);
+                if (k + f->n <= hi && run_maps(ad, as, c, k, f, w))
+                        return k;
+        }
+        for (uint32_t k = lo; as->used && k + f->n <= hi; k++) {
+                const struct ntbf__slot *x = &as->slots[k];
+                if (x->refs && x->dst_addr == f->lo && slot_is(x, w, f->lo) &&
+                    run_maps(ad, as, c, k, f, w))
+                        return k;
+        }
+        return NTBF_NONE;
+}
+
+/* The first run of n free slots of window win, or NTBF_NONE; *nfree, *best for refusals. */
+static uint32_t find_free(const struct ntbf_adapter *ad, const struct ntbf__adapter_st *as,
+                          const struct claims *c, uint32_t win, uint32_t n, uint32_t *nfree,
+                          uint32_t *best)
+{
+        const struct ntbf_window *W = &ad->win[win];
+        uint32_t lo = W->first_slot + W->reserved, hi = W->first_slot + W->slots;
+        uint32_t run = 0, first = NTBF_NONE;
+        *nfree = *best = 0;
+        for (uint32_t k = lo; k < hi; k++) {
+                if (as->slots[k].refs || claimed(c, k)) {
+                        run = 0;
+                        continue;
+                }
+                (*nfree)++;
+                if (++run > *best)
+                        *best = run;
+                if (run == n && first == NTBF_NONE)
+                        first = k + 1 - n;
+        }
+        return first;
+}
+
+/* Windows of ad, the one with the smallest slots first (ties: window order). */
+static uint32_t window_order(const struct ntbf_adapter *ad, uint32_t *order)
+{
+        uint32_t n = 0;
+        for (uint32_t w = 0; w < ad->nwin; w++) {
+                uint32_t k = n++;
+                for (; k > 0 && ad->win[order[k - 1]].slot_size > ad->win[w].slot_size; k--)
+                        order[k] = order[k - 1];
+                order[k] = w;
+        }
+        return n;
+}
+
+/* The refusal when no window can hold the range however free (the whole window is small). */
+static int refuse_size(struct adm *a, const struct lut_want *w, const char *an)
+{
+        const struct ntbf_adapter *ad = &a->t->adapters[w->adapter];
+        const struct ntbf__adapter_st *as = &a->s->ad[w->adapter];
+        char s1[32], s2[32], s3[32];
+        if (ad->nwin == 1) {
+                uint64_t E = ad->win[0].slot_size;
+                uint64_t lo = align_down(w->x, E), hi = ntbf_align_up(w->x + w->size, E);
+                uint64_t n = (hi - lo) / E;
+                return refuse(a, NTBF_ENOSPC_BUDGET, NTBF_BUDGET_WINDOW, w->adapter, as->used_bytes,
+                              ad->win[0].size, n * E,
+                              "%s: %s needs %" PRIu64 " slots of %s (%s of window) but the whole "
+                              "window has %u (%s); enlarge the window of %s",
+                              an, w->desc, n, ntbf_size_fmt(E, s1, sizeof(s1)),
+                              ntbf_size_fmt(n * E, s2, sizeof(s2)), ad->win[0].slots,
+                              ntbf_size_fmt(ad->win[0].size, s3, sizeof(s3)), an);
+        }
+        char list[320];
+        size_t o = 0;
+        uint64_t total = 0;
+        for (uint32_t i = 0; i < ad->nwin && o < sizeof(list); i++) {
+                const struct ntbf_window *W = &ad->win[i];
+                total += W->size;
+                o += (size_t)snprintf(list + o, sizeof(list) - o, "%swindow %u %u x %s",
+                                      i ? ", " : "", i, W->slots - W->reserved,
+                                      ntbf_size_fmt(W->slot_size, s1, sizeof(s1)));
+                if (o < sizeof(list) && W->size_max < W->slot_size)
+                        o += (size_t)snprintf(list + o, sizeof(list) - o, " (%s at most)",
+                                              ntbf_size_fmt(W->size_max, s2, sizeof(s2)));
+        }
+        return refuse(a, NTBF_ENOSPC_BUDGET, NTBF_BUDGET_WINDOW, w->adapter, as->used_bytes, total,
+                      w->size,
+                      "%s: no window can carry %s (%s at 0x%" PRIx64 "): %s; enlarge a window "
+                      "of %s",
+                      an, w->desc, ntbf_size_fmt(w->size, s3, sizeof(s3)), w->x, list, an);
+}
+
 /*
- * Take the consecutive slots of an adapter that reach [x, x + size): share a run that
- * already maps exactly these blocks of the same destination, else first fit. *near is the
- * window address of x.
+ * Take the consecutive slots of an adapter that reach [x, x + size): in the window of the
+ * smallest slots that fits it, share a run that already maps exactly these blocks of the
+ * same destination, else take the first free run there, else try the next window. *near is
+ * the address of x in the window.
  */
 static int take_lut(struct adm *a, const struct lut_want *w, uint64_t *near)
 {
         const struct ntbf_topo *t = a->t;
         const struct ntbf_adapter *ad = &t->adapters[w->adapter];
         const struct ntbf__adapter_st *as = &a->s->ad[w->adapter];
-        uint64_t E = ad->lut_entry_size;
-        uint32_t L = ad->p.lut_entries;
-        char an[72], s1[32], s2[32];
+        char an[72], s1[32];
         adapter_name(t, w->adapter, an, sizeof(an));
-        uint64_t lo = align_down(w->x, E), hi = ntbf_align_up(w->x + w->size, E);
-        uint64_t n = (hi - lo) / E;
-        if (ad->p.addr_bits < 64 && (hi - 1) >> ad->p.addr_bits) {
+        uint32_t order[NTBF_MAX_WINDOWS], nw = window_order(ad, order);
+        struct fit fits[NTBF_MAX_WINDOWS];
+        bool can[NTBF_MAX_WINDOWS] = {false};
+        uint32_t ncan = 0;
+        for (uint32_t i = 0; i < nw; i++)
+                ncan += can[i] = fit_window(&ad->win[order[i]], order[i], w->x, w->size, &fits[i]);
+        /* Translated far-side addresses must fit the adapter's width (what the first window
+         * that can carry it would translate; whole slots of window 0 if none can). */
+        uint64_t top = 0;
+        for (uint32_t i = 0; i < nw && !top; i++)
+                if (can[i])
+                        top = fits[i].lo + (fits[i].n - 1) * ad->win[order[i]].slot_size +
+                              fits[i].last;
+        if (!top)
+                top = ntbf_align_up(w->x + w->size, ad->win[0].slot_size);
+        if (ad->p.addr_bits < 64 && (top - 1) >> ad->p.addr_bits) {
                 uint64_t limit = UINT64_C(1) << ad->p.addr_bits;
-                return refuse(a, NTBF_EADDRLIMIT, NTBF_BUDGET_ADDR, w->adapter, hi - 1, limit, 0,
+                return refuse(a, NTBF_EADDRLIMIT, NTBF_BUDGET_ADDR, w->adapter, top - 1, limit, 0,
                               "%s translates %u-bit far-side addresses but %s needs slots up to "
                               "0x%" PRIx64 "%s%s%s; use an adapter with wider translation "
                               "(addr_bits)",
-                              an, ad->p.addr_bits, w->desc, hi - 1,
+                              an, ad->p.addr_bits, w->desc, top - 1,
                               w->dst_node != NTBF_NONE ? " in node '" : "",
                               w->dst_node != NTBF_NONE ? t->nodes[w->dst_node].name : "",
                               w->dst_node != NTBF_NONE ? "'" : "");
         }
-        if (n > L)
-                return refuse(a, NTBF_ENOSPC_BUDGET, NTBF_BUDGET_WINDOW, w->adapter,
-                              (uint64_t)as->used * E, ad->p.window, n * E,
-                              "%s: %s needs %" PRIu64 " slots of %s (%s of window) but the whole "
-                              "window has %u (%s); enlarge the window of %s",
-                              an, w->desc, n, ntbf_size_fmt(E, s1, sizeof(s1)),
-                              ntbf_size_fmt(n * E, s2, sizeof(s2)), L,
-                              ntbf_size_fmt(ad->p.window, (char[32]){0}, 32), an);
+        if (!ncan)
+                return refuse_size(a, w, an);
         struct claims c;
         claims_of(a->p, w->adapter, &c);
-        struct ntbf__slot sl;
-        uint32_t first = NTBF_NONE;
+        uint32_t first = NTBF_NONE, pick = 0;
         bool shared = false;
-        /* Share: a run this plan already took, else one in the state (scanned only when the
-         * adapter has slots in use: admission cost stays independent of the LUT size). */
-        for (uint32_t i = 0; i < c.n && first == NTBF_NONE; i++) {
-                const struct ntbf_res *r = c.r[i];
-                struct ntbf__slot head = {r->dst_addr,    1,        r->dest, r->dst_node,
-                                          r->dst_adapter, r->group, 0};
-                if (lo < r->dst_addr || (lo - r->dst_addr) / E >= r->count ||
-                    !slot_is(&head, w, r->dst_addr))
-                        continue;
-                uint32_t k = r->first + (uint32_t)((lo - r->dst_addr) / E);
-                if (k + n <= L && run_maps(as, &c, E, k, (uint32_t)n, w, lo))
-                        first = k;
-        }
-        for (uint32_t k = 0; as->used && k + n <= L && first == NTBF_NONE; k++) {
-                const struct ntbf__slot *x = &as->slots[k];
-                if (x->refs && x->dst_addr == lo && slot_is(x, w, lo) &&
-                    run_maps(as, &c, E, k, (uint32_t)n, w, lo))
-                        first = k;
-        }
+        for (uint32_t i = 0; i < nw && first == NTBF_NONE; i++)
+                if (can[i] && (first = find_shared(ad, as, &c, &fits[i], w)) != NTBF_NONE)
+                        pick = i;
         shared = first != NTBF_NONE;
-        for (uint32_t k = 0, run = 0; k < L && first == NTBF_NONE; k++) {
-                if (as->slots[k].refs || claimed(&c, k))
-                        run = 0;
-                else if (++run == n)
-                        first = k + 1 - (uint32_t)n;
-        }
+        uint32_t nfree[NTBF_MAX_WINDOWS] = {0}, best[NTBF_MAX_WINDOWS] = {0};
+        for (uint32_t i = 0; i < nw && first == NTBF_NONE; i++)
+                if (can[i] && (first = find_free(ad, as, &c, order[i], fits[i].n, &nfree[i],
+                                                 &best[i])) != NTBF_NONE)
+                        pick = i;
         if (first == NTBF_NONE) {
-                uint32_t nfree = 0, best = 0, run = 0;
-                for (uint32_t k = 0; k < L; k++) {
-                        if (eff_slot(as, &c, E, k, &sl)) {
-                                run = 0;
-                        } else {
-                                nfree++;
-                                run++;
-                                best = run > best ? run : best;
-                        }
+                if (ad->nwin == 1) {
+                        const struct ntbf_window *W = &ad->win[0];
+                        uint32_t L = W->slots - W->reserved, n = fits[0].n;
+                        return refuse(
+                            a, NTBF_ENOSPC_BUDGET, NTBF_BUDGET_LUT, w->adapter, L - nfree[0], L, n,
+                            "%s: window has no %u free consecutive slot%s of %s for %s "
+                            "(%u free, largest run %u); %s",
+                            an, n, n == 1 ? "" : "s", ntbf_size_fmt(W->slot_size, s1, sizeof(s1)),
+                            w->desc, nfree[0], best[0], w->fix);
                 }
-                return refuse(a, NTBF_ENOSPC_BUDGET, NTBF_BUDGET_LUT, w->adapter, L - nfree, L, n,
-                              "%s: window has no %" PRIu64 " free consecutive slot%s of %s for %s "
-                              "(%u free, largest run %u); %s",
-                              an, n, n == 1 ? "" : "s", ntbf_size_fmt(E, s1, sizeof(s1)), w->desc,
-                              nfree, best, w->fix);
+                char list[400];
+                size_t o = 0;
+                uint32_t used = 0, total = 0, need = 0;
+                for (uint32_t i = 0; i < nw && o < sizeof(list); i++) {
+                        if (!can[i])
+                                continue;
+                        const struct ntbf_window *W = &ad->win[order[i]];
+                        used += W->slots - W->reserved - nfree[i];
+                        total += W->slots - W->reserved;
+                        need = need ? need : fits[i].n;
+                        o += (size_t)snprintf(
+                            list + o, sizeof(list) - o,
+                            "%swindow %u has no %u free consecutive slot%s of "
+                            "%s (%u free, largest run %u)",
+                            o ? "; " : "", order[i], fits[i].n, fits[i].n == 1 ? "" : "s",
+                            ntbf_size_fmt(W->slot_size, s1, sizeof(s1)), nfree[i], best[i]);
+                }
+                return refuse(a, NTBF_ENOSPC_BUDGET, NTBF_BUDGET_LUT, w->adapter, used, total, need,
+                              "%s: no window has room for %s: %s; %s", an, w->desc, list, w->fix);
         }
+        const struct fit *f = &fits[pick];
+        uint64_t E = ad->win[f->win].slot_size;
         struct ntbf_res *r = add_res(a->p, NTBF_RES_LUT, w->adapter);
         if (!r)
                 return nomem(a);
         r->first = first;
-        r->count = (uint32_t)n;
+        r->count = f->n;
         r->shared = shared;
         r->group = w->group;
         r->dest = w->dest;
         r->dst_node = w->dst_node;
         r->dst_adapter = w->dst_adapter;
-        r->dst_addr = lo;
-        r->addr = t->adapters[w->adapter].window_base + first * E;
-        r->size = n * E;
+        r->dst_addr = f->lo;
+        r->addr = ad->win[f->win].base + (uint64_t)(first - ad->win[f->win].first_slot) * E;
+        r->size = (uint64_t)(f->n - 1) * E + f->last;
         r->programmer = programmer(t, w->adapter, w->dest, w->dst_node);
         set_what(r, w->what);
-        *near = r->addr + (w->x - lo);
+        *near = r->addr + (w->x - f->lo);
         return 0;
 }
 
@@ -1252,7 +1436,7 @@ static int take_target(struct adm *a, uint32_t ai, uint32_t ta, uint32_t n,
                                        "the model does not map physical page 0 of node '%s' "
                                        "through its IOMMU; use a buffer above 4 KiB",
                                        t->nodes[n].name);
-                uint64_t E = t->adapters[ai].lut_entry_size, iova;
+                uint64_t E = max_slot(&t->adapters[ai]), iova;
                 int r =
                     take_range(a, n, len, min_u64(E, pow2_ceil(len)), pg, "IOVA mapping", &iova);
                 if (r)
@@ -1350,7 +1534,7 @@ static int admit_borrow(struct adm *a)
                 return invalid(a, "a DMA window of %" PRIu64 " bytes is beyond 48-bit addressing",
                                q->dma_window);
         uint64_t W = ntbf_align_up(q->dma_window ? q->dma_window : NTBF_DEFAULT_DMA_WINDOW, PAGE);
-        uint64_t E = t->adapters[la].lut_entry_size;
+        uint64_t E = max_slot(&t->adapters[la]);
         bool io = t->nodes[B].iommu;
         if ((r = take_range(a, B, W, min_u64(E, pow2_ceil(W)), 0, "DMA window", &p->dma_iova)))
                 return r;
@@ -1369,7 +1553,7 @@ static int admit_borrow(struct adm *a)
             (r = check_reach(a, q->device, f, p->dma_addr, W, la, "its DMA window")))
                 return r;
         /* One slot onto the block holding the MSI range: shared by all borrows of B via la. */
-        uint64_t msz = min_u64(E, NTBF_MSI_SIZE);
+        uint64_t msz = min_u64(min_slot(&t->adapters[la]), NTBF_MSI_SIZE);
         snprintf(fix, sizeof(fix), "return a borrowed device through %s or enlarge its window", an);
         struct lut_want m = {.adapter = la,
                              .dest = NTBF_DEST_MSI,
@@ -1565,7 +1749,7 @@ static int admit_join(struct adm *a)
         adapter_name(t, ai, an, sizeof(an));
         uint32_t net = s->adapter_net[ai];
         const struct ntbf__adapter_st *as = &s->ad[ai];
-        for (uint32_t k = 0; k < t->adapters[ai].p.lut_entries; k++)
+        for (uint32_t k = 0; k < t->adapters[ai].nslots; k++)
                 if (as->slots[k].refs && as->slots[k].group == g &&
                     as->slots[k].dest != NTBF_DEST_MCAST) {
                         p->result = NTBF_EEXISTS;
@@ -1718,7 +1902,13 @@ static bool res_valid(const struct ntbf_topo *t, const struct ntbf_res *r)
         switch (r->kind) {
         case NTBF_RES_LUT:
                 return r->obj < t->nadapters && r->count &&
-                       r->first + (uint64_t)r->count <= t->adapters[r->obj].p.lut_entries;
+                       r->first + (uint64_t)r->count <= t->adapters[r->obj].nslots &&
+                       ntbf_adapter_slot_window(&t->adapters[r->obj], r->first) ==
+                           ntbf_adapter_slot_window(&t->adapters[r->obj],
+                                                    r->first + r->count - 1) &&
+                       r->size >
+                           (uint64_t)(r->count - 1) *
+                               ntbf_adapter_slot_window(&t->adapters[r->obj], r->first)->slot_size;
         case NTBF_RES_RID:
                 return r->obj < t->nadapters && r->req.device < t->ndevices;
         case NTBF_RES_SWITCH_RID:
@@ -1744,24 +1934,24 @@ static int apply(struct ntbf_state *s, const struct ntbf_res *r)
         switch (r->kind) {
         case NTBF_RES_LUT: {
                 struct ntbf__adapter_st *as = &s->ad[r->obj];
-                uint64_t E = t->adapters[r->obj].lut_entry_size;
+                const struct ntbf_adapter *ad = &t->adapters[r->obj];
                 for (uint32_t i = 0; i < r->count; i++) {
                         const struct ntbf__slot *sl = &as->slots[r->first + i];
-                        if (r->shared
-                                ? !sl->refs || sl->dest != (uint32_t)r->dest ||
-                                      sl->dst_node != r->dst_node ||
-                                      sl->dst_adapter != r->dst_adapter || sl->group != r->group ||
-                                      sl->dst_addr != r->dst_addr + i * E
-                                : sl->refs != 0)
+                        struct ntbf__slot want = res_slot(ad, r, i);
+                        if (r->shared ? !sl->refs || sl->dest != want.dest ||
+                                            sl->dst_node != want.dst_node ||
+                                            sl->dst_adapter != want.dst_adapter ||
+                                            sl->group != want.group ||
+                                            sl->dst_addr != want.dst_addr || sl->xsize < want.xsize
+                                      : sl->refs != 0)
                                 return -ESTALE;
                 }
                 for (uint32_t i = 0; i < r->count; i++) {
                         struct ntbf__slot *sl = &as->slots[r->first + i];
                         if (!sl->refs++) {
-                                *sl = (struct ntbf__slot){
-                                    r->dst_addr + i * E, 1,        r->dest, r->dst_node,
-                                    r->dst_adapter,      r->group, 0};
+                                *sl = res_slot(ad, r, i);
                                 as->used++;
+                                as->used_bytes += slot_bytes(ad, r->first + i);
                         }
                 }
                 return 0;
@@ -1850,6 +2040,7 @@ static void unapply(struct ntbf_state *s, const struct ntbf_res *r)
                         if (sl->refs && !--sl->refs) {
                                 memset(sl, 0, sizeof(*sl));
                                 as->used--;
+                                as->used_bytes -= slot_bytes(&t->adapters[r->obj], r->first + i);
                         }
                 }
                 break;
@@ -1980,8 +2171,15 @@ size_t ntbf_budget_rows(const struct ntbf_state *s, struct ntbf_budget_row *rows
         for (uint32_t i = 0; i < t->nadapters; i++) {
                 const struct ntbf_adapter *ad = &t->adapters[i];
                 const struct ntbf__adapter_st *as = &s->ad[i];
-                ROW(NTBF_BUDGET_LUT, i, as->used, ad->p.lut_entries, 0);
-                ROW(NTBF_BUDGET_WINDOW, i, as->used * ad->lut_entry_size, ad->p.window, 0);
+                uint32_t slots = 0;
+                uint64_t bytes = 0;
+                for (uint32_t w = 0; w < ad->nwin; w++) {
+                        slots += ad->win[w].slots - ad->win[w].reserved;
+                        bytes += (uint64_t)(ad->win[w].slots - ad->win[w].reserved) *
+                                 ad->win[w].slot_size;
+                }
+                ROW(NTBF_BUDGET_LUT, i, as->used, slots, 0);
+                ROW(NTBF_BUDGET_WINDOW, i, as->used_bytes, bytes, 0);
                 if (ad->p.rid_table)
                         ROW(NTBF_BUDGET_RID, i, ad->p.rid_reserved + as->rids.n, ad->p.rid_table,
                             ad->p.rid_reserved);
@@ -2049,7 +2247,7 @@ int ntbf__state_check(const struct ntbf_state *s, char *why, size_t len)
                 return -ENOMEM;
         }
         for (uint32_t i = 0; i < t->nadapters; i++) {
-                cnt[i] = calloc(t->adapters[i].p.lut_entries + 1, sizeof(uint32_t));
+                cnt[i] = calloc(t->adapters[i].nslots + 1, sizeof(uint32_t));
                 if (!cnt[i])
                         FAIL("out of memory");
         }
@@ -2065,13 +2263,14 @@ int ntbf__state_check(const struct ntbf_state *s, char *why, size_t len)
                         const struct ntbf_res *x = &p->res[k];
                         if (x->kind != NTBF_RES_LUT)
                                 continue;
-                        uint64_t E = t->adapters[x->obj].lut_entry_size;
                         for (uint32_t j = 0; j < x->count; j++) {
                                 const struct ntbf__slot *sl = &s->ad[x->obj].slots[x->first + j];
+                                struct ntbf__slot want = res_slot(&t->adapters[x->obj], x, j);
                                 cnt[x->obj][x->first + j]++;
-                                if (sl->dest != (uint32_t)x->dest || sl->dst_node != x->dst_node ||
-                                    sl->dst_adapter != x->dst_adapter || sl->group != x->group ||
-                                    sl->dst_addr != x->dst_addr + j * E)
+                                if (sl->dest != want.dest || sl->dst_node != want.dst_node ||
+                                    sl->dst_adapter != want.dst_adapter ||
+                                    sl->group != want.group || sl->dst_addr != want.dst_addr ||
+                                    sl->xsize < want.xsize)
                                         FAIL("adapter %u slot %u: destination differs from "
                                              "allocation %u",
                                              x->obj, x->first + j, s->allocs[i]->id);
@@ -2080,18 +2279,25 @@ int ntbf__state_check(const struct ntbf_state *s, char *why, size_t len)
         }
         for (uint32_t i = 0; i < t->nadapters; i++) {
                 uint32_t used = 0;
-                for (uint32_t k = 0; k < t->adapters[i].p.lut_entries; k++) {
+                uint64_t bytes = 0;
+                for (uint32_t k = 0; k < t->adapters[i].nslots; k++) {
                         const struct ntbf__slot *sl = &s->ad[i].slots[k];
                         if (sl->refs != cnt[i][k])
                                 FAIL("adapter %u slot %u: %u references, allocations hold %u", i, k,
                                      sl->refs, cnt[i][k]);
-                        if (!sl->refs && (sl->dest || sl->dst_node || sl->dst_addr || sl->group))
+                        if (!sl->refs &&
+                            (sl->dest || sl->dst_node || sl->dst_addr || sl->group || sl->xsize))
                                 FAIL("adapter %u slot %u: free but not cleared", i, k);
+                        if (sl->refs && (!sl->xsize || sl->xsize > slot_bytes(&t->adapters[i], k)))
+                                FAIL("adapter %u slot %u translates %" PRIu64 " bytes", i, k,
+                                     sl->xsize);
                         used += sl->refs > 0;
+                        bytes += sl->refs ? slot_bytes(&t->adapters[i], k) : 0;
                 }
-                if (used != s->ad[i].used)
-                        FAIL("adapter %u: %u slots in use, counter says %u", i, used,
-                             s->ad[i].used);
+                if (used != s->ad[i].used || bytes != s->ad[i].used_bytes)
+                        FAIL("adapter %u: %u slots (%" PRIu64 " bytes) in use, counters say %u "
+                             "(%" PRIu64 ")",
+                             i, used, bytes, s->ad[i].used, s->ad[i].used_bytes);
         }
         /* Requester entries of adapters. */
         np = 0;
@@ -2293,7 +2499,7 @@ int ntbf__state_equal(const struct ntbf_state *a, const struct ntbf_state *b, ch
         for (uint32_t i = 0; i < t->nadapters; i++) {
                 if (a->ad[i].used != b->ad[i].used ||
                     memcmp(a->ad[i].slots, b->ad[i].slots,
-                           t->adapters[i].p.lut_entries * sizeof(struct ntbf__slot)))
+                           t->adapters[i].nslots * sizeof(struct ntbf__slot)))
                         FAIL("adapter %u: LUT slots differ", i);
                 if (!rset_same(&a->ad[i].rids, &b->ad[i].rids))
                         FAIL("adapter %u: requester table differs", i);

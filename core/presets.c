@@ -39,14 +39,21 @@ static const struct ntbf_adapter_params adapter_presets[] = {
         .dma_channels = 4,  /* assumption */
         .hop_ns = 170,      /* assumption: the PFX figure of article 8.6 */
         .xlat = NTBF_XLAT_OUTBOUND | NTBF_XLAT_INBOUND,
+        .rid_proxy = true, /* Switchtec: requesters cross as proxy IDs */
     },
     {
         /* Intel Xeon Skylake-SP NTB (ntb_hw_gen3): 2 memory windows, B2B only. */
         .model = "intel-gen3",
         .ports = 1,
-        .window = 512 * NTBF_MiB, /* assumption: 2 windows of 256 MiB (BIOS setting) */
-        .lut_entries = 2,         /* one translation per memory window */
-        .rid_table = 0,           /* no requester table exposed */
+        .window = 512 * NTBF_MiB, /* the single-window keys, if a file overrides them */
+        .lut_entries = 2,
+        /* BAR2 and BAR4, one translation each (assumption: 256 MiB, a BIOS setting); the
+         * translated address is aligned to the BAR size, the size is in pages up to the BAR
+         * (ntb_hw_gen3's mw_get_align; a limit register shrinks a window). */
+        .nwindows = 2,
+        .windows = {{.size = 256 * NTBF_MiB, .bar = 2, .size_align = 4 * NTBF_KiB},
+                    {.size = 256 * NTBF_MiB, .bar = 4, .size_align = 4 * NTBF_KiB}},
+        .rid_table = 0, /* no requester table exposed */
         .rid_reserved = 0,
         .addr_bits = 64,
         .doorbells = 32,
@@ -60,8 +67,19 @@ static const struct ntbf_adapter_params adapter_presets[] = {
         /* Intel Xeon Ice Lake / Sapphire Rapids NTB (ntb_hw_gen4). */
         .model = "intel-gen4",
         .ports = 1,
-        .window = 512 * NTBF_MiB, /* assumption: 2 windows of 256 MiB */
+        .window = 512 * NTBF_MiB, /* the single-window keys, if a file overrides them */
         .lut_entries = 2,
+        /* BAR2 and BAR4 (assumption: 256 MiB each); addresses aligned to a page (the BAR
+         * size on ICX steppings with the erratum: override addr_align there). */
+        .nwindows = 2,
+        .windows = {{.size = 256 * NTBF_MiB,
+                     .bar = 2,
+                     .addr_align = 4 * NTBF_KiB,
+                     .size_align = 4 * NTBF_KiB},
+                    {.size = 256 * NTBF_MiB,
+                     .bar = 4,
+                     .addr_align = 4 * NTBF_KiB,
+                     .size_align = 4 * NTBF_KiB}},
         .rid_table = 0,
         .rid_reserved = 0,
         .addr_bits = 64,
@@ -76,8 +94,18 @@ static const struct ntbf_adapter_params adapter_presets[] = {
         /* AMD/Hygon NTB (ntb_hw_amd), two-window parts. */
         .model = "amd-ntb",
         .ports = 1,
-        .window = 512 * NTBF_MiB, /* assumption: 2 windows of 256 MiB */
+        .window = 512 * NTBF_MiB, /* the single-window keys, if a file overrides them */
         .lut_entries = 2,
+        /* BAR2 and BAR4 (assumption: 256 MiB each); 4 KiB alignment, up to the BAR. */
+        .nwindows = 2,
+        .windows = {{.size = 256 * NTBF_MiB,
+                     .bar = 2,
+                     .addr_align = 4 * NTBF_KiB,
+                     .size_align = 4 * NTBF_KiB},
+                    {.size = 256 * NTBF_MiB,
+                     .bar = 4,
+                     .addr_align = 4 * NTBF_KiB,
+                     .size_align = 4 * NTBF_KiB}},
         .rid_table = 0,
         .rid_reserved = 0,
         .addr_bits = 64,
@@ -92,8 +120,19 @@ static const struct ntbf_adapter_params adapter_presets[] = {
         /* Microchip Switchtec PFX NT partition (ntb_hw_switchtec, LUT windows). */
         .model = "switchtec-pfx",
         .ports = 1,             /* the driver exposes one peer */
-        .window = 2 * NTBF_MiB, /* 32 LUTs of 64 KiB: the driver's max_mw_size */
+        .window = 2 * NTBF_MiB, /* the single-window keys, if a file overrides them */
         .lut_entries = 32,
+        /* ntb_hw_switchtec with use_lut_mws: 32 LUT entries of 64 KiB at the start of BAR2,
+         * LUT 0 kept for the driver's shared window; direct MW 0 after them, capped at the
+         * same 2 MiB (max_mw_size), its address aligned to its size. */
+        .nwindows = 2,
+        .windows = {{.size = 2 * NTBF_MiB, .slots = 32, .reserved = 1, .bar = 2},
+                    {.size = 2 * NTBF_MiB,
+                     .bar = 2,
+                     .flags = NTBF_WIN_NATURAL_ALIGN,
+                     .addr_align = 4 * NTBF_KiB,
+                     .size_align = 4 * NTBF_KiB}},
+        .rid_proxy = true,
         .rid_table = 256, /* assumption: switchtec-user req_id_table size */
         .rid_reserved = 2,
         .addr_bits = 64,

@@ -301,8 +301,10 @@ int ntbf_resolve(const struct ntbf_state *s, const struct ntbf_requester *req,
         }
         uint32_t ai = r->obj;
         const struct ntbf_adapter *ad = &t->adapters[ai];
-        uint64_t E = ad->lut_entry_size, within = addr - r->base;
-        uint32_t k = (uint32_t)(within / E);
+        const struct ntbf_window *W = &ad->win[r->index];
+        uint64_t E = W->slot_size, within = addr - r->base;
+        uint32_t k = W->first_slot + (uint32_t)(within / E);
+        uint64_t kb = r->base + (k - W->first_slot) * E; /* the slot's first byte */
         struct ntbf_route_step *st = add_step(o, NTBF_DOM_HOST, H, addr, NTBF_LAND_WINDOW);
         st->adapter = ai;
         st->slot = k;
@@ -311,8 +313,12 @@ int ntbf_resolve(const struct ntbf_state *s, const struct ntbf_requester *req,
                 return fail(o, NTBF_EUNPROGRAMMED,
                             "%s.%s: slot %u (window 0x%" PRIx64 "-0x%" PRIx64 ") is not "
                             "programmed, so the access of %s at 0x%" PRIx64 " is not translated",
-                            t->nodes[H].name, ad->name, k, r->base + k * E,
-                            r->base + (k + 1) * E - 1, rn, addr);
+                            t->nodes[H].name, ad->name, k, kb, kb + E - 1, rn, addr);
+        if (within % E >= sl->xsize)
+                return fail(o, NTBF_EUNPROGRAMMED,
+                            "%s.%s: slot %u translates its first 0x%" PRIx64 " bytes only, so "
+                            "the access of %s at 0x%" PRIx64 " past them is not translated",
+                            t->nodes[H].name, ad->name, k, sl->xsize, rn, addr);
         uint64_t far = sl->dst_addr + within % E;
         if (sl->dest == NTBF_DEST_MCAST)
                 return resolve_group(s, req, from, ai, sl->group, far, o);

@@ -13,7 +13,8 @@ struct ntbf__rset {
 
 /* One LUT slot of an adapter. The destination fields are zero while refs is 0. */
 struct ntbf__slot {
-        uint64_t dst_addr; /* entry-aligned far-side address (MCAST: offset in the group) */
+        uint64_t dst_addr; /* far-side address (MCAST: offset in the group) */
+        uint64_t xsize;    /* bytes the slot translates (the whole slot but for a run's last) */
         uint32_t refs;
         uint32_t dest; /* enum ntbf_dest_kind */
         uint32_t dst_node, dst_adapter, group;
@@ -21,8 +22,9 @@ struct ntbf__slot {
 };
 
 struct ntbf__adapter_st {
-        struct ntbf__slot *slots; /* lut_entries */
+        struct ntbf__slot *slots; /* nslots, across the adapter's windows */
         uint32_t used;            /* slots with refs > 0 */
+        uint64_t used_bytes;      /* their slot sizes */
         struct ntbf__rset rids;   /* device requesters; the CPU's entries are rid_reserved */
 };
 

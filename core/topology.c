@@ -654,6 +654,154 @@ static void check_nodes(struct fin *f)
         free(by_id);
 }
 
+/* Where the cluster file describes window w of a (its entry, window_base, or the adapter). */
+static struct ntbf_loc win_loc(const struct ntbf_adapter *a, uint32_t w)
+{
+        if (a->loc_win[w].line)
+                return a->loc_win[w];
+        return a->loc_window_base.line ? a->loc_window_base : a->loc;
+}
+
+/* Bytes of the BAR that window w of a starts (its windows one after the other). */
+static uint64_t bar_bytes(const struct ntbf_adapter *a, uint32_t w)
+{
+        uint64_t n = 0;
+        for (uint32_t k = w; k < a->nwin && a->win_bar[k] == a->win_bar[w]; k++)
+                n += a->win[k].size;
+        return n;
+}
+
+/*
+ * The `windows:` of an adapter (docs/config.md, "Windows"): each window's slots and rules,
+ * then the BARs they make. On success a->win[], nwin, nslots are set (bases of BARs with a
+ * fixed address only; build_map assigns the others) and lut_entry_size is window 0's.
+ */
+static void check_windows(struct fin *f, struct ntbf_adapter *a)
+{
+        const char *node = f->t->nodes[a->node].name;
+        char s1[32], s2[32];
+        uint32_t first = 0;
+        size_t e0 = f->d->errors;
+        for (uint32_t i = 0; i < a->p.nwindows && i < NTBF_MAX_WINDOWS; i++) {
+                const struct ntbf_window_params *wp = &a->p.windows[i];
+                struct ntbf_loc l = a->loc_win[i].line ? a->loc_win[i] : a->loc;
+                uint32_t slots = wp->slots ? wp->slots : 1;
+                uint64_t E = wp->size && wp->size % slots == 0 ? wp->size / slots : 0;
+                uint64_t aa = wp->addr_align ? wp->addr_align : E;
+                uint64_t za = wp->size_align ? wp->size_align : E;
+                uint64_t zm = wp->size_max ? wp->size_max : E;
+                if (!wp->size || wp->size % MIN_SLOT) {
+                        ERR(f, l,
+                            "adapter %s.%s: window %u of %s is not a multiple of 4 KiB; give "
+                            "its size in pages",
+                            node, a->name, i, ntbf_size_fmt(wp->size, s1, sizeof(s1)));
+                        continue;
+                }
+                if (E < MIN_SLOT || E % MIN_SLOT) {
+                        ERR(f, l,
+                            "adapter %s.%s: window %u: %u slots do not split its %s into equal "
+                            "slots of whole pages; use at most %" PRIu64 " slots that divide it",
+                            node, a->name, i, slots, ntbf_size_fmt(wp->size, s1, sizeof(s1)),
+                            wp->size / MIN_SLOT);
+                        continue;
+                }
+                if (slots > 1 && !ntbf_is_pow2(E)) {
+                        ERR(f, l,
+                            "adapter %s.%s: window %u: slots of %s are not a power of two; a "
+                            "look-up table splits its window into power-of-two entries",
+                            node, a->name, i, ntbf_size_fmt(E, s1, sizeof(s1)));
+                        continue;
+                }
+                if (wp->reserved >= slots) {
+                        ERR(f, l,
+                            "adapter %s.%s: window %u: reserved %u leaves none of its %u slots; "
+                            "lower reserved",
+                            node, a->name, i, wp->reserved, slots);
+                        continue;
+                }
+                if (!ntbf_is_pow2(aa) || aa < MIN_SLOT || aa > E || !ntbf_is_pow2(za) ||
+                    za < MIN_SLOT || za > E) {
+                        ERR(f, l,
+                            "adapter %s.%s: window %u: addr_align %s and size_align %s must be "
+                            "powers of two from 4 KiB to the slot size (%s)",
+                            node, a->name, i, ntbf_size_fmt(aa, s1, sizeof(s1)),
+                            ntbf_size_fmt(za, s2, sizeof(s2)), ntbf_size_fmt(E, (char[32]){0}, 32));
+                        continue;
+                }
+                if (zm < za || zm > E) {
+                        ERR(f, l,
+                            "adapter %s.%s: window %u: size_max %s must lie between size_align "
+                            "(%s) and the slot size (%s)",
+                            node, a->name, i, ntbf_size_fmt(zm, s1, sizeof(s1)),
+                            ntbf_size_fmt(za, s2, sizeof(s2)), ntbf_size_fmt(E, (char[32]){0}, 32));
+                        continue;
+                }
+                if (i && wp->bar != a->p.windows[i - 1].bar) {
+                        for (uint32_t k = 0; k + 1 < i; k++)
+                                if (a->p.windows[k].bar == wp->bar) {
+                                        ERR(f, l,
+                                            "adapter %s.%s: window %u is in BAR %u, but window "
+                                            "%u of that BAR is not just before it; list the "
+                                            "windows of a BAR one after the other, in the "
+                                            "order they sit in it",
+                                            node, a->name, i, wp->bar, k);
+                                        break;
+                                }
+                }
+                if (wp->base && i && wp->bar == a->p.windows[i - 1].bar)
+                        ERR(f, l,
+                            "adapter %s.%s: window %u has a base, but it follows window %u in "
+                            "BAR %u; give the base of the BAR on its first window only",
+                            node, a->name, i, i - 1, wp->bar);
+                a->win[i] = (struct ntbf_window){.base = wp->base,
+                                                 .size = wp->size,
+                                                 .first_slot = first,
+                                                 .slots = slots,
+                                                 .slot_size = E,
+                                                 .reserved = wp->reserved,
+                                                 .flags = wp->flags,
+                                                 .addr_align = aa,
+                                                 .size_align = za,
+                                                 .size_max = zm};
+                a->win_bar[i] = (uint8_t)wp->bar;
+                first += slots;
+        }
+        if (f->d->errors != e0)
+                return;
+        a->nwin = a->p.nwindows;
+        a->nslots = first;
+        /* The BARs: each a power of two, aligned to its size, windows one after the other. */
+        for (uint32_t i = 0; i < a->nwin; i++) {
+                if (i && a->win_bar[i] == a->win_bar[i - 1]) {
+                        if (a->win[i - 1].base)
+                                a->win[i].base = a->win[i - 1].base + a->win[i - 1].size;
+                        continue;
+                }
+                uint64_t bytes = bar_bytes(a, i);
+                struct ntbf_loc l = win_loc(a, i);
+                if (!ntbf_is_pow2(bytes))
+                        ERR(f, l,
+                            "adapter %s.%s: the windows of BAR %u add up to %s, not a power of "
+                            "two; a PCI BAR is (make them %s)",
+                            node, a->name, a->win_bar[i], ntbf_size_fmt(bytes, s1, sizeof(s1)),
+                            ntbf_size_fmt(UINT64_C(1) << (64 - __builtin_clzll(bytes)), s2,
+                                          sizeof(s2)));
+                else if (a->win[i].base % bytes)
+                        ERR(f, l,
+                            "adapter %s.%s: BAR %u at 0x%" PRIx64 " is not aligned to its size "
+                            "%s; a BAR is aligned to its size (try 0x%" PRIx64 ")",
+                            node, a->name, a->win_bar[i], a->win[i].base,
+                            ntbf_size_fmt(bytes, s1, sizeof(s1)),
+                            ntbf_align_up(a->win[i].base, bytes));
+        }
+        if (f->d->errors != e0) {
+                a->nwin = a->nslots = 0;
+                return;
+        }
+        a->window_base = a->win[0].base;
+        a->lut_entry_size = a->win[0].slot_size;
+}
+
 static void check_adapters(struct fin *f)
 {
         struct ntbf_topo *t = f->t;
@@ -672,7 +820,11 @@ static void check_adapters(struct fin *f)
                             "at line %u); give each adapter a unique name",
                             a->name, node, t->adapters[dup[i]].loc.line);
                 a->lut_entry_size = 0;
-                if (!ntbf_is_pow2(a->p.window) || a->p.window < MIN_SLOT) {
+                memset(a->win, 0, sizeof(a->win));
+                a->nwin = a->nslots = 0;
+                if (a->p.nwindows) {
+                        check_windows(f, a);
+                } else if (!ntbf_is_pow2(a->p.window) || a->p.window < MIN_SLOT) {
                         ERR(f, wl,
                             "adapter %s.%s: window %s is not a power of two of at least "
                             "4 KiB; PCI BARs are powers of two (try %s)",
@@ -696,7 +848,7 @@ static void check_adapters(struct fin *f)
                 } else {
                         a->lut_entry_size = a->p.window / a->p.lut_entries;
                 }
-                if (a->window_base && ntbf_is_pow2(a->p.window) &&
+                if (!a->p.nwindows && a->window_base && ntbf_is_pow2(a->p.window) &&
                     (a->window_base & (a->p.window - 1))) {
                         struct ntbf_loc bl = a->loc_window_base.line ? a->loc_window_base : a->loc;
                         ERR(f, bl,
@@ -707,6 +859,21 @@ static void check_adapters(struct fin *f)
                             ntbf_align_up(a->window_base, a->p.window));
                         a->window_base = 0;
                         a->lut_entry_size = 0; /* no address: keep it out of the map */
+                }
+                if (!a->p.nwindows && a->lut_entry_size) {
+                        /* The single-window keys: window 0, whole-slot translations at
+                         * slot-aligned addresses. */
+                        uint64_t E = a->lut_entry_size;
+                        a->win[0] = (struct ntbf_window){.base = a->window_base,
+                                                         .size = a->p.window,
+                                                         .slots = a->p.lut_entries,
+                                                         .slot_size = E,
+                                                         .addr_align = E,
+                                                         .size_align = E,
+                                                         .size_max = E};
+                        a->win_bar[0] = 0;
+                        a->nwin = 1;
+                        a->nslots = a->p.lut_entries;
                 }
                 if (a->p.ports == 0 || a->p.ports > NTBF_MAX_ADAPTER_PORTS)
                         ERR(f, a->loc, "adapter %s.%s: ports %u is out of range 1..%u", node,
@@ -720,7 +887,7 @@ static void check_adapters(struct fin *f)
                 if (a->p.addr_bits < 32 || a->p.addr_bits > 64)
                         ERR(f, a->loc, "adapter %s.%s: addr_bits %u is out of range 32..64", node,
                             a->name, a->p.addr_bits);
-                if (a->p.window_below_4g && ntbf_is_pow2(a->p.window) &&
+                if (a->p.window_below_4g && !a->p.nwindows && ntbf_is_pow2(a->p.window) &&
                     a->p.window > t->nodes[a->node].mmio_low_end - t->nodes[a->node].mmio_low_base)
                         ERR(f, wl,
                             "adapter %s.%s: a %s window cannot be placed below 4 GiB; "
@@ -1123,6 +1290,23 @@ static uint64_t sat_mul(uint64_t a, uint64_t b)
         return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
 }
 
+/* The windows of the BAR adapter a's window w starts, at base: one region each. */
+static int insert_bar(struct ntbf_addrmap *m, uint32_t *cap, struct ntbf_adapter *a, uint32_t ai,
+                      uint32_t w, uint64_t base)
+{
+        for (uint32_t k = w; k < a->nwin && a->win_bar[k] == a->win_bar[w]; k++) {
+                a->win[k].base = base;
+                if (map_insert(
+                        m, cap,
+                        (struct ntbf_region){base, a->win[k].size, NTBF_REGION_WINDOW, ai, k}))
+                        return -ENOMEM;
+                base += a->win[k].size;
+        }
+        if (w == 0)
+                a->window_base = a->win[0].base;
+        return 0;
+}
+
 static void build_map(struct fin *f, uint32_t ni)
 {
         struct ntbf_topo *t = f->t;
@@ -1141,47 +1325,56 @@ static void build_map(struct fin *f, uint32_t ni)
                        (struct ntbf_region){NTBF_MSI_BASE, NTBF_MSI_SIZE, NTBF_REGION_MSI, 0, 0}))
                 goto nomem;
 
-        /* Windows with a fixed base first. */
+        /* BARs of windows with a fixed base first. */
         for (uint32_t k = 0; k < n->nadapters; k++) {
                 struct ntbf_adapter *a = &t->adapters[n->adapters[k]];
-                if (!a->window_base || !a->lut_entry_size)
-                        continue;
-                const struct ntbf_region *o = map_overlap(m, a->window_base, a->p.window);
-                struct ntbf_loc bl = a->loc_window_base.line ? a->loc_window_base : a->loc;
-                if (o) {
-                        ERR(f, bl,
-                            "adapter %s.%s: window at 0x%" PRIx64 " overlaps %s at 0x%" PRIx64
-                            "; choose a free window_base or leave it out",
-                            n->name, a->name, a->window_base, region_owner(t, o, who, sizeof(who)),
-                            o->base);
-                        continue;
+                for (uint32_t w = 0; w < a->nwin; w++) {
+                        if (!a->win[w].base || (w && a->win_bar[w] == a->win_bar[w - 1]))
+                                continue;
+                        uint64_t base = a->win[w].base, bytes = bar_bytes(a, w);
+                        struct ntbf_loc bl = win_loc(a, w);
+                        const struct ntbf_region *o = map_overlap(m, base, bytes);
+                        if (o) {
+                                ERR(f, bl,
+                                    "adapter %s.%s: window at 0x%" PRIx64 " overlaps %s at "
+                                    "0x%" PRIx64 "; choose a free window_base or leave it out",
+                                    n->name, a->name, base, region_owner(t, o, who, sizeof(who)),
+                                    o->base);
+                                continue;
+                        }
+                        if (bytes > NTBF_PHYS_LIMIT || base > NTBF_PHYS_LIMIT - bytes) {
+                                ERR(f, bl,
+                                    "adapter %s.%s: window at 0x%" PRIx64 " ends beyond 48-bit "
+                                    "physical addressing",
+                                    n->name, a->name, base);
+                                continue;
+                        }
+                        if (insert_bar(m, &cap, a, n->adapters[k], w, base))
+                                goto nomem;
                 }
-                if (a->p.window > NTBF_PHYS_LIMIT ||
-                    a->window_base > NTBF_PHYS_LIMIT - a->p.window) {
-                        ERR(f, bl,
-                            "adapter %s.%s: window at 0x%" PRIx64 " ends beyond 48-bit "
-                            "physical addressing",
-                            n->name, a->name, a->window_base);
-                        continue;
-                }
-                if (map_insert(m, &cap,
-                               (struct ntbf_region){a->window_base, a->p.window, NTBF_REGION_WINDOW,
-                                                    n->adapters[k], 0}))
-                        goto nomem;
         }
 
         /* Everything else, largest first, naturally aligned, like a BIOS/Linux assignment. */
-        size_t np = 0, capp = n->nadapters + (size_t)n->ndevices * 2 * NTBF_MAX_BARS;
+        size_t np = 0, capp = (size_t)n->nadapters * NTBF_MAX_WINDOWS +
+                              (size_t)n->ndevices * 2 * NTBF_MAX_BARS;
         struct placement *pl = calloc(capp ? capp : 1, sizeof(*pl));
         if (!pl)
                 goto nomem;
         for (uint32_t k = 0; k < n->nadapters; k++) {
                 struct ntbf_adapter *a = &t->adapters[n->adapters[k]];
-                if (a->window_base || !a->lut_entry_size)
-                        continue;
-                pl[np++] = (struct placement){
-                    a->p.window,    a->p.window, a->p.window_below_4g, NTBF_REGION_WINDOW,
-                    n->adapters[k], 0,           &a->window_base,      a->loc};
+                for (uint32_t w = 0; w < a->nwin; w++) {
+                        if (a->win[w].base || (w && a->win_bar[w] == a->win_bar[w - 1]))
+                                continue;
+                        uint64_t bytes = bar_bytes(a, w);
+                        pl[np++] = (struct placement){bytes,
+                                                      bytes,
+                                                      a->p.window_below_4g,
+                                                      NTBF_REGION_WINDOW,
+                                                      n->adapters[k],
+                                                      w,
+                                                      &a->win[w].base,
+                                                      a->loc_win[w].line ? a->loc_win[w] : a->loc};
+                }
         }
         for (uint32_t k = 0; k < n->ndevices; k++) {
                 uint32_t di = n->devices[k];
@@ -1231,8 +1424,12 @@ static void build_map(struct fin *f, uint32_t ni)
                         continue;
                 }
                 *p->out = at;
-                if (map_insert(m, &cap,
-                               (struct ntbf_region){at, p->size, p->kind, p->obj, p->index})) {
+                int r =
+                    p->kind == NTBF_REGION_WINDOW
+                        ? insert_bar(m, &cap, &t->adapters[p->obj], p->obj, p->index, at)
+                        : map_insert(m, &cap,
+                                     (struct ntbf_region){at, p->size, p->kind, p->obj, p->index});
+                if (r) {
                         free(pl);
                         goto nomem;
                 }
@@ -1437,24 +1634,96 @@ out:
         free(buf);
 }
 
-/* Window slots a function's BARs need in an adapter with slots of entry bytes. */
-static uint64_t bar_slots(const struct ntbf_device *d, uint32_t fn, uint64_t entry)
+/*
+ * Slots of window w one BAR of s bytes (naturally aligned) takes: one when a translation
+ * covers it, else consecutive whole slots in a window of several; 0 when it cannot.
+ */
+static uint64_t bar_need(const struct ntbf_window *w, uint64_t s)
 {
-        uint64_t slots = 0;
-        for (uint32_t b = 0; b < NTBF_MAX_BARS; b++) {
-                uint64_t s = ntbf_device_bar_size(d, fn, b);
-                if (s)
-                        slots += ntbf_div_ceil(s, entry);
-        }
-        return slots;
+        if (s <= w->size_max && w->addr_align <= w->size_max)
+                return 1;
+        if (w->slots > 1 && w->size_max == w->slot_size)
+                return ntbf_div_ceil(s, w->slot_size);
+        return 0;
 }
 
 /*
- * Window geometries present in the fabric: slots are powers of two of powers of two, so
- * a table indexed by (log2 slot size, log2 slot count) holds them all, with two distinct
- * nodes that have each (a device cannot be borrowed by its own node).
+ * Whether the BARs of function fn of d fit adapter a's windows at once: each BAR, largest
+ * first, in the window of smallest slots that still has room for it. *bytes is the window
+ * they take (or, when they do not fit, what they would take in a's largest window).
+ */
+static bool bars_fit(const struct ntbf_device *d, uint32_t fn, const struct ntbf_adapter *a,
+                     uint64_t *bytes)
+{
+        uint64_t left[NTBF_MAX_WINDOWS], size[NTBF_MAX_BARS];
+        uint32_t nb = 0;
+        for (uint32_t w = 0; w < a->nwin; w++)
+                left[w] = a->win[w].slots - a->win[w].reserved;
+        for (uint32_t b = 0; b < NTBF_MAX_BARS; b++) {
+                uint64_t v = ntbf_device_bar_size(d, fn, b), k = nb++;
+                for (; k > 0 && size[k - 1] < v; k--)
+                        size[k] = size[k - 1];
+                size[k] = v;
+        }
+        bool fits = true;
+        *bytes = 0;
+        for (uint32_t b = 0; b < nb && size[b]; b++) {
+                uint32_t best = NTBF_NONE;
+                for (uint32_t w = 0; w < a->nwin; w++) {
+                        uint64_t need = bar_need(&a->win[w], size[b]);
+                        if (need && need <= left[w] &&
+                            (best == NTBF_NONE || a->win[w].slot_size < a->win[best].slot_size))
+                                best = w;
+                }
+                if (best == NTBF_NONE) {
+                        /* Counted in the largest window, as if it fitted there. */
+                        uint32_t big = 0;
+                        for (uint32_t w = 1; w < a->nwin; w++)
+                                if (a->win[w].size > a->win[big].size)
+                                        big = w;
+                        uint64_t need = bar_need(&a->win[big], size[b]);
+                        *bytes += (need ? need : ntbf_div_ceil(size[b], a->win[big].slot_size)) *
+                                  a->win[big].slot_size;
+                        fits = false;
+                        continue;
+                }
+                uint64_t need = bar_need(&a->win[best], size[b]);
+                left[best] -= need;
+                *bytes += need * a->win[best].slot_size;
+        }
+        return fits;
+}
+
+/* Bytes of all of an adapter's windows. */
+static uint64_t windows_bytes(const struct ntbf_adapter *a)
+{
+        uint64_t n = 0;
+        for (uint32_t w = 0; w < a->nwin; w++)
+                n += a->win[w].size;
+        return n;
+}
+
+/* Whether two adapters have the same windows for the fit check (slot counts and sizes). */
+static bool same_geometry(const struct ntbf_adapter *a, const struct ntbf_adapter *b)
+{
+        if (a->nwin != b->nwin)
+                return false;
+        for (uint32_t w = 0; w < a->nwin; w++)
+                if (a->win[w].slots != b->win[w].slots ||
+                    a->win[w].reserved != b->win[w].reserved ||
+                    a->win[w].slot_size != b->win[w].slot_size ||
+                    a->win[w].size_max != b->win[w].size_max ||
+                    a->win[w].addr_align != b->win[w].addr_align)
+                        return false;
+        return true;
+}
+
+/*
+ * Window geometries present in the fabric, each with two distinct nodes that have it (a
+ * device cannot be borrowed by its own node).
  */
 struct geometry {
+        uint32_t adapter; /* one adapter of that geometry */
         uint32_t node[2];
 };
 
@@ -1462,24 +1731,23 @@ static void check_device_fit(struct fin *f)
 {
         struct ntbf_topo *t = f->t;
         char sz[32], sz2[32];
-        struct geometry(*g)[33] = malloc(64 * sizeof(*g));
+        struct geometry *g = malloc((t->nadapters + 1) * sizeof(*g));
+        uint32_t ng = 0;
         if (!g) {
                 f->err = -ENOMEM;
                 return;
         }
-        for (unsigned e = 0; e < 64; e++)
-                for (unsigned n = 0; n < 33; n++)
-                        g[e][n] = (struct geometry){{NTBF_NONE, NTBF_NONE}};
         for (uint32_t k = 0; k < t->nadapters; k++) {
                 const struct ntbf_adapter *a = &t->adapters[k];
-                if (!a->lut_entry_size)
+                if (!a->nwin)
                         continue;
-                struct geometry *x =
-                    &g[__builtin_ctzll(a->lut_entry_size)][__builtin_ctz(a->p.lut_entries)];
-                if (x->node[0] == NTBF_NONE)
-                        x->node[0] = a->node;
-                else if (x->node[1] == NTBF_NONE && x->node[0] != a->node)
-                        x->node[1] = a->node;
+                uint32_t i = 0;
+                while (i < ng && !same_geometry(&t->adapters[g[i].adapter], a))
+                        i++;
+                if (i == ng)
+                        g[ng++] = (struct geometry){k, {a->node, NTBF_NONE}};
+                else if (g[i].node[1] == NTBF_NONE && g[i].node[0] != a->node)
+                        g[i].node[1] = a->node;
         }
         for (uint32_t i = 0; i < t->ndevices; i++) {
                 const struct ntbf_device *d = &t->devices[i];
@@ -1487,23 +1755,20 @@ static void check_device_fit(struct fin *f)
                         continue;
                 uint64_t best = 0, need_bytes = 0;
                 bool fits = false;
-                for (unsigned e = 0; e < 64 && !fits; e++) {
-                        for (unsigned n = 0; n < 33 && !fits; n++) {
-                                const struct geometry *x = &g[e][n];
-                                if (x->node[0] == NTBF_NONE ||
-                                    (x->node[0] == d->node && x->node[1] == NTBF_NONE))
-                                        continue;
-                                uint64_t entry = UINT64_C(1) << e, slots = UINT64_C(1) << n;
-                                uint64_t need = bar_slots(d, 0, entry);
-                                if (d->vfs) {
-                                        uint64_t vneed = bar_slots(d, d->functions, entry);
-                                        need = need > vneed ? need : vneed;
-                                }
-                                fits = need <= slots;
-                                if (entry * slots > best) {
-                                        best = entry * slots;
-                                        need_bytes = need * entry;
-                                }
+                for (uint32_t k = 0; k < ng && !fits; k++) {
+                        const struct geometry *x = &g[k];
+                        if (x->node[0] == d->node && x->node[1] == NTBF_NONE)
+                                continue;
+                        const struct ntbf_adapter *a = &t->adapters[x->adapter];
+                        uint64_t need, vneed = 0;
+                        fits = bars_fit(d, 0, a, &need);
+                        if (d->vfs) {
+                                fits = bars_fit(d, d->functions, a, &vneed) && fits;
+                                need = need > vneed ? need : vneed;
+                        }
+                        if (windows_bytes(a) > best) {
+                                best = windows_bytes(a);
+                                need_bytes = need;
                         }
                 }
                 if (!fits && best)
@@ -1515,32 +1780,6 @@ static void check_device_fit(struct fin *f)
                             ntbf_size_fmt(best, sz2, sizeof(sz2)));
         }
         free(g);
-}
-
-/*
- * The windows of each adapter, once addresses are assigned. The single-window keys
- * (window, lut_entries) describe window 0: equal slots whose translations are whole slots
- * at slot-aligned addresses (addr_align = size_align = size_max = the slot size).
- */
-static void fill_windows(struct ntbf_topo *t)
-{
-        for (uint32_t i = 0; i < t->nadapters; i++) {
-                struct ntbf_adapter *a = &t->adapters[i];
-                memset(a->win, 0, sizeof(a->win));
-                a->nwin = a->nslots = 0;
-                if (!a->lut_entry_size || !a->window_base)
-                        continue; /* a mistake was reported: no window */
-                uint64_t E = a->lut_entry_size;
-                a->win[0] = (struct ntbf_window){.base = a->window_base,
-                                                 .size = a->p.window,
-                                                 .slots = a->p.lut_entries,
-                                                 .slot_size = E,
-                                                 .addr_align = E,
-                                                 .size_align = E,
-                                                 .size_max = E};
-                a->nwin = 1;
-                a->nslots = a->p.lut_entries;
-        }
 }
 
 const struct ntbf_window *ntbf_adapter_slot_window(const struct ntbf_adapter *a, uint32_t slot)
@@ -1608,8 +1847,6 @@ int ntbf_topo_finalize(struct ntbf_topo *t, struct ntbf_diags *diags)
                 if (t->nodes[i].ndevices <= NTBF_MAX_NODE_DEVICES &&
                     t->nodes[i].nadapters <= NTBF_MAX_NODE_ADAPTERS)
                         build_map(&f, i);
-        if (!f.err)
-                fill_windows(t);
         if (!f.err)
                 check_reach(&f);
         if (!f.err)

@@ -160,9 +160,13 @@ static void print_cluster(struct fab *f, struct json_object *status)
                 for (uint32_t i = 0; i < t->nodes[n].nadapters && o < sizeof(ads); i++) {
                         const struct ntbf_adapter *a = &t->adapters[t->nodes[n].adapters[i]];
                         char w[32];
-                        o += (size_t)snprintf(ads + o, sizeof(ads) - o, "%s%s (%s, %s window)",
-                                              i ? ", " : "", a->name, a->p.model,
-                                              fmt_size(a->p.window, w, sizeof(w)));
+                        uint64_t bytes = 0;
+                        for (uint32_t k = 0; k < a->nwin; k++)
+                                bytes += a->win[k].size;
+                        o +=
+                            (size_t)snprintf(ads + o, sizeof(ads) - o, "%s%s (%s, %s window%s)",
+                                             i ? ", " : "", a->name, a->p.model,
+                                             fmt_size(bytes, w, sizeof(w)), a->nwin > 1 ? "s" : "");
                 }
                 table_cell(&tb, "%s", t->nodes[n].name);
                 table_cell(&tb, "%u", t->nodes[n].id);

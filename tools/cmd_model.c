@@ -228,12 +228,37 @@ static int run_topology(int argc, char **argv)
                         json_object_object_add(j, "model", json_str(ad->p.model));
                         json_object_object_add(j, "backend",
                                                json_str(ad->backend[0] ? ad->backend : t->backend));
+                        /* Window 0 in the single-window keys' terms, then every window. */
+                        const struct ntbf_window *w0 = ad->nwin ? &ad->win[0] : NULL;
                         json_object_object_add(j, "window_base", json_u64(ad->window_base));
-                        json_object_object_add(j, "window", json_u64(ad->p.window));
-                        json_object_object_add(j, "lut_entries", json_u64(ad->p.lut_entries));
+                        json_object_object_add(j, "window", json_u64(w0 ? w0->size : 0));
+                        json_object_object_add(j, "lut_entries", json_u64(w0 ? w0->slots : 0));
                         json_object_object_add(j, "lut_entry_size", json_u64(ad->lut_entry_size));
+                        json_object_object_add(j, "slots", json_u64(ad->nslots));
+                        struct json_object *ws = json_object_new_array();
+                        for (uint32_t w = 0; w < ad->nwin; w++) {
+                                const struct ntbf_window *x = &ad->win[w];
+                                struct json_object *wj = json_object_new_object();
+                                json_object_object_add(wj, "base", json_u64(x->base));
+                                json_object_object_add(wj, "size", json_u64(x->size));
+                                json_object_object_add(wj, "bar", json_u64(ad->win_bar[w]));
+                                json_object_object_add(wj, "first_slot", json_u64(x->first_slot));
+                                json_object_object_add(wj, "slots", json_u64(x->slots));
+                                json_object_object_add(wj, "slot_size", json_u64(x->slot_size));
+                                json_object_object_add(wj, "reserved", json_u64(x->reserved));
+                                json_object_object_add(wj, "addr_align", json_u64(x->addr_align));
+                                json_object_object_add(
+                                    wj, "natural_align",
+                                    json_object_new_boolean(x->flags & NTBF_WIN_NATURAL_ALIGN));
+                                json_object_object_add(wj, "size_align", json_u64(x->size_align));
+                                json_object_object_add(wj, "size_max", json_u64(x->size_max));
+                                json_object_array_add(ws, wj);
+                        }
+                        json_object_object_add(j, "windows", ws);
                         json_object_object_add(j, "rid_table", json_u64(ad->p.rid_table));
                         json_object_object_add(j, "rid_reserved", json_u64(ad->p.rid_reserved));
+                        json_object_object_add(j, "rid_proxy",
+                                               json_object_new_boolean(ad->p.rid_proxy));
                         json_object_object_add(j, "addr_bits", json_u64(ad->p.addr_bits));
                         json_object_object_add(j, "doorbells", json_u64(ad->p.doorbells));
                         json_object_object_add(j, "scratchpads", json_u64(ad->p.scratchpads));
@@ -362,10 +387,19 @@ static int run_topology(int argc, char **argv)
                 const struct ntbf_adapter *ad = &t->adapters[i];
                 table_cell(&tb, "%s.%s", t->nodes[ad->node].name, ad->name);
                 table_cell(&tb, "%s", ad->p.model);
-                table_cell(&tb, "%s", fmt_size(ad->p.window, a, sizeof(a)));
+                uint64_t bytes = 0;
+                size_t lo = 0;
+                c[0] = 0;
+                for (uint32_t w = 0; w < ad->nwin && lo < sizeof(c); w++) {
+                        bytes += ad->win[w].size;
+                        int k = snprintf(c + lo, sizeof(c) - lo, "%s%u x %s", w ? " + " : "",
+                                         ad->win[w].slots,
+                                         fmt_size(ad->win[w].slot_size, b, sizeof(b)));
+                        lo += k > 0 ? (size_t)k : 0;
+                }
+                table_cell(&tb, "%s", fmt_size(bytes, a, sizeof(a)));
                 table_cell(&tb, "0x%" PRIx64, ad->window_base);
-                table_cell(&tb, "%u x %s", ad->p.lut_entries,
-                           fmt_size(ad->lut_entry_size, b, sizeof(b)));
+                table_cell(&tb, "%s", c);
                 if (ad->p.rid_table)
                         table_cell(&tb, "%u (%u CPU)", ad->p.rid_table, ad->p.rid_reserved);
                 else

@@ -185,7 +185,7 @@ static int region_size(const struct ntbf_topo *t, uint64_t *size, char *why, siz
                 }
                 links++;
                 for (int e = 0; e < 2; e++)
-                        while (half < t->adapters[k->end[e].obj].p.window)
+                        while (half < t->adapters[k->end[e].obj].win[0].size)
                                 half <<= 1;
         }
         if (links != 1) {

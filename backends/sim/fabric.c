@@ -181,7 +181,7 @@ static uint64_t topo_hash(const struct ntbf_topo *t)
                 uint64_t f[] = {p->ports,        p->window,         p->lut_entries, p->rid_table,
                                 p->rid_reserved, p->addr_bits,      p->doorbells,   p->scratchpads,
                                 p->messages,     p->dma_channels,   p->hop_ns,      p->xlat,
-                                a->window_base,  a->lut_entry_size, a->nwin};
+                                a->window_base,  a->lut_entry_size, a->nwin,        p->rid_proxy};
                 for (size_t k = 0; k < sizeof(f) / sizeof(f[0]); k++)
                         hu64(&hs, f[k]);
                 for (uint32_t w = 0; w < a->nwin; w++) {

@@ -525,10 +525,15 @@ static int sim_rid_add(struct ntbf_adapter_h *h, const struct ntbf_rid *r, uint3
         /* An adapter's table holds requesters of its own host (docs/model.md). */
         if (r->node != x->node)
                 return -EINVAL;
-        int e = table_add(sim_rids(s, h->adapter), x->rid_reserved, x->nrids,
-                          rid_entry(r->node, r->rid, r->mask));
+        uint64_t entry = rid_entry(r->node, r->rid, r->mask);
+        int e = table_add(sim_rids(s, h->adapter), x->rid_reserved, x->nrids, entry);
         if (!e)
                 ntbf__sim_changed(s);
+        /* Switchtec-like adapters (rid_proxy): the ID the far side sees is the entry's own,
+         * on the NT endpoint's buses from 0xf0: bus 0xf0 + k / 256, devfn k % 256. */
+        for (uint32_t k = 0; !e && proxy && A(h)->p.rid_proxy && k < x->nrids; k++)
+                if (atomic_load(&sim_rids(s, h->adapter)[k]) == entry)
+                        *proxy = (0xf0u + k / 256) << 8 | (k % 256);
         return e;
 }
 

@@ -1099,8 +1099,8 @@ int ntbf_dev_unmap_peer(struct ntbf_dev *dev, uint64_t ioaddr)
 
 /* ---- windows -------------------------------------------------------------------------------- */
 
-int ntbf_dev_map_window(struct ntbf_dev *dev, uint32_t adapter, uint64_t offset, uint64_t size,
-                        uint64_t *ioaddr)
+int ntbf_dev_map_window(struct ntbf_dev *dev, uint32_t adapter, uint32_t win, uint64_t offset,
+                        uint64_t size, uint64_t *ioaddr)
 {
         if (!dev)
                 return -EINVAL;
@@ -1114,12 +1114,15 @@ int ntbf_dev_map_window(struct ntbf_dev *dev, uint32_t adapter, uint64_t offset,
                 return ntbf__fail(ctx, -EINVAL,
                                   "ntbf_dev_map_window: adapter %u is not one of node %s's",
                                   adapter, ctx->node);
-        uint64_t win = t->adapters[adapter].nwin ? t->adapters[adapter].win[0].size : 0;
-        if (offset >= win || size > win - offset)
+        const struct ntbf_adapter *A = &t->adapters[adapter];
+        uint64_t wsize = win < A->nwin ? A->win[win].size : 0;
+        if (offset >= wsize || size > wsize - offset)
                 return ntbf__fail(ctx, -EINVAL,
                                   "ntbf_dev_map_window: [0x%" PRIx64 ", +%" PRIu64
-                                  ") is outside the %" PRIu64 "-byte window of %s.%s",
-                                  offset, size, win, ctx->node, t->adapters[adapter].name);
+                                  ") is outside window %u (%" PRIu64 " bytes) of %s.%s, which has "
+                                  "%u window%s",
+                                  offset, size, win, wsize, ctx->node, A->name, A->nwin,
+                                  A->nwin == 1 ? "" : "s");
         uint64_t off = offset % PAGE, first = offset - off;
         uint64_t pages = (off + size + PAGE - 1) / PAGE;
         struct ntbf__winmap w = {0, adapter, NULL, pages * PAGE, 0};
@@ -1131,7 +1134,7 @@ int ntbf_dev_map_window(struct ntbf_dev *dev, uint32_t adapter, uint64_t offset,
                         return ntbf__fail(ctx, NTBF_EUNSUPPORTED,
                                           "the %s backend cannot map windows into a process",
                                           ctx->ops->name);
-                r = ctx->ops->map_window(ctx->ah[adapter], 0, first, w.map_size, 0, &w.map);
+                r = ctx->ops->map_window(ctx->ah[adapter], win, first, w.map_size, 0, &w.map);
                 if (r)
                         return ntbf__fail(ctx, r, "cannot map the window of %s.%s: %s", ctx->node,
                                           t->adapters[adapter].name, ntbf_strerror(r));
@@ -1147,7 +1150,7 @@ int ntbf_dev_map_window(struct ntbf_dev *dev, uint32_t adapter, uint64_t offset,
                 if (r)
                         return ntbf__fail(ctx, r, "cannot read the capabilities of %s.%s: %s",
                                           ctx->node, t->adapters[adapter].name, ntbf_strerror(r));
-                w.ioaddr = caps.windows[0].base + offset;
+                w.ioaddr = caps.windows[win].base + offset;
                 if (dev->addr_end && (w.ioaddr >= dev->addr_end || size > dev->addr_end - w.ioaddr))
                         return ntbf__fail(ctx, NTBF_EADDRLIMIT,
                                           "the window of %s.%s at 0x%" PRIx64

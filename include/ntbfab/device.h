@@ -113,16 +113,16 @@ NTBF_EXPORT int ntbf_dev_map_peer(struct ntbf_dev *dev, struct ntbf_dev *target,
 NTBF_EXPORT int ntbf_dev_unmap_peer(struct ntbf_dev *dev, uint64_t ioaddr);
 
 /*
- * Make [offset, offset + size) of the window of this host's adapter `adapter` (its index in
- * the cluster file) reachable by dev's DMA: the device then reaches whatever the window's
- * translation slots lead to (a remote segment: peer-to-peer into another host's memory, as
- * SISCI's SCIMapRemoteSegmentForDevice does). *ioaddr is the address dev uses. For a device
- * behind VFIO the window's CPU mapping is mapped in the device's IOMMU domain; for a local
- * device without one it is the window's host-physical address. Borrowed devices:
+ * Make [offset, offset + size) of window `win` of this host's adapter `adapter` (its index in
+ * the cluster file; window 0 for an adapter of one window) reachable by dev's DMA: the device then
+ * reaches whatever the window's translation slots lead to (a remote segment: peer-to-peer into
+ * another host's memory, as SISCI's SCIMapRemoteSegmentForDevice does). *ioaddr is the address dev
+ * uses. For a device behind VFIO the window's CPU mapping is mapped in the device's IOMMU domain;
+ * for a local device without one it is the window's host-physical address. Borrowed devices:
  * NTBF_EUNSUPPORTED (their peer mappings go through the daemon: ntbf_dev_map_peer).
  */
-NTBF_EXPORT int ntbf_dev_map_window(struct ntbf_dev *dev, uint32_t adapter, uint64_t offset,
-                                    uint64_t size, uint64_t *ioaddr);
+NTBF_EXPORT int ntbf_dev_map_window(struct ntbf_dev *dev, uint32_t adapter, uint32_t win,
+                                    uint64_t offset, uint64_t size, uint64_t *ioaddr);
 NTBF_EXPORT int ntbf_dev_unmap_window(struct ntbf_dev *dev, uint64_t ioaddr);
 
 /*

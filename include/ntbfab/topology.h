@@ -61,6 +61,24 @@ struct ntbf_window {
         uint64_t size_max;   /* largest translation of one slot (<= slot_size) */
 };
 
+/*
+ * A window as a model or the cluster file describes it (`windows:` of an adapter). Windows
+ * with the same `bar` share one BAR, laid out one after the other in the order given; a
+ * BAR is a power of two of at least 4 KiB, aligned to its size. 0 in an alignment field
+ * means the slot size.
+ */
+struct ntbf_window_params {
+        uint64_t size;       /* bytes */
+        uint32_t slots;      /* translation slots; 0 means 1 (a direct window) */
+        uint32_t reserved;   /* leading slots the hardware keeps */
+        uint32_t bar;        /* BAR number (0..5) the window is in */
+        uint32_t flags;      /* enum ntbf_win_flags */
+        uint64_t addr_align; /* 0: the slot size */
+        uint64_t size_align; /* 0: the slot size */
+        uint64_t size_max;   /* 0: the slot size */
+        uint64_t base;       /* fixed address of its BAR (on the BAR's first window); 0: assigned */
+};
+
 /* Figures of an adapter (an NTB endpoint in a host). Presets fill these; YAML overrides. */
 struct ntbf_adapter_params {
         char model[NTBF_NAME_MAX + 1];
@@ -76,7 +94,12 @@ struct ntbf_adapter_params {
         uint32_t dma_channels; /* DMA engine channels; 0: none */
         uint32_t hop_ns;       /* modeled latency of one pass through the adapter */
         uint32_t xlat;         /* enum ntbf_xlat_side bits */
-        bool window_below_4g;  /* place the window in 32-bit MMIO space */
+        bool window_below_4g;  /* place the window(s) in 32-bit MMIO space */
+        bool rid_proxy;        /* the hardware gives requesters proxy IDs (Switchtec) */
+        /* 0: one window of `window` bytes split into `lut_entries` slots (the single-window
+         * keys); else these windows, and `window`, `lut_entries` are unused. */
+        uint32_t nwindows;
+        struct ntbf_window_params windows[NTBF_MAX_WINDOWS];
 };
 
 /* Figures of a cluster switch with NTB-capable ports. */
@@ -170,10 +193,13 @@ struct ntbf_adapter {
         struct ntbf_loc loc, loc_window, loc_window_base, loc_lut;
         /* Filled by finalize: link index per port, NTBF_NONE where unconnected. */
         uint32_t link[NTBF_MAX_ADAPTER_PORTS];
-        /* Filled by finalize: the windows (window 0 is window_base, p.window, lut_entries) and
-         * the number of slots of all of them. 0 windows while the adapter has a mistake. */
+        /* Filled by finalize: the windows (from p.windows, or window 0 of window_base,
+         * p.window, lut_entries) and the number of slots of all of them. 0 windows while the
+         * adapter has a mistake. window_base and lut_entry_size are then window 0's. */
         uint32_t nwin, nslots;
         struct ntbf_window win[NTBF_MAX_WINDOWS];
+        struct ntbf_loc loc_win[NTBF_MAX_WINDOWS]; /* of each `windows:` entry */
+        uint8_t win_bar[NTBF_MAX_WINDOWS];         /* the BAR each window is in */
 };
 
 struct ntbf_switch {

@@ -30,13 +30,30 @@ int cf_check_rid_table(struct cf_run *r)
         char s[32];
         if (!(ad->caps.flags & NTBF_CAP_RID_TABLE))
                 CF_SKIP(r, "not claimed: %s does not claim NTBF_CAP_RID_TABLE", n);
-        uint32_t free = ad->caps.rid_table - ad->caps.rid_reserved;
+        uint32_t free = ad->caps.rid_table - ad->caps.rid_reserved, proxied = 0;
+        uint8_t seen[8192] = {0}; /* proxy IDs given so far, a bit each */
         for (uint32_t i = 0; i < free; i++) {
                 struct ntbf_rid x = nth(ad->node, i);
-                CF_OK(r, o->rid_add(ad->h, &x, NULL), "%s: rid_add(%s), entry %u of the %u free", n,
-                      rid_str(&x, s, sizeof(s)), i + 1, free);
+                uint32_t proxy = 0x12345678; /* must be overwritten */
+                CF_OK(r, o->rid_add(ad->h, &x, &proxy), "%s: rid_add(%s), entry %u of the %u free",
+                      n, rid_str(&x, s, sizeof(s)), i + 1, free);
                 cf_undo_rid(r, ad, &x);
+                /* A proxy ID (Switchtec) or none; two live entries never share one. */
+                CF_TRUE(r, proxy == NTBF_NONE || proxy <= 0xffff,
+                        "%s: rid_add(%s) set proxy to %#x: neither NTBF_NONE nor a bus:devfn", n,
+                        rid_str(&x, s, sizeof(s)), proxy);
+                if (proxy == NTBF_NONE)
+                        continue;
+                CF_TRUE(r, !(seen[proxy / 8] >> (proxy % 8) & 1),
+                        "%s: rid_add(%s) gave proxy ID %02x:%02x.%x, which another live entry "
+                        "has",
+                        n, rid_str(&x, s, sizeof(s)), proxy >> 8, proxy >> 3 & 0x1f, proxy & 7);
+                seen[proxy / 8] |= (uint8_t)(1u << (proxy % 8));
+                proxied++;
         }
+        CF_TRUE(r, !proxied || proxied == free,
+                "%s: %u of %u entries got a proxy ID: the hardware gives all or none", n, proxied,
+                free);
         struct ntbf_rid more = nth(ad->node, free), more2 = nth(ad->node, free + 1);
         CF_RC(r, -ENOSPC, o->rid_add(ad->h, &more, NULL),
               "%s: rid_add past the %u free entries (rid_table %u - rid_reserved %u)", n, free,
@@ -54,8 +71,8 @@ int cf_check_rid_table(struct cf_run *r)
         /* 00:00.0 is the root complex, among the CPU's reserved entries on every platform. */
         struct ntbf_rid rc = {ad->node, 0x0000, 0xffff};
         CF_RC(r, -EPERM, o->rid_del(ad->h, &rc), "%s: rid_del(00:00.0), a reserved CPU entry", n);
-        snprintf(r->reason, sizeof(r->reason), "%u entries (%u reserved)", ad->caps.rid_table,
-                 ad->caps.rid_reserved);
+        snprintf(r->reason, sizeof(r->reason), "%u entries (%u reserved)%s", ad->caps.rid_table,
+                 ad->caps.rid_reserved, proxied ? ", each with its own proxy ID" : "");
         return 0;
 }
 

@@ -145,6 +145,31 @@ static void test_topology(void **state)
         assert_non_null(strstr(r.out, "lender.nvme0"));
         assert_non_null(strstr(r.out, "256 x 4 MiB"));
         done(&r);
+        /* Several windows: the Switchtec partition's LUT, then its direct window, in BAR2. */
+        r = run("topology --json config/examples/switchtec.yaml");
+        assert_int_equal(r.status, 0);
+        o = json_of(&r);
+        a0 = json_object_array_get_idx(get(o, "adapters"), 0);
+        assert_true(json_object_get_boolean(get(a0, "rid_proxy")));
+        assert_int_equal(json_object_get_int64(get(a0, "slots")), 513);
+        struct json_object *ws = get(a0, "windows");
+        assert_int_equal(json_object_array_length(ws), 2);
+        struct json_object *w0 = json_object_array_get_idx(ws, 0);
+        struct json_object *w1 = json_object_array_get_idx(ws, 1);
+        assert_int_equal(json_object_get_int64(get(w0, "slots")), 512);
+        assert_int_equal(json_object_get_int64(get(w0, "slot_size")), 64 << 10);
+        assert_int_equal(json_object_get_int64(get(w0, "reserved")), 1);
+        assert_int_equal(json_object_get_int64(get(w1, "first_slot")), 512);
+        assert_int_equal(json_object_get_int64(get(w1, "bar")), 2);
+        assert_true(json_object_get_boolean(get(w1, "natural_align")));
+        assert_int_equal(json_object_get_int64(get(w1, "base")),
+                         json_object_get_int64(get(w0, "base")) + (32 << 20));
+        json_object_put(o);
+        done(&r);
+        r = run("topology config/examples/switchtec.yaml");
+        assert_int_equal(r.status, 0);
+        assert_non_null(strstr(r.out, "512 x 64 KiB + 1 x 32 MiB"));
+        done(&r);
 }
 
 static void test_path(void **state)

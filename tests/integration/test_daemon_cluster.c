@@ -238,6 +238,27 @@ static void test_lend_borrow_return(void **state)
                              "'borrower'; it must be returned there first"));
         assert_int_equal(
             dfx_cli(&F, out, sizeof(out), "borrow lender2.acc2 --node borrower --shared"), 0);
+        /* lender2's adapter (mxh930, Switchtec) lets acc2 out as a proxy ID, which the daemon
+         * records from rid_add and shows in node.status. */
+        struct json_object *st = dfx_ok(&F, "lender2", "node.status", NULL), *ads, *px, *x;
+        assert_true(json_object_object_get_ex(st, "adapters", &ads));
+        assert_true(json_object_object_get_ex(json_object_array_get_idx(ads, 0), "proxy_ids", &px));
+        assert_true(json_object_array_length(px) >= 1);
+        bool acc2_seen = false;
+        for (size_t i = 0; i < json_object_array_length(px); i++) {
+                struct json_object *e = json_object_array_get_idx(px, i);
+                assert_true(json_object_object_get_ex(e, "rid", &x));
+                acc2_seen |= strncmp(json_object_get_string(x), "05:00.0/", 8) == 0;
+                assert_true(json_object_object_get_ex(e, "proxy", &x));
+                assert_int_equal(strncmp(json_object_get_string(x), "f0:", 3), 0);
+        }
+        assert_true(acc2_seen);
+        json_object_put(st);
+        st = dfx_ok(&F, "lender1", "node.status", NULL); /* pxh830: no proxy IDs */
+        assert_true(json_object_object_get_ex(st, "adapters", &ads));
+        assert_true(json_object_object_get_ex(json_object_array_get_idx(ads, 0), "proxy_ids", &px));
+        assert_int_equal(json_object_array_length(px), 0);
+        json_object_put(st);
         assert_int_equal(dfx_cli(&F, out, sizeof(out), "borrow 0x%x --node lender1 --shared", ACC2),
                          0);
         assert_int_equal(dfx_cli(&F, out, sizeof(out), "borrow 0x%x --node lender3", ACC2), 1);

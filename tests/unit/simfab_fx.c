@@ -97,7 +97,7 @@ uint32_t fab_add_dev(struct ntbf_topo *t, uint32_t node, const char *name, uint8
 void fab_slot(struct fab *f, uint32_t a, uint32_t slot, uint32_t dst, uint64_t addr)
 {
         struct ntbf_xlat x = {f->t->adapters[dst].node, dst, addr, NTBF_NONE,
-                              f->t->adapters[a].lut_entry_size};
+                              ntbf_adapter_slot_window(&f->t->adapters[a], slot)->size_max};
         int r = f->ops->xlat_set(f->h[a], slot, &x);
         if (r)
                 fail_msg("xlat_set(%u, %u): %s", a, slot, ntbf_strerror(r));
@@ -105,7 +105,8 @@ void fab_slot(struct fab *f, uint32_t a, uint32_t slot, uint32_t dst, uint64_t a
 
 uint64_t fab_win(struct fab *f, uint32_t a, uint32_t slot, uint64_t off)
 {
-        return f->t->adapters[a].window_base + slot * f->t->adapters[a].lut_entry_size + off;
+        const struct ntbf_window *w = ntbf_adapter_slot_window(&f->t->adapters[a], slot);
+        return w->base + (uint64_t)(slot - w->first_slot) * w->slot_size + off;
 }
 
 uint8_t *fab_ram(struct fab *f, uint32_t node, uint64_t addr, uint64_t len)

@@ -529,6 +529,106 @@ static uint32_t dma_first(const struct ntbf_plan *p)
         return r->first;
 }
 
+/*
+ * Windows of their own size and rules (a Switchtec partition through ntb_hw_switchtec: 31
+ * usable LUT slots of 64 KiB, LUT 0 reserved, and a 2 MiB direct window after them): each
+ * range goes to the window of the smallest slots that carries it; refusals name windows.
+ */
+static void test_windows_switchtec(void **state)
+{
+        (void)state;
+        struct ntbf_topo *t = fx_b2b_devices(3, 16 * NTBF_KiB);
+        for (uint32_t a = 0; a < 2; a++)
+                t->adapters[a].p = *ntbf_adapter_preset("switchtec-pfx");
+        fx_finalize_ok(t);
+        const struct ntbf_adapter *la = &t->adapters[0];
+        assert_int_equal(la->nwin, 2);
+        assert_int_equal(la->nslots, 33);
+        assert_int_equal(la->win[1].first_slot, 32);
+        assert_int_equal(la->win[1].base, la->win[0].base + 2 * NTBF_MiB); /* one BAR */
+        struct ntbf_state *s = fx_state_ok(t);
+        assert_int_equal(row(s, NTBF_BUDGET_LUT, 0).total, 32); /* 31 LUT + the direct one */
+        assert_int_equal(row(s, NTBF_BUDGET_WINDOW, 0).total, 31 * 64 * NTBF_KiB + 2 * NTBF_MiB);
+        struct ntbf_plan p;
+        borrow(s, 0, 0, 1, NTBF_MiB, &p);
+        const struct ntbf_res *bar = find_res(&p, NTBF_RES_LUT, "BAR0");
+        assert_int_equal(bar->first, 1); /* LUT 0 is the hardware's */
+        assert_int_equal(bar->count, 1);
+        assert_int_equal(bar->size, 64 * NTBF_KiB);
+        const struct ntbf_res *dma = find_res(&p, NTBF_RES_LUT, "DMA window");
+        assert_int_equal(dma->first, 1);
+        assert_int_equal(dma->count, 16); /* 1 MiB in 64 KiB LUT slots, not the direct window */
+        assert_int_equal(find_res(&p, NTBF_RES_LUT, "MSI window")->first, 17);
+        ntbf_plan_free(&p);
+        /* 2 MiB: too many LUT slots for what is left; the direct window carries it whole. */
+        borrow(s, 1, 0, 1, 2 * NTBF_MiB, &p);
+        dma = find_res(&p, NTBF_RES_LUT, "DMA window");
+        assert_int_equal(dma->first, 32);
+        assert_int_equal(dma->count, 1);
+        assert_int_equal(dma->size, 2 * NTBF_MiB);
+        assert_int_equal(dma->addr, la->win[1].base);
+        assert_int_equal(dma->dst_addr % (2 * NTBF_MiB), 0); /* naturally aligned */
+        assert_true(find_res(&p, NTBF_RES_LUT, "MSI window")->shared);
+        ntbf_plan_free(&p);
+        assert_int_equal(row(s, NTBF_BUDGET_LUT, 0).used, 18);
+        assert_int_equal(row(s, NTBF_BUDGET_WINDOW, 0).used, 17 * 64 * NTBF_KiB + 2 * NTBF_MiB);
+        /* Another 2 MiB: the LUT could never carry it, the direct window is taken. */
+        assert_int_equal(try_borrow(s, 2, 0, 1, 2 * NTBF_MiB, &p), NTBF_ENOSPC_BUDGET);
+        assert_int_equal(p.refused_kind, NTBF_BUDGET_LUT);
+        assert_string_equal(p.why, "a.ntb0: no window has room for the DMA window: window 1 has no "
+                                   "1 free consecutive slot of 2 MiB (0 free, largest run 0); use "
+                                   "a smaller --dma-window or a larger window");
+        ntbf_plan_free(&p);
+        /* 4 MiB: no window of the adapter can carry it at all. */
+        assert_int_equal(try_borrow(s, 2, 0, 1, 4 * NTBF_MiB, &p), NTBF_ENOSPC_BUDGET);
+        assert_int_equal(p.refused_kind, NTBF_BUDGET_WINDOW);
+        assert_non_null(strstr(p.why, "a.ntb0: no window can carry the DMA window (4 MiB at 0x"));
+        assert_non_null(strstr(p.why, "): window 0 31 x 64 KiB, window 1 1 x 2 MiB; enlarge a "
+                                      "window of a.ntb0"));
+        ntbf_plan_free(&p);
+        ntbf_state_free(s);
+        ntbf_topo_free(t);
+}
+
+/*
+ * Translations smaller than their slot: Intel's BAR-sized windows translate from the BAR-size
+ * aligned address below the target, in pages, as far as the target ends, not the whole BAR.
+ */
+static void test_windows_sized_translations(void **state)
+{
+        (void)state;
+        struct ntbf_topo *t = fx_b2b("intel-gen3");
+        uint32_t d = ntbf_topo_add_device(t, 0, "nvme0");
+        t->devices[d].bus = 3;
+        t->devices[d].lend = true;
+        t->devices[d].bars[0] = (struct ntbf_bar){.size = 16 * NTBF_KiB, .flags = NTBF_BAR_64};
+        fx_finalize_ok(t);
+        struct ntbf_state *s = fx_state_ok(t);
+        struct ntbf_plan p;
+        borrow(s, d, 0, 1, 0, &p);
+        const uint64_t W = 256 * NTBF_MiB;
+        uint64_t x = t->devices[d].bars[0].addr;
+        const struct ntbf_res *bar = find_res(&p, NTBF_RES_LUT, "BAR0");
+        assert_int_equal(bar->obj, 1);
+        assert_int_equal(bar->count, 1);
+        assert_int_equal(bar->dst_addr, x & ~(W - 1));
+        assert_int_equal(bar->size, x + 16 * NTBF_KiB - (x & ~(W - 1)));
+        assert_true(bar->size < W);
+        assert_int_equal(bar->programmer, 0); /* inbound: the lender programs b's window */
+        /* The DMA window (16 MiB of IOVA) and the MSI window take the lender's two windows. */
+        const struct ntbf_res *dma = find_res(&p, NTBF_RES_LUT, "DMA window");
+        const struct ntbf_res *msi = find_res(&p, NTBF_RES_LUT, "MSI window");
+        assert_true(dma->first != msi->first);
+        assert_int_equal(dma->size, p.dma_iova + 16 * NTBF_MiB - dma->dst_addr);
+        assert_int_equal(msi->dst_addr, NTBF_MSI_BASE & ~(W - 1));
+        assert_int_equal(msi->size, NTBF_MSI_BASE + NTBF_MiB - msi->dst_addr);
+        assert_int_equal(row(s, NTBF_BUDGET_LUT, 0).used, 2);
+        assert_int_equal(row(s, NTBF_BUDGET_WINDOW, 0).used, 2 * W);
+        ntbf_plan_free(&p);
+        ntbf_state_free(s);
+        ntbf_topo_free(t);
+}
+
 static void test_first_fit_and_exhaustion(void **state)
 {
         (void)state;
@@ -741,6 +841,8 @@ int main(void)
             cmocka_unit_test(test_tree_matches_path_find),
             cmocka_unit_test(test_slot_sharing),
             cmocka_unit_test(test_first_fit_and_exhaustion),
+            cmocka_unit_test(test_windows_switchtec),
+            cmocka_unit_test(test_windows_sized_translations),
             cmocka_unit_test(test_addressing_limits),
             cmocka_unit_test(test_invalid_requests),
             cmocka_unit_test(test_stale_and_clone),

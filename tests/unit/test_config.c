@@ -262,6 +262,87 @@ static void test_overrides_and_units(void **state)
         ntbf_topo_free(t);
 }
 
+/*
+ * Windows (docs/config.md, "Windows"): the Switchtec layout (LUT window and direct window in
+ * one BAR), a fixed BAR base, defaults; a model's windows, and the single-window keys as
+ * shorthand that replaces them.
+ */
+static void test_windows_keys(void **state)
+{
+        (void)state;
+        struct ntbf_topo *t =
+            load_ok("cluster: {name: w}\n"
+                    "nodes:\n"
+                    "  - name: a\n"
+                    "    id: 4\n"
+                    "    address: a:1\n"
+                    "    adapters:\n"
+                    "      - name: nt0\n"
+                    "        model: switchtec-pfx\n"
+                    "        rid_proxy: false\n"
+                    "        windows:\n"
+                    "          - {size: 32MiB, slots: 512, reserved: 1, bar: 2, base: "
+                    "0x38100000000}\n"
+                    "          - {size: 32MiB, bar: 2, addr_align: natural, size_align: 4KiB}\n"
+                    "          - {size: 1GiB, bar: 4, size_max: 512MiB, size_align: 2MiB}\n"
+                    "      - {name: ntb1, model: intel-gen3, window_base: 0x38200000000}\n"
+                    "      - {name: ntb2, model: intel-gen3, window: 1GiB}\n"
+                    "  - name: b\n"
+                    "    id: 8\n"
+                    "    address: b:1\n"
+                    "    adapters: [{name: nt0, model: switchtec-pfx}, {name: ntb1, model: "
+                    "intel-gen3}, {name: ntb2, model: intel-gen3}]\n"
+                    "links:\n"
+                    "  - [a.nt0, b.nt0]\n"
+                    "  - [a.ntb1, b.ntb1]\n"
+                    "  - [a.ntb2, b.ntb2]\n");
+        const struct ntbf_adapter *a = &t->adapters[0];
+        assert_false(a->p.rid_proxy);
+        assert_int_equal(a->nwin, 3);
+        assert_int_equal(a->nslots, 514);
+        assert_int_equal(a->win[0].base, 0x38100000000);
+        assert_int_equal(a->win[0].slots, 512);
+        assert_int_equal(a->win[0].slot_size, 64 * NTBF_KiB);
+        assert_int_equal(a->win[0].reserved, 1);
+        assert_int_equal(a->win[0].addr_align, 64 * NTBF_KiB); /* the slot size by default */
+        assert_int_equal(a->win[0].size_align, 64 * NTBF_KiB);
+        assert_int_equal(a->win[0].size_max, 64 * NTBF_KiB);
+        assert_int_equal(a->win[1].base, 0x38100000000 + 32 * NTBF_MiB); /* after it in BAR2 */
+        assert_int_equal(a->win[1].first_slot, 512);
+        assert_int_equal(a->win[1].slots, 1);
+        assert_true(a->win[1].flags & NTBF_WIN_NATURAL_ALIGN);
+        assert_int_equal(a->win[1].size_align, 4 * NTBF_KiB);
+        assert_int_equal(a->win[1].size_max, 32 * NTBF_MiB);
+        assert_int_equal(a->win[2].first_slot, 513);
+        assert_int_equal(a->win[2].size_max, 512 * NTBF_MiB);
+        assert_int_equal(a->win[2].size_align, 2 * NTBF_MiB);
+        assert_int_equal(a->win[2].base % NTBF_GiB, 0); /* BAR4 placed, aligned to its size */
+        assert_int_equal(a->window_base, a->win[0].base);
+        assert_int_equal(a->lut_entry_size, 64 * NTBF_KiB);
+        assert_true(a->loc_win[2].line == 13);
+        /* A model's windows, window_base the first BAR's. */
+        const struct ntbf_adapter *i1 = &t->adapters[1];
+        assert_int_equal(i1->nwin, 2);
+        assert_int_equal(i1->win[0].base, 0x38200000000);
+        assert_int_equal(i1->win[0].addr_align, 256 * NTBF_MiB);
+        assert_int_equal(i1->win[1].base % (256 * NTBF_MiB), 0);
+        assert_true(i1->win[1].base != i1->win[0].base);
+        /* The single-window keys replace them: one window, the model's lut_entries. */
+        const struct ntbf_adapter *i2 = &t->adapters[2];
+        assert_int_equal(i2->nwin, 1);
+        assert_int_equal(i2->win[0].size, NTBF_GiB);
+        assert_int_equal(i2->win[0].slots, 2);
+        assert_int_equal(i2->win[0].slot_size, 512 * NTBF_MiB);
+        /* The other end keeps the preset: Switchtec's LUT and direct windows in BAR2. */
+        const struct ntbf_adapter *b = &t->adapters[3];
+        assert_int_equal(b->nwin, 2);
+        assert_int_equal(b->win[0].slots, 32);
+        assert_int_equal(b->win[0].reserved, 1);
+        assert_int_equal(b->win[1].base, b->win[0].base + 2 * NTBF_MiB);
+        assert_true(b->p.rid_proxy);
+        ntbf_topo_free(t);
+}
+
 /* Expansion chassis and root complexes (docs/config.md): keys, defaults, references. */
 static void test_chassis_keys(void **state)
 {
@@ -566,6 +647,7 @@ int main(void)
             cmocka_unit_test(test_quickstart_values),
             cmocka_unit_test(test_cluster_60),
             cmocka_unit_test(test_overrides_and_units),
+            cmocka_unit_test(test_windows_keys),
             cmocka_unit_test(test_bar_forms),
             cmocka_unit_test(test_sim_overrides),
             cmocka_unit_test(test_links_ports_latency),

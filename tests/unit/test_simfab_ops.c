@@ -561,10 +561,19 @@ static void test_xlat_programming(void **state)
         assert_int_equal(f.ops->caps(f.h[0], &c), 0);
         assert_true(c.flags & NTBF_CAP_XLAT_INBOUND);
         assert_false(c.flags & NTBF_CAP_XLAT_OUTBOUND);
+        /* BAR2 and BAR4: two windows of one slot each, at addresses aligned to the BAR. */
         assert_int_equal(c.slots, 2);
-        assert_int_equal(c.nwindows, 1);
-        assert_int_equal(c.windows[0].addr_align, 256 * MiB);
-        assert_int_equal(c.windows[0].size_max, 256 * MiB);
+        assert_int_equal(c.nwindows, 2);
+        for (int w = 0; w < 2; w++) {
+                assert_int_equal(c.windows[w].first_slot, (uint32_t)w);
+                assert_int_equal(c.windows[w].slots, 1);
+                assert_int_equal(c.windows[w].size, 256 * MiB);
+                assert_int_equal(c.windows[w].addr_align, 256 * MiB);
+                assert_int_equal(c.windows[w].size_align, 4096);
+                assert_int_equal(c.windows[w].size_max, 256 * MiB);
+                assert_int_equal(c.windows[w].base % (256 * MiB), 0);
+        }
+        assert_true(c.windows[0].base != c.windows[1].base);
         assert_int_equal(c.rid_table, 0);
         assert_true(c.flags & NTBF_CAP_NO_RID_TABLE);
         /* Intel: the window owner cannot program; the buffer owner programs the peer's slot. */
@@ -573,8 +582,34 @@ static void test_xlat_programming(void **state)
         assert_int_equal(f.ops->peer_xlat_set(f.h[1], 0, 1, 12 * MiB, 256 * MiB),
                          -EINVAL);                                           /* alignment */
         assert_int_equal(f.ops->peer_xlat_set(f.h[1], 0, 1, 0, 0), -EINVAL); /* no size */
-        assert_int_equal(f.ops->peer_xlat_set(f.h[1], 0, 1, 0, 256 * MiB), 0);
+        assert_int_equal(f.ops->peer_xlat_set(f.h[1], 0, 1, 0, 256 * MiB + 4096),
+                         -EINVAL); /* past size_max */
+        assert_int_equal(f.ops->peer_xlat_set(f.h[1], 0, 1, 0, 16 * MiB + 100),
+                         -EINVAL); /* not in pages */
+        /* A translation of 16 MiB of the 256 MiB slot: the rest of the slot is unprogrammed. */
+        assert_int_equal(f.ops->peer_xlat_set(f.h[1], 0, 1, 0, 16 * MiB), 0);
         bool valid;
+        assert_int_equal(f.ops->xlat_get(f.h[0], 1, &x, &valid), 0);
+        assert_true(valid);
+        assert_int_equal(x.size, 16 * MiB);
+        uint8_t u[4] = {9, 8, 7, 6}, back[4];
+        assert_int_equal(
+            ntbf_sim_write(f.b, 0, NTBF_NONE, 0x4200, fab_win(&f, 0, 1, 16 * MiB - 4), u, 4, NULL),
+            0);
+        assert_memory_equal(fab_ram(&f, 1, 16 * MiB - 4, 4), u, 4);
+        struct ntbf_counters c0, c1;
+        assert_int_equal(f.ops->counters(f.h[0], &c0), 0);
+        assert_int_equal(
+            ntbf_sim_write(f.b, 0, NTBF_NONE, 0x4200, fab_win(&f, 0, 1, 16 * MiB), u, 4, NULL),
+            NTBF_EUNPROGRAMMED);
+        assert_int_equal(
+            ntbf_sim_read(f.b, 0, NTBF_NONE, 0x4200, fab_win(&f, 0, 1, 16 * MiB), back, 4, NULL),
+            NTBF_EUNPROGRAMMED);
+        assert_int_equal(f.ops->counters(f.h[0], &c1), 0);
+        assert_int_equal(c1.drop_unprogrammed - c0.drop_unprogrammed, 2);
+        assert_memory_equal(back, ((uint8_t[4]){0xff, 0xff, 0xff, 0xff}), 4);
+        assert_memory_equal(fab_ram(&f, 1, 16 * MiB, 4), ((uint8_t[4]){0}), 4);
+        assert_int_equal(f.ops->peer_xlat_set(f.h[1], 0, 1, 0, 256 * MiB), 0);
         assert_int_equal(f.ops->xlat_get(f.h[0], 1, &x, &valid), 0);
         assert_true(valid);
         assert_int_equal(x.dst_node, 1);

@@ -985,7 +985,7 @@ static int run_window(const char *bdf)
                 return 1;
         fill(buf, P2P_LEN, P2P_SEED);
         int s1 = nv_rw(&n, NTBF_NVME_CMD_WRITE, PRP_BLK + 512, P2P_LEN, io);
-        r = ntbf_dev_map_window(n.dev, f.adapter, 0, P2P_LEN, &wio);
+        r = ntbf_dev_map_window(n.dev, f.adapter, 0, 0, P2P_LEN, &wio);
         if (r) {
                 nv_fail("p2p-map-window", &n, r);
                 return 1;

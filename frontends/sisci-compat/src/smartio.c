@@ -559,7 +559,7 @@ static int vfio_map_rseg(struct sx_rseg *s, struct sx_dev *x, size_t offset, siz
                          : NTBF_EUNSUPPORTED;
         }
         m->vfio_window = true;
-        return ntbf_dev_map_window(x->nd, s->adapter, s->offset + offset, size, &m->ioaddr);
+        return ntbf_dev_map_window(x->nd, s->adapter, s->win, s->offset + offset, size, &m->ioaddr);
 }
 
 static sci_error_t map_err(int r)
