@@ -2039,7 +2039,8 @@ int ntbf_config_load_mem(const char *name, const char *buf, size_t len, struct n
 int ntbf_config_load(const char *path, struct ntbf_topo **out, struct ntbf_diags *diags)
 {
         *out = NULL;
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        /* O_NONBLOCK: opening a FIFO nobody writes to must not wait for a writer. */
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
         struct stat st;
         int e = 0;
         if (fd < 0 || fstat(fd, &st) < 0) {
@@ -2056,10 +2057,29 @@ int ntbf_config_load(const char *path, struct ntbf_topo **out, struct ntbf_diags
                               strerror(e));
                 return -e;
         }
-        /* Read at most one byte past the limit: enough to know the file is too large. */
-        size_t cap = S_ISREG(st.st_mode) && st.st_size >= 0 && (uint64_t)st.st_size <= MAX_FILE
-                         ? (size_t)st.st_size + 1
-                         : 65536;
+        if (!S_ISREG(st.st_mode)) {
+                close(fd);
+                ntbf_diag_add(diags, NTBF_SEV_ERROR, path, (struct ntbf_loc){0, 0},
+                              "cannot read the cluster file: it is not a regular file (a %s); "
+                              "name the YAML file itself",
+                              S_ISFIFO(st.st_mode)   ? "FIFO"
+                              : S_ISSOCK(st.st_mode) ? "socket"
+                              : S_ISCHR(st.st_mode)  ? "character device"
+                                                     : "block device");
+                return -EINVAL;
+        }
+        if ((uint64_t)st.st_size > MAX_FILE) {
+                close(fd);
+                ntbf_diag_add(diags, NTBF_SEV_ERROR, path, (struct ntbf_loc){1, 1},
+                              "the file is %llu bytes; cluster files are limited to 64 MiB, "
+                              "check that this is the right file",
+                              (unsigned long long)st.st_size);
+                return NTBF_ECONFIG;
+        }
+        /* Regular: read back to blocking reads. One byte past the size the file had is read
+         * too, so a file that grew past the limit meanwhile is still caught below. */
+        fcntl(fd, F_SETFL, 0);
+        size_t cap = (size_t)st.st_size + 1;
         size_t len = 0;
         char *buf = malloc(cap);
         while (buf) {

@@ -51,7 +51,7 @@ int ntbf__key_generate(const char *path, char *why, size_t whylen)
 
 int ntbf__key_read(const char *path, uint8_t key[NTBF_KEY_BYTES], char *why, size_t whylen)
 {
-        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK); /* a FIFO: no wait */
         if (fd < 0) {
                 int e = errno;
                 snprintf(why, whylen, "cannot open the cluster key %s: %s%s", path, strerror(e),

@@ -99,9 +99,20 @@ static int spawn(char *const argv[], const char *log)
 
 static char *slurp(const char *path, size_t *len)
 {
-        FILE *f = fopen(path, "rb");
-        if (!f)
+        /* Regular files only: a FIFO nobody writes to would block the tool. */
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        struct stat st;
+        if (fd < 0)
                 return NULL;
+        if (fstat(fd, &st) || !S_ISREG(st.st_mode) || fcntl(fd, F_SETFL, 0)) {
+                close(fd);
+                return NULL;
+        }
+        FILE *f = fdopen(fd, "rb");
+        if (!f) {
+                close(fd);
+                return NULL;
+        }
         char *buf = NULL;
         size_t n = 0;
         FILE *m = open_memstream(&buf, &n);

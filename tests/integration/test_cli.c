@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -120,6 +121,48 @@ static void test_validate_errors(void **state)
         assert_int_equal(r.status, 1);
         assert_non_null(strstr(r.err, "/nonexistent/cluster.yaml"));
         done(&r);
+}
+
+/* A file too large is refused with its real size; what is not a regular file (a FIFO nobody
+ * writes to, a directory) is refused at once instead of blocking the tool. */
+static void test_validate_file_kinds(void **state)
+{
+        (void)state;
+        char dir[] = "/tmp/ntbfab-cli-XXXXXX", path[128], args[256];
+        assert_non_null(mkdtemp(dir));
+        snprintf(path, sizeof(path), "%s/big.yaml", dir);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        assert_int_equal(ftruncate(fileno(f), 100000000), 0);
+        fclose(f);
+        snprintf(args, sizeof(args), "validate %s", path);
+        struct run r = run(args);
+        assert_int_equal(r.status, 1);
+        if (!strstr(r.err, "the file is 100000000 bytes"))
+                fail_msg("size not reported: %s", r.err);
+        done(&r);
+        unlink(path);
+        snprintf(path, sizeof(path), "%s/fifo.yaml", dir);
+        assert_int_equal(mkfifo(path, 0600), 0);
+        /* timeout(1) bounds a tool that would wait for a writer forever (status 124). */
+        snprintf(args, sizeof(args), "validate %s", path);
+        char cmd[512];
+        snprintf(cmd, sizeof(cmd), "timeout 20 %s %s", ntbfab, args);
+        int st = system(cmd);
+        assert_true(WIFEXITED(st));
+        assert_int_equal(WEXITSTATUS(st), 1);
+        r = run(args);
+        assert_int_equal(r.status, 1);
+        if (!strstr(r.err, "not a regular file"))
+                fail_msg("FIFO not named: %s", r.err);
+        done(&r);
+        unlink(path);
+        snprintf(args, sizeof(args), "validate %s", dir);
+        r = run(args);
+        assert_int_equal(r.status, 1);
+        assert_non_null(strstr(r.err, dir));
+        done(&r);
+        rmdir(dir);
 }
 
 static void test_topology(void **state)
@@ -331,6 +374,7 @@ int main(int argc, char **argv)
         ntbfab = argv[1];
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_validate),   cmocka_unit_test(test_validate_errors),
+            cmocka_unit_test(test_validate_file_kinds),
             cmocka_unit_test(test_topology),   cmocka_unit_test(test_path),
             cmocka_unit_test(test_budget),     cmocka_unit_test(test_plan),
             cmocka_unit_test(test_plan_count), cmocka_unit_test(test_usage),

@@ -350,6 +350,11 @@ static void test_keyfile(void **state)
         unlink(path);
         assert_int_equal(ntbf__key_read(path, k2, why, sizeof(why)), -ENOENT);
         assert_non_null(strstr(why, "ntbfab keygen"));
+        /* A FIFO nobody writes to is refused at once, not waited on. */
+        assert_int_equal(mkfifo(path, 0600), 0);
+        assert_int_equal(ntbf__key_read(path, k2, why, sizeof(why)), -EINVAL);
+        assert_non_null(strstr(why, "not a regular file"));
+        unlink(path);
         rmdir(dir);
 }
 
