@@ -373,11 +373,15 @@ int main(int argc, char **argv)
         }
         ntbfab = argv[1];
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_validate),   cmocka_unit_test(test_validate_errors),
+            cmocka_unit_test(test_validate),
+            cmocka_unit_test(test_validate_errors),
             cmocka_unit_test(test_validate_file_kinds),
-            cmocka_unit_test(test_topology),   cmocka_unit_test(test_path),
-            cmocka_unit_test(test_budget),     cmocka_unit_test(test_plan),
-            cmocka_unit_test(test_plan_count), cmocka_unit_test(test_usage),
+            cmocka_unit_test(test_topology),
+            cmocka_unit_test(test_path),
+            cmocka_unit_test(test_budget),
+            cmocka_unit_test(test_plan),
+            cmocka_unit_test(test_plan_count),
+            cmocka_unit_test(test_usage),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
