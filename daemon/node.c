@@ -306,7 +306,9 @@ static void do_program(struct ntbf__d *d, struct json_object *p, bool set, ntbf_
                 r = apply_list(d, v, n, set, why, sizeof(why));
                 free(v);
         }
-        if (r && set)
+        /* A malformed request is refused whichever way it goes; so is a clear that failed
+         * (the manager logs it; the node's records keep the entry until it is cleared). */
+        if (r)
                 return cb(arg, r, why, NULL);
         cb(arg, 0, NULL, json_object_new_object());
 }

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "daemon.h"
+#include "jsonstrict.h"
 #include "log.h"
 #include "ntbfab/error.h"
 #include "peerproto.h"
@@ -301,6 +302,9 @@ static void message(struct pconn *c, const uint8_t *data, size_t len)
         bool whole = o && json_tokener_get_parse_end(tok) == len;
         json_tokener_free(tok);
         const char *t = NULL, *m = NULL;
+        char why[160];
+        if (whole && ntbf__json_check((const char *)data, len, why, sizeof(why)))
+                whole = false;
         if (!whole || !json_object_is_type(o, json_type_object) || !ntbf__jget_s(o, "t", &t)) {
                 /* Authenticated but not understood: a bug or a version mismatch, not an attack. */
                 LOG_W("peer %s (node '%s'): message not understood; ignored", c->addr,

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../core/suggest.h"
+#include "jsonstrict.h"
 #include "ntbfab/error.h"
 #include "rpc.h"
 
@@ -398,12 +399,21 @@ static bool dispatch(struct ntbf__rpc_conn *c, const char *line, size_t n)
         if (!n)
                 return true; /* a blank line is nothing */
         struct json_object *o = parse_line(line, n);
-        if (!o) {
-                send_error(c, NULL, NTBF_RPC_PARSE, 0,
-                           "parse error: the line is not one valid UTF-8 JSON value");
+        char msg[512], why[160];
+        int bad = o ? ntbf__json_check(line, n, why, sizeof(why)) : -EILSEQ;
+        if (!o || bad == -EILSEQ) {
+                snprintf(msg, sizeof(msg),
+                         "parse error: the line is not one valid UTF-8 JSON value%s%s",
+                         o ? ": " : "", o ? why : "");
+                json_object_put(o);
+                send_error(c, NULL, NTBF_RPC_PARSE, 0, msg);
                 return false;
         }
-        char msg[512];
+        if (bad) {
+                snprintf(msg, sizeof(msg), "invalid request: %s", why);
+                send_error(c, NULL, NTBF_RPC_INVALID, 0, msg);
+                goto out;
+        }
         struct json_object *id = NULL, *v;
         bool has_id = false;
         if (json_object_is_type(o, json_type_array)) {
@@ -445,6 +455,11 @@ static bool dispatch(struct ntbf__rpc_conn *c, const char *line, size_t n)
                                 goto out;
                         }
                         method = json_object_get_string(val);
+                        if (strlen(method) != (size_t)json_object_get_string_len(val)) {
+                                send_error(c, id, NTBF_RPC_INVALID, 0,
+                                           "invalid request: 'method' holds a NUL character");
+                                goto out;
+                        }
                 } else if (!strcmp(key, "params")) {
                         params = val;
                         has_params = true;

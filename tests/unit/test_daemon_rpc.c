@@ -290,6 +290,86 @@ static void test_parse_errors_close(void **state)
         }
 }
 
+/* What json-c forgives is refused: NUL in names, ids past 64 bits, UTF-8 RFC 3629 forbids. */
+static void test_strict_text(void **state)
+{
+        struct fx *f = *state;
+        /* A NUL in the method or a parameter's name: refused, not truncated to a known name. */
+        expect_error(f,
+                     "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"t.echo\\u0000x\","
+                     "\"params\":{\"a\":1}}\n",
+                     NTBF_RPC_INVALID, "'method' holds a NUL character");
+        expect_error(f,
+                     "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"t.echo\","
+                     "\"params\":{\"a\\u0000x\":1}}\n",
+                     NTBF_RPC_INVALID, "a member name holds a NUL character");
+        expect_error(f,
+                     "{\"jsonrpc\":\"2.0\",\"id\\u0000\":1,\"method\":\"t.echo\","
+                     "\"params\":{\"a\":1}}\n",
+                     NTBF_RPC_INVALID, "NUL");
+        /* Integers past 64 bits: json-c would clamp them to the bound. */
+        in(f, "{\"jsonrpc\":\"2.0\",\"id\":18446744073709551616,\"method\":\"t.echo\","
+              "\"params\":{\"a\":1}}\n");
+        struct json_object *o = answer(f), *id;
+        assert_int_equal(error_code(o), NTBF_RPC_INVALID);
+        assert_non_null(strstr(error_msg(o), "outside the 64-bit range"));
+        assert_true(json_object_object_get_ex(o, "id", &id));
+        assert_null(id);
+        json_object_put(o);
+        expect_error(f,
+                     "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"t.echo\",\"params\":"
+                     "{\"a\":1,\"big\":18446744073709551616}}\n",
+                     NTBF_RPC_INVALID, "18446744073709551616 is outside");
+        expect_error(f,
+                     "{\"jsonrpc\":\"2.0\",\"id\":-9223372036854775809,\"method\":"
+                     "\"t.echo\"}\n",
+                     NTBF_RPC_INVALID, "outside the 64-bit range");
+        /* The bounds themselves are fine and come back exactly. */
+        in(f, "{\"jsonrpc\":\"2.0\",\"id\":18446744073709551615,\"method\":\"t.echo\","
+              "\"params\":{\"a\":1}}\n");
+        assert_non_null(strstr(f->mem.out, "\"id\":18446744073709551615"));
+        json_object_put(answer(f));
+        in(f, "{\"jsonrpc\":\"2.0\",\"id\":-9223372036854775808,\"method\":\"t.echo\","
+              "\"params\":{\"a\":1}}\n");
+        assert_non_null(strstr(f->mem.out, "\"id\":-9223372036854775808"));
+        json_object_put(answer(f));
+        /* A proper pair of surrogate escapes is one character. */
+        in(f, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"t.echo\",\"params\":"
+              "{\"a\":1,\"s\":\"\\ud83d\\ude00 \xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"}}\n");
+        o = answer(f);
+        assert_null(strstr(json_object_to_json_string(o), "error"));
+        json_object_put(o);
+        assert_false(f->mem.closed);
+        /* Malformed text closes the connection like any parse error. */
+        static const char *const bad[] = {
+            "\xc0\x80",             /* overlong NUL */
+            "\xe0\x80\xaf",         /* overlong '/' */
+            "\xed\xa0\x80",         /* a surrogate, encoded */
+            "\xf4\x90\x80\x80",     /* past U+10FFFF */
+            "\xf8\x88\x80\x80\x80", /* five bytes */
+            "\\ud800",              /* a lone high surrogate escape */
+            "\\udc00x",             /* a lone low one */
+            "\\ud800\\u0041",       /* a high one not followed by a low one */
+        };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                teardown(state);
+                setup(state);
+                f = *state;
+                char line[256];
+                snprintf(line, sizeof(line),
+                         "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"t.echo\",\"params\":"
+                         "{\"a\":1,\"s\":\"x%sy\"}}\n",
+                         bad[i]);
+                in(f, line);
+                o = answer(f);
+                if (error_code(o) != NTBF_RPC_PARSE)
+                        fail_msg("case %zu: %s", i, json_object_to_json_string(o));
+                json_object_put(o);
+                assert_true(f->mem.closed);
+                assert_int_equal(f->calls, 0);
+        }
+}
+
 static void test_deep_nesting(void **state)
 {
         struct fx *f = *state;
@@ -462,6 +542,7 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_wrong_params, setup, teardown),
             cmocka_unit_test_setup_teardown(test_invalid_requests, setup, teardown),
             cmocka_unit_test(test_parse_errors_close),
+            cmocka_unit_test_setup_teardown(test_strict_text, setup, teardown),
             cmocka_unit_test_setup_teardown(test_deep_nesting, setup, teardown),
             cmocka_unit_test_setup_teardown(test_line_limit, setup, teardown),
             cmocka_unit_test_setup_teardown(test_order_and_back_pressure, setup, teardown),
