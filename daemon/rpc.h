@@ -16,6 +16,7 @@
 #define NTBF_RPC_MAX_FLIGHT 64         /* requests read but not answered, per connection */
 #define NTBF_RPC_MAX_STRING 255        /* longest string parameter, in bytes */
 #define NTBF_RPC_MAX_DEPTH  32         /* deepest JSON nesting accepted */
+#define NTBF_RPC_MAX_QUEUED (4u << 20) /* answers and events queued for one client, bytes */
 
 /* JSON-RPC error codes. */
 enum {

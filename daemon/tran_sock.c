@@ -40,9 +40,30 @@ struct sconn {
         bool retry_on;
         struct ntbf__rpc_conn *c;
         bool closing;
+        bool stuck; /* over NTBF_RPC_MAX_QUEUED: closed without flushing */
         struct pend *pend, **pend_tail;
+        size_t pend_bytes;
         char rbuf[65536];
 };
+
+/*
+ * A client that does not read its answers and events would make the daemon queue them
+ * without bound: past NTBF_RPC_MAX_QUEUED bytes waiting to be sent, the connection is
+ * dropped (what is queued is discarded) and the client named in the log.
+ */
+static bool over_limit(struct sconn *s, size_t len)
+{
+        size_t q = uv_stream_get_write_queue_size((uv_stream_t *)&s->pipe) + s->pend_bytes;
+        if (q + len <= NTBF_RPC_MAX_QUEUED)
+                return false;
+        if (!s->stuck)
+                LOG_W("RPC connection %llu (pid %d uid %u) does not read what the daemon sends: "
+                      "%zu bytes queued, the limit is %u; disconnecting it",
+                      (unsigned long long)s->c->id, (int)s->c->pid, (unsigned)s->c->uid, q + len,
+                      NTBF_RPC_MAX_QUEUED);
+        s->stuck = true;
+        return true;
+}
 
 struct wreq {
         uv_write_t w;
@@ -69,6 +90,8 @@ static int s_send(void *tctx, const char *buf, size_t len)
         struct sconn *s = tctx;
         if (s->closing)
                 return -EPIPE;
+        if (over_limit(s, len))
+                return -ENOBUFS;
         if (s->pend) {
                 /* Behind a message waiting with fds: keep the order. */
                 struct pend *p = calloc(1, sizeof(*p));
@@ -82,6 +105,7 @@ static int s_send(void *tctx, const char *buf, size_t len)
                 *p = (struct pend){NULL, copy, len, {0}, 0};
                 *s->pend_tail = p;
                 s->pend_tail = &p->next;
+                s->pend_bytes += len;
                 return 0;
         }
         return libuv_send(s, buf, len);
@@ -186,6 +210,7 @@ static void flush_pending(struct sconn *s)
                 s->pend = p->next;
                 if (!s->pend)
                         s->pend_tail = &s->pend;
+                s->pend_bytes -= p->len;
                 free(p->data);
                 free(p);
         }
@@ -202,6 +227,7 @@ static void free_pending(struct sconn *s)
                 free(p);
         }
         s->pend_tail = &s->pend;
+        s->pend_bytes = 0;
 }
 
 static int s_send_fds(void *tctx, const char *buf, size_t len, const int *fds, unsigned nfds)
@@ -211,6 +237,8 @@ static int s_send_fds(void *tctx, const char *buf, size_t len, const int *fds, u
                 return -EPIPE;
         if (!len || nfds > 8)
                 return -EINVAL;
+        if (over_limit(s, len))
+                return -ENOBUFS;
         if (!s->pend && !uv_stream_get_write_queue_size((uv_stream_t *)&s->pipe)) {
                 ssize_t n = send_with_fds(s, buf, len, fds, nfds);
                 if (n < 0)
@@ -239,6 +267,7 @@ static int s_send_fds(void *tctx, const char *buf, size_t len, const int *fds, u
         }
         *s->pend_tail = p;
         s->pend_tail = &p->next;
+        s->pend_bytes += len;
         flush_pending(s);
         return 0;
 }
@@ -307,9 +336,10 @@ static void s_close(void *tctx)
                 return;
         s->closing = true;
         uv_read_stop((uv_stream_t *)&s->pipe);
-        /* What was sent (an error answer) is flushed before the socket goes. */
+        /* What was sent (an error answer) is flushed before the socket goes; not to a client
+         * that stopped reading: that would wait for it forever. */
         s->shut.data = s;
-        if (uv_shutdown(&s->shut, (uv_stream_t *)&s->pipe, shut))
+        if (s->stuck || uv_shutdown(&s->shut, (uv_stream_t *)&s->pipe, shut))
                 uv_close((uv_handle_t *)&s->pipe, closed);
 }
 
@@ -346,12 +376,45 @@ static bool allowed(struct ntbf__d *d, uid_t uid, const gid_t *groups, int ngrou
         for (uint32_t i = 0; i < o->nallow_users; i++)
                 if (account_id(o->allow_users[i], false, &id) && id == uid)
                         return true;
-        for (uint32_t i = 0; i < o->nallow_groups; i++)
-                if (account_id(o->allow_groups[i], true, &id))
+        for (uint32_t i = 0; i <= o->nallow_groups; i++) {
+                /* The socket's group is allowed too: giving it the socket means that. */
+                const char *g = i < o->nallow_groups ? o->allow_groups[i] : o->socket_group;
+                if (g[0] && account_id(g, true, &id))
                         for (int k = 0; k < ngroups; k++)
                                 if (groups[k] == id)
                                         return true;
+        }
         return false;
+}
+
+/*
+ * Whom the access settings allow must reach the socket through the file system: DIR and
+ * DIR/run get search permission for group and others (not read: names are not listed),
+ * and the socket is writable by others when users or groups are allowed by name (the
+ * SO_PEERCRED check above decides), by its group when only socket_group is set. Nothing
+ * else of DIR is opened: state/, log/ and the key stay the owner's.
+ */
+static void open_path(struct ntbf__d *d)
+{
+        const struct ntbf_cluster_opts *o = &d->t->opts;
+        bool named = o->nallow_users || o->nallow_groups;
+        if (!named && !o->socket_group[0])
+                return;
+        char run[PATH_MAX];
+        snprintf(run, sizeof(run), "%s/run", d->dir);
+        const char *dirs[] = {d->dir, run};
+        for (int i = 0; i < 2; i++) {
+                struct stat st;
+                if (stat(dirs[i], &st) || st.st_uid != geteuid())
+                        continue; /* not ours to change: its owner decides */
+                if ((st.st_mode & 0011) != 0011 && chmod(dirs[i], (st.st_mode & 07777) | 0011))
+                        LOG_W("cannot open %s to the users of allow_users / allow_groups / "
+                              "socket_group: %s",
+                              dirs[i], strerror(errno));
+        }
+        if (named && chmod(d->sock_path, 0666))
+                LOG_W("cannot open %s to the users of allow_users / allow_groups: %s",
+                      d->sock_path, strerror(errno));
 }
 
 static void on_connection(uv_stream_t *server, int status)
@@ -422,6 +485,7 @@ int ntbf__sock_listen(struct ntbf__d *d, char *why, size_t whylen)
                 return e;
         }
         chmod(d->sock_path, 0660);
+        open_path(d);
         const char *grp = d->t->opts.socket_group;
         uint32_t gid;
         if (grp[0]) {

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -610,7 +611,8 @@ static void test_lender_death(void **state)
         assert_baseline();
 }
 
-/* Who may use a daemon's socket: root, its own user, allow_users (uid 1 here); not nobody. */
+/* Who may use a daemon's socket, as `ntbfab up` made its directories: root, its own user,
+ * allow_users (uid 1), allow_groups (sys), socket_group (adm); not nobody. Real uids. */
 static void test_socket_access(void **state)
 {
         (void)state;
@@ -618,24 +620,31 @@ static void test_socket_access(void **state)
                 print_message("not root: cannot act as other users; skipped\n");
                 return;
         }
-        char run[512], path[512];
-        snprintf(run, sizeof(run), "%s/run", F.dir);
+        char path[512];
         ntbf_rpc_socket_path(F.dir, "lender1", path, sizeof(path));
-        /* Let the file system pass anyone, so that SO_PEERCRED is what decides. */
-        assert_int_equal(chmod(F.dir, 0755), 0);
-        assert_int_equal(chmod(run, 0755), 0);
-        assert_int_equal(chmod(path, 0666), 0);
-        for (int k = 0; k < 2; k++) {
-                uid_t uid = k == 0 ? 65534 : 1;
+        static const struct {
+                uid_t uid;
+                gid_t gid, extra; /* primary and supplementary group */
+                int want;         /* 0 served, 1 refused by the daemon */
+        } who[] = {
+            {65534, 65534, 65534, 1}, /* nobody */
+            {1, 1, 1, 0},             /* allow_users */
+            {2, 2, 3, 0},             /* bin, with supplementary group sys: allow_groups */
+            {3, 4, 4, 0},             /* sys uid with primary group adm: socket_group */
+            {5, 5, 5, 1},             /* games: listed nowhere */
+        };
+        for (size_t k = 0; k < sizeof(who) / sizeof(who[0]); k++) {
                 pid_t pid = fork();
                 if (pid == 0) {
-                        if (setgid(uid) || setuid(uid))
+                        if (setgroups(1, &who[k].extra) || setgid(who[k].gid) ||
+                            setuid(who[k].uid))
                                 _exit(3);
                         struct ntbf_rpc *c;
-                        if (ntbf_rpc_connect(path, &c))
-                                _exit(4);
+                        int r = ntbf_rpc_connect(path, &c);
+                        if (r)
+                                _exit(r == -EACCES ? 5 : 4); /* the file system said no */
                         struct json_object *res = NULL;
-                        int r = ntbf_rpc_call(c, "node.status", NULL, &res, 5000);
+                        r = ntbf_rpc_call(c, "node.status", NULL, &res, 5000);
                         json_object_put(res);
                         ntbf_rpc_close(c);
                         _exit(r == 0 ? 0 : r == -EPIPE ? 1 : 2);
@@ -643,17 +652,26 @@ static void test_socket_access(void **state)
                 int st;
                 assert_int_equal(waitpid(pid, &st, 0), pid);
                 assert_true(WIFEXITED(st));
-                /* nobody: closed before anything is read; uid 1: served. */
-                assert_int_equal(WEXITSTATUS(st), k == 0 ? 1 : 0);
+                if (WEXITSTATUS(st) != who[k].want)
+                        fail_msg("uid %u gid %u (+%u): exit %d, want %d (5: refused by the file "
+                                 "system)",
+                                 (unsigned)who[k].uid, (unsigned)who[k].gid,
+                                 (unsigned)who[k].extra, WEXITSTATUS(st), who[k].want);
         }
         char cmd[600];
         snprintf(cmd, sizeof(cmd),
                  "grep -q 'refused an RPC connection from pid [0-9]* uid 65534' %s/log/lender1.log",
                  F.dir);
         assert_int_equal(system(cmd), 0);
-        chmod(path, 0660);
-        chmod(run, 0750);
-        chmod(F.dir, 0700);
+        /* Nothing else of the directory is opened up: the state and the key stay private. */
+        struct stat st;
+        char p[600];
+        snprintf(p, sizeof(p), "%s/state", F.dir);
+        assert_int_equal(stat(p, &st), 0);
+        assert_int_equal(st.st_mode & 07, 0);
+        snprintf(p, sizeof(p), "%s/cluster.key", F.dir);
+        assert_int_equal(stat(p, &st), 0);
+        assert_int_equal(st.st_mode & 077, 0);
 }
 
 /* A peer without the cluster key is refused and logged, and changes nothing. */
