@@ -15,12 +15,16 @@
 #include "sisci.h"
 #include "store.h"
 
-#define NTBF_HEARTBEAT_MS    1000
-#define NTBF_MISSED_BEATS    3    /* heartbeats missed before a peer is unreachable */
-#define NTBF_PEER_TIMEOUT_MS 5000 /* a request to a peer without an answer fails */
-#define NTBF_SHARES          4    /* a borrow's DMA window is split among this many handles */
-#define NTBF_SHUTDOWN_MS     5000 /* longest a SIGTERM waits for returns to complete */
-#define NTBF_SHADOW_BUS      0xf0 /* shadow devices of borrows: 0000:f0:00.0 and up */
+#define NTBF_HEARTBEAT_MS      1000
+#define NTBF_MISSED_BEATS      3    /* heartbeats missed before a peer is unreachable */
+#define NTBF_PEER_TIMEOUT_MS   5000 /* a request to a peer without an answer fails */
+/* Strangers on the management network (docs/peer.md, "Limits"). */
+#define NTBF_PEER_HANDSHAKE_MS 2000 /* a connection not authenticated by then is dropped */
+#define NTBF_PEER_MAX_UNAUTH   32   /* inbound connections in the handshake at once */
+#define NTBF_PEER_FD_RESERVE   64   /* descriptors peers leave to the rest of the daemon */
+#define NTBF_SHARES            4    /* a borrow's DMA window is split among this many handles */
+#define NTBF_SHUTDOWN_MS       5000 /* longest a SIGTERM waits for returns to complete */
+#define NTBF_SHADOW_BUS        0xf0 /* shadow devices of borrows: 0000:f0:00.0 and up */
 
 struct ntbf__peers;
 struct ntbf__vfio_d;

@@ -2,9 +2,11 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "daemon.h"
@@ -16,6 +18,18 @@
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 1000 /* a restarted peer is back within a heartbeat */
 #define SWEEP_MS       100
+#define RBUF_OPEN      16384 /* read buffer of an open session */
+#define RBUF_HS        128   /* read buffer during the handshake: a frame or two at most */
+
+/*
+ * What a stranger on the management network can cost (docs/peer.md, "Limits"): an inbound
+ * connection that has not completed the handshake holds about 1 KiB (this struct, libuv's
+ * handle, 208 bytes of frames) for at most NTBF_PEER_HANDSHAKE_MS; there are at most
+ * NTBF_PEER_MAX_UNAUTH of them, fewer when descriptors are short; more are closed as soon as
+ * they are accepted. Refusals are logged at most LOG_BURST times per LOG_WINDOW_MS.
+ */
+#define LOG_BURST     10
+#define LOG_WINDOW_MS 10000
 
 struct peers;
 
@@ -24,12 +38,15 @@ struct pconn {
         uv_tcp_t tcp;
         uv_connect_t creq;
         struct ntbf__peers *ps;
-        struct peer *peer; /* outbound: from the start; inbound: after HELLO */
+        struct pconn *hs_next, *hs_prev; /* in ps->hs while the handshake runs */
+        uint64_t deadline;               /* ... which must end by then */
+        struct peer *peer;               /* outbound: from the start; inbound: after PROOF */
         struct ntbf__pp pp;
-        bool outbound, open, closing;
+        bool outbound, open, closing, counted;
         uint64_t gen;
         char addr[96];
-        char rbuf[65536];
+        char hsbuf[RBUF_HS];
+        char *rbuf; /* RBUF_OPEN bytes, once open */
 };
 
 struct pending {
@@ -73,7 +90,44 @@ struct ntbf__peers {
         struct local *lq, *lq_tail;
         uv_timer_t lq_timer, sweep;
         bool stopping;
+        struct pconn *hs;   /* connections in the handshake, oldest last */
+        unsigned nunauth;   /* inbound ones among them */
+        unsigned nconns;    /* every connection, open or not */
+        uint64_t log_since; /* rate limit of refusal lines */
+        unsigned log_lines, log_dropped;
 };
+
+/* A new window of the refusal log once the last one is over, with the count of what it did
+ * not log. */
+static void refusal_window(struct ntbf__peers *ps)
+{
+        uint64_t now = ntbf__now_ms();
+        if (now - ps->log_since < LOG_WINDOW_MS)
+                return;
+        if (ps->log_dropped)
+                LOG_W("%u more refused peer connections not logged in the last %d s",
+                      ps->log_dropped, LOG_WINDOW_MS / 1000);
+        ps->log_since = now;
+        ps->log_lines = ps->log_dropped = 0;
+}
+
+/* A refusal line, unless LOG_BURST were written in the last LOG_WINDOW_MS. */
+static void refusal_log(struct ntbf__peers *ps, const char *fmt, ...) NTBF_PRINTF(2, 3);
+static void refusal_log(struct ntbf__peers *ps, const char *fmt, ...)
+{
+        refusal_window(ps);
+        if (ps->log_lines >= LOG_BURST) {
+                ps->log_dropped++;
+                return;
+        }
+        ps->log_lines++;
+        char msg[512];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        LOG_W("%s", msg);
+}
 
 uint64_t ntbf__now_ms(void)
 {
@@ -367,8 +421,41 @@ static void schedule_dial(struct peer *p);
 static void closed(uv_handle_t *h)
 {
         struct pconn *c = h->data;
+        if (c->counted)
+                c->ps->nconns--;
         ntbf__pp_free(&c->pp);
+        free(c->rbuf);
         free(c);
+}
+
+/* The handshake is over (done or abandoned): off the list, out of the count. */
+static void hs_leave(struct pconn *c)
+{
+        struct ntbf__peers *ps = c->ps;
+        if (!c->deadline)
+                return;
+        if (c->hs_prev)
+                c->hs_prev->hs_next = c->hs_next;
+        else
+                ps->hs = c->hs_next;
+        if (c->hs_next)
+                c->hs_next->hs_prev = c->hs_prev;
+        c->hs_next = c->hs_prev = NULL;
+        c->deadline = 0;
+        if (!c->outbound)
+                ps->nunauth--;
+}
+
+static void hs_enter(struct pconn *c)
+{
+        struct ntbf__peers *ps = c->ps;
+        c->deadline = ntbf__now_ms() + NTBF_PEER_HANDSHAKE_MS;
+        c->hs_next = ps->hs;
+        if (ps->hs)
+                ps->hs->hs_prev = c;
+        ps->hs = c;
+        if (!c->outbound)
+                ps->nunauth++;
 }
 
 static void conn_close(struct pconn *c, const char *why)
@@ -376,6 +463,7 @@ static void conn_close(struct pconn *c, const char *why)
         if (c->closing)
                 return;
         c->closing = true;
+        hs_leave(c);
         struct peer *p = c->peer;
         struct ntbf__peers *ps = c->ps;
         if (p && p->dial == c)
@@ -395,7 +483,24 @@ static void conn_close(struct pconn *c, const char *why)
                 schedule_dial(p);
 }
 
-/* The handshake finished: the connection becomes the peer's session. */
+/* A server's check of a good HELLO, before anything is answered: the node it claims to be
+ * must be another node of the cluster file. */
+static bool hello_ok(struct pconn *c)
+{
+        struct ntbf__d *d = c->ps->d;
+        uint32_t node = ntbf_topo_find_node_id(d->t, c->pp.peer_id);
+        if (node != NTBF_NONE && node != d->self)
+                return true;
+        refusal_log(c->ps,
+                    "peer %s sent a HELLO made with the cluster key as node id %u, which is %s; "
+                    "dropping the connection without an answer",
+                    c->addr, c->pp.peer_id,
+                    node == d->self ? "this node" : "no node of the cluster file");
+        return false;
+}
+
+/* The handshake finished (on the server: the client answered the challenge): the connection
+ * becomes the peer's session. Only now may it replace an older one. */
 static void session_open(struct pconn *c)
 {
         struct ntbf__peers *ps = c->ps;
@@ -408,6 +513,13 @@ static void session_open(struct pconn *c)
                 conn_close(c, "wrong node");
                 return;
         }
+        char *rbuf = malloc(RBUF_OPEN);
+        if (!rbuf) {
+                conn_close(c, "out of memory");
+                return;
+        }
+        c->rbuf = rbuf;
+        hs_leave(c);
         struct peer *p = &ps->v[node];
         if (p->c && p->c != c) /* it restarted: the new session replaces the old one */
                 conn_close(p->c, "replaced by a new session");
@@ -432,7 +544,9 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
         (void)suggested;
         struct pconn *c = h->data;
-        *buf = uv_buf_init(c->rbuf, sizeof(c->rbuf));
+        /* Small reads until the session is open: a stranger's bytes are taken a frame at a
+         * time, and its header refused before more is read. */
+        *buf = c->rbuf ? uv_buf_init(c->rbuf, RBUF_OPEN) : uv_buf_init(c->hsbuf, RBUF_HS);
 }
 
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
@@ -445,8 +559,10 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         }
         if (c->closing || !n)
                 return;
-        if (ntbf__pp_feed(&c->pp, c->rbuf, (size_t)n)) {
-                LOG_W("peer %s: too much unframed data; dropping the connection", c->addr);
+        if (ntbf__pp_feed(&c->pp, buf->base, (size_t)n)) {
+                refusal_log(c->ps, "peer %s: %s; dropping the connection", c->addr,
+                            c->open ? "too much unframed data"
+                                    : "more bytes than a handshake before finishing it");
                 conn_close(c, "flooded");
                 return;
         }
@@ -457,17 +573,35 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
                         break;
                 if (r < 0) {
                         /* Nothing of it is believed; the dialer reconnects with backoff. */
-                        LOG_W("peer %s%s%s%s: %s: %s; dropping the connection", c->addr,
-                              c->peer ? " (node '" : "",
-                              c->peer ? name_of(c->ps, c->peer->node) : "", c->peer ? "')" : "",
-                              r == NTBF_EAUTH ? "authentication failed" : "protocol error",
-                              c->pp.why);
-                        conn_close(c, r == NTBF_EAUTH ? "authentication failed" : "protocol error");
+                        const char *what =
+                            r == NTBF_EAUTH ? "authentication failed" : "protocol error";
+                        if (c->open)
+                                LOG_W("peer %s (node '%s'): %s: %s; dropping the connection",
+                                      c->addr, name_of(c->ps, c->peer->node), what, c->pp.why);
+                        else
+                                refusal_log(c->ps, "peer %s%s%s%s: %s: %s; dropping the connection",
+                                            c->addr, c->peer ? " (node '" : "",
+                                            c->peer ? name_of(c->ps, c->peer->node) : "",
+                                            c->peer ? "')" : "", what, c->pp.why);
+                        conn_close(c, what);
                         return;
                 }
-                if (ev.kind == NTBF_PP_EV_OPEN) {
+                if (ev.kind == NTBF_PP_EV_HELLO) {
+                        /* WELCOME (the challenge) only once the node it claims is checked. */
+                        uint8_t *w;
+                        size_t wl;
+                        if (!hello_ok(c) || ntbf__pp_welcome(&c->pp, &w, &wl)) {
+                                conn_close(c, "refused HELLO");
+                                return;
+                        }
+                        send_bytes(c, w, wl);
+                        if (c->closing)
+                                return;
+                } else if (ev.kind == NTBF_PP_EV_OPEN) {
                         if (ev.reply)
-                                send_bytes(c, ev.reply, ev.reply_len);
+                                send_bytes(c, ev.reply, ev.reply_len); /* the client's PROOF */
+                        if (c->closing)
+                                return;
                         session_open(c);
                         if (c->closing)
                                 return;
@@ -494,8 +628,32 @@ static struct pconn *conn_new(struct ntbf__peers *ps, bool outbound)
                 return NULL;
         }
         c->tcp.data = c;
+        c->counted = true;
+        ps->nconns++;
         uv_tcp_nodelay(&c->tcp, 1);
         return c;
+}
+
+/*
+ * How many inbound connections may be in the handshake at once: NTBF_PEER_MAX_UNAUTH, and
+ * an eighth of the descriptors the process may open, so that strangers never take the
+ * descriptors the local socket needs for its operators.
+ */
+static unsigned max_unauth(void)
+{
+        struct rlimit r;
+        unsigned m = NTBF_PEER_MAX_UNAUTH;
+        if (!getrlimit(RLIMIT_NOFILE, &r) && r.rlim_cur != RLIM_INFINITY && r.rlim_cur / 8 < m)
+                m = (unsigned)(r.rlim_cur / 8);
+        return m ? m : 1;
+}
+
+/* Whether descriptor fd leaves NTBF_PEER_FD_RESERVE descriptors for everything else. */
+static bool fd_spare(int fd)
+{
+        struct rlimit r;
+        return getrlimit(RLIMIT_NOFILE, &r) || r.rlim_cur == RLIM_INFINITY ||
+               (rlim_t)fd + NTBF_PEER_FD_RESERVE < r.rlim_cur;
 }
 
 static void on_connection(uv_stream_t *server, int status)
@@ -510,6 +668,23 @@ static void on_connection(uv_stream_t *server, int status)
                 uv_close((uv_handle_t *)&c->tcp, closed);
                 return;
         }
+        uv_os_fd_t fd = -1;
+        uv_fileno((uv_handle_t *)&c->tcp, &fd);
+        unsigned cap = max_unauth();
+        bool full = ps->nconns > 2 * ps->d->t->nnodes + cap; /* this one counted */
+        if (ps->nunauth >= cap || full || !fd_spare(fd)) {
+                /* Accepted only to be closed: the backlog does not fill with strangers. */
+                refusal_log(ps,
+                            "refusing a peer connection at once: %s (at most %u in the "
+                            "handshake at a time, %d descriptors kept for the rest)",
+                            ps->nunauth >= cap ? "too many connections in the handshake"
+                                               : "descriptors are short",
+                            cap, NTBF_PEER_FD_RESERVE);
+                c->closing = true;
+                uv_close((uv_handle_t *)&c->tcp, closed);
+                return;
+        }
+        hs_enter(c);
         struct sockaddr_storage sa;
         int len = sizeof(sa);
         char host[64] = "?";
@@ -535,7 +710,7 @@ static void on_connect(uv_connect_t *req, int status)
         }
         uint8_t *f;
         size_t n;
-        if (ntbf__pp_hello(&c->pp, &f, &n)) {
+        if (ntbf__pp_hello(&c->pp, c->ps->d->t->nodes[c->peer->node].id, &f, &n)) {
                 conn_close(c, "out of memory");
                 return;
         }
@@ -557,6 +732,7 @@ static void dial(uv_timer_t *t)
         c->peer = p;
         snprintf(c->addr, sizeof(c->addr), "%s", ps->d->t->nodes[p->node].address);
         p->dial = c;
+        hs_enter(c); /* connecting counts: a peer that does not answer is given up on too */
         c->creq.data = c;
         int e = uv_tcp_connect(&c->creq, &c->tcp, (struct sockaddr *)&p->sa, on_connect);
         if (e)
@@ -599,6 +775,22 @@ static void sweep(uv_timer_t *t)
 {
         struct ntbf__peers *ps = t->data;
         uint64_t now = ntbf__now_ms();
+        refusal_window(ps);
+        /* Handshakes that did not finish in time. */
+        for (struct pconn *c = ps->hs, *next; c; c = next) {
+                next = c->hs_next;
+                if (c->deadline > now)
+                        continue;
+                if (c->outbound)
+                        LOG_D("handshake with node '%s' (%s) timed out", name_of(ps, c->peer->node),
+                              c->addr);
+                else
+                        refusal_log(ps,
+                                    "peer %s did not complete the handshake within %d ms; "
+                                    "dropping the connection",
+                                    c->addr, NTBF_PEER_HANDSHAKE_MS);
+                conn_close(c, "handshake timed out");
+        }
         for (uint32_t n = 0; n < ps->d->t->nnodes; n++) {
                 struct peer *p = &ps->v[n];
                 for (struct pending **x = &p->pending; *x;) {

@@ -1,4 +1,4 @@
-/* daemon/peerproto.c: peer frames, the nonce handshake and per-frame HMAC (docs/peer.md). */
+/* daemon/peerproto.c: peer frames, the challenge handshake and per-frame HMAC (docs/peer.md). */
 #include <errno.h>
 #include <sodium.h>
 #include <stdarg.h>
@@ -82,25 +82,29 @@ static void header(uint8_t *h, enum ntbf__pp_type type, uint32_t len, uint64_t s
         put64(h + 24, seq);
 }
 
-/*
- * The tag: HMAC-SHA-256 over header || payload || extra (the client's nonce, for WELCOME:
- * it proves the answer is fresh and made with the cluster key).
- */
-static void tag_of(const uint8_t *key, const uint8_t *frame, size_t n, const uint8_t *extra,
-                   size_t extra_len, uint8_t out[NTBF_PP_TAG])
+/* The tag: HMAC-SHA-256 with key over header || payload. */
+static void tag_of(const uint8_t *key, const uint8_t *frame, size_t n, uint8_t out[NTBF_PP_TAG])
 {
         crypto_auth_hmacsha256_state st;
         crypto_auth_hmacsha256_init(&st, key, 32);
         crypto_auth_hmacsha256_update(&st, frame, n);
-        if (extra_len)
-                crypto_auth_hmacsha256_update(&st, extra, extra_len);
         crypto_auth_hmacsha256_final(&st, out);
         sodium_memzero(&st, sizeof(st));
 }
 
+/* Whether the frame's tag (after its n bytes of header and payload) is key's, in constant
+ * time. */
+static bool tag_ok(const uint8_t *key, const uint8_t *frame, size_t n)
+{
+        uint8_t want[NTBF_PP_TAG];
+        tag_of(key, frame, n, want);
+        bool ok = sodium_memcmp(want, frame + n, NTBF_PP_TAG) == 0;
+        sodium_memzero(want, sizeof(want));
+        return ok;
+}
+
 static int build(const uint8_t *key, enum ntbf__pp_type type, uint64_t session, uint64_t seq,
-                 const void *payload, size_t n, const uint8_t *extra, size_t extra_len,
-                 uint8_t **out, size_t *len)
+                 const void *payload, size_t n, uint8_t **out, size_t *len)
 {
         if (n > NTBF_PP_MAX)
                 return -E2BIG;
@@ -111,16 +115,17 @@ static int build(const uint8_t *key, enum ntbf__pp_type type, uint64_t session, 
         header(f, type, (uint32_t)n, session, seq);
         if (n)
                 memcpy(f + NTBF_PP_HDR, payload, n);
-        tag_of(key, f, NTBF_PP_HDR + n, extra, extra_len, f + NTBF_PP_HDR + n);
+        tag_of(key, f, NTBF_PP_HDR + n, f + NTBF_PP_HDR + n);
         *out = f;
         *len = total;
         return 0;
 }
 
 /*
- * Both sides derive the session from the cluster key and both nonces: a session id and one
- * key per direction, so a frame of another session (or reflected back to its sender) fails
- * its tag whatever its sequence number.
+ * Both sides derive the session from the cluster key, both nonces and both node ids: a
+ * session id and one key per direction. So the WELCOME and the PROOF, tagged with these
+ * keys, bind everything the handshake said; a frame of another session, for other nodes, or
+ * reflected back to its sender fails its tag whatever its sequence number.
  */
 static void derive(struct ntbf__pp *p)
 {
@@ -129,7 +134,7 @@ static void derive(struct ntbf__pp *p)
         uint32_t idc = p->client ? p->self_id : p->peer_id;
         uint32_t ids = p->client ? p->peer_id : p->self_id;
         uint8_t in[16 + 2 * NTBF_PP_NONCE + 8], out[64], sid[8];
-        memcpy(in, "ntbfab-peer-v1\0\0", 16);
+        memcpy(in, "ntbfab-peer-v2\0\0", 16);
         memcpy(in + 16, nc, NTBF_PP_NONCE);
         memcpy(in + 16 + NTBF_PP_NONCE, ns, NTBF_PP_NONCE);
         put32(in + 16 + 2 * NTBF_PP_NONCE, idc);
@@ -143,18 +148,37 @@ static void derive(struct ntbf__pp *p)
         if (!p->session) /* 0 marks "no session" in HELLO */
                 p->session = 1;
         sodium_memzero(out, sizeof(out));
+        sodium_memzero(in, sizeof(in));
 }
 
-int ntbf__pp_hello(struct ntbf__pp *p, uint8_t **out, size_t *len)
+int ntbf__pp_hello(struct ntbf__pp *p, uint32_t server_id, uint8_t **out, size_t *len)
 {
         if (!p->client || p->state != NTBF_PP_START)
                 return -EINVAL;
-        uint8_t pl[NTBF_PP_NONCE + 4];
+        uint8_t pl[NTBF_PP_HELLO_LEN];
         memcpy(pl, p->nonce_self, NTBF_PP_NONCE);
         put32(pl + NTBF_PP_NONCE, p->self_id);
-        int r = build(p->key, NTBF_PP_HELLO, 0, 0, pl, sizeof(pl), NULL, 0, out, len);
-        if (!r)
+        put32(pl + NTBF_PP_NONCE + 4, server_id);
+        int r = build(p->key, NTBF_PP_HELLO, 0, 0, pl, sizeof(pl), out, len);
+        if (!r) {
+                p->peer_id = server_id;
                 p->state = NTBF_PP_HELLO_SENT;
+        }
+        return r;
+}
+
+int ntbf__pp_welcome(struct ntbf__pp *p, uint8_t **out, size_t *len)
+{
+        if (p->client || p->state != NTBF_PP_HELLO_SEEN)
+                return -EINVAL;
+        derive(p);
+        uint8_t pl[NTBF_PP_WELCOME_LEN];
+        memcpy(pl, p->nonce_self, NTBF_PP_NONCE);
+        put32(pl + NTBF_PP_NONCE, p->self_id);
+        put32(pl + NTBF_PP_NONCE + 4, p->peer_id);
+        int r = build(p->k_tx, NTBF_PP_WELCOME, p->session, 0, pl, sizeof(pl), out, len);
+        if (!r)
+                p->state = NTBF_PP_CHALLENGED;
         return r;
 }
 
@@ -162,10 +186,13 @@ int ntbf__pp_feed(struct ntbf__pp *p, const void *data, size_t n)
 {
         if (!n)
                 return 0;
-        if (p->len + n > 2 * (NTBF_PP_HDR + NTBF_PP_MAX + NTBF_PP_TAG) + 65536)
+        size_t limit = p->state == NTBF_PP_OPEN
+                           ? 2 * (NTBF_PP_HDR + NTBF_PP_MAX + NTBF_PP_TAG) + 65536
+                           : NTBF_PP_HS_BUF;
+        if (p->len + n > limit)
                 return -E2BIG; /* the reader must consume frames as they come */
         if (p->len + n > p->cap) {
-                size_t cap = p->cap ? p->cap : 4096;
+                size_t cap = p->cap ? p->cap : p->state == NTBF_PP_OPEN ? 4096 : NTBF_PP_HS_BUF;
                 while (cap < p->len + n)
                         cap *= 2;
                 uint8_t *b = realloc(p->buf, cap);
@@ -192,6 +219,121 @@ static void consume(struct ntbf__pp *p, size_t n)
         p->len -= n;
 }
 
+static const char *type_name(unsigned type)
+{
+        switch (type) {
+        case NTBF_PP_HELLO:
+                return "HELLO";
+        case NTBF_PP_WELCOME:
+                return "WELCOME";
+        case NTBF_PP_MSG:
+                return "MSG";
+        case NTBF_PP_PROOF:
+                return "PROOF";
+        default:
+                return "unknown";
+        }
+}
+
+/*
+ * What the state accepts, checked on the header alone: the only frame type, its payload
+ * length (exact during the handshake), its session id and sequence number.
+ */
+static int check_header(struct ntbf__pp *p, const uint8_t *h)
+{
+        unsigned type = h[5];
+        uint32_t plen = get32(h + 8);
+        uint64_t session = get64(h + 16), seq = get64(h + 24);
+        unsigned want;
+        uint32_t len;
+        switch (p->state) {
+        case NTBF_PP_START:
+                if (p->client)
+                        return refuse(p, NTBF_EPROTO, "data before this side's HELLO");
+                want = NTBF_PP_HELLO, len = NTBF_PP_HELLO_LEN;
+                break;
+        case NTBF_PP_HELLO_SENT:
+                want = NTBF_PP_WELCOME, len = NTBF_PP_WELCOME_LEN;
+                break;
+        case NTBF_PP_HELLO_SEEN:
+        case NTBF_PP_CHALLENGED:
+                want = NTBF_PP_PROOF, len = NTBF_PP_PROOF_LEN;
+                break;
+        default:
+                if (type != NTBF_PP_MSG)
+                        return refuse(p, NTBF_EPROTO, "frame type %u in an open session", type);
+                return 0;
+        }
+        if (type != want)
+                return refuse(p, NTBF_EPROTO, "expected %s, got frame type %u (%s)",
+                              type_name(want), type, type_name(type));
+        if (plen != len)
+                return refuse(p, NTBF_EPROTO, "malformed %s: %u bytes of payload, not %u",
+                              type_name(type), plen, len);
+        if (seq || (type == NTBF_PP_HELLO && session))
+                return refuse(p, NTBF_EPROTO, "malformed %s: a session or sequence number set",
+                              type_name(type));
+        return 0;
+}
+
+/* Server: a HELLO whose tag is the cluster key's, meant for this node by another one. */
+static int take_hello(struct ntbf__pp *p, const uint8_t *f, struct ntbf__pp_event *ev)
+{
+        const uint8_t *pl = f + NTBF_PP_HDR;
+        if (!tag_ok(p->key, f, NTBF_PP_HDR + NTBF_PP_HELLO_LEN))
+                return refuse(p, NTBF_EAUTH, "HELLO not made with the cluster key");
+        uint32_t idc = get32(pl + NTBF_PP_NONCE), ids = get32(pl + NTBF_PP_NONCE + 4);
+        if (ids != p->self_id)
+                return refuse(p, NTBF_EAUTH,
+                              "HELLO meant for node id %u, not this node (id %u): replayed or "
+                              "misdirected",
+                              ids, p->self_id);
+        if (idc == p->self_id)
+                return refuse(p, NTBF_EAUTH, "HELLO claims to come from this node (id %u)", idc);
+        memcpy(p->nonce_peer, pl, NTBF_PP_NONCE);
+        p->peer_id = idc;
+        consume(p, NTBF_PP_HDR + NTBF_PP_HELLO_LEN + NTBF_PP_TAG);
+        p->state = NTBF_PP_HELLO_SEEN;
+        ev->kind = NTBF_PP_EV_HELLO;
+        return 1;
+}
+
+/* Client: the server's challenge, for our HELLO, from the node dialled. */
+static int take_welcome(struct ntbf__pp *p, const uint8_t *f, struct ntbf__pp_event *ev)
+{
+        const uint8_t *pl = f + NTBF_PP_HDR;
+        memcpy(p->nonce_peer, pl, NTBF_PP_NONCE);
+        derive(p); /* with the ids this side expects: a WELCOME for others fails its tag */
+        if (!tag_ok(p->k_rx, f, NTBF_PP_HDR + NTBF_PP_WELCOME_LEN))
+                return refuse(p, NTBF_EAUTH,
+                              "WELCOME not made with the cluster key for our HELLO to node id %u",
+                              p->peer_id);
+        if (get32(pl + NTBF_PP_NONCE) != p->peer_id || get32(pl + NTBF_PP_NONCE + 4) != p->self_id)
+                return refuse(p, NTBF_EAUTH, "WELCOME names other nodes");
+        if (get64(f + 16) != p->session)
+                return refuse(p, NTBF_EAUTH, "WELCOME names another session");
+        consume(p, NTBF_PP_HDR + NTBF_PP_WELCOME_LEN + NTBF_PP_TAG);
+        int r = build(p->k_tx, NTBF_PP_PROOF, p->session, 0, NULL, 0, &ev->reply, &ev->reply_len);
+        if (r)
+                return refuse(p, r, "out of memory");
+        p->state = NTBF_PP_OPEN;
+        ev->kind = NTBF_PP_EV_OPEN;
+        return 1;
+}
+
+/* Server: the client's answer to this connection's challenge. */
+static int take_proof(struct ntbf__pp *p, const uint8_t *f, struct ntbf__pp_event *ev)
+{
+        if (!tag_ok(p->k_rx, f, NTBF_PP_HDR + NTBF_PP_PROOF_LEN) || get64(f + 16) != p->session)
+                return refuse(p, NTBF_EAUTH,
+                              "PROOF does not answer this connection's challenge (a replayed "
+                              "HELLO, or another key)");
+        consume(p, NTBF_PP_HDR + NTBF_PP_PROOF_LEN + NTBF_PP_TAG);
+        p->state = NTBF_PP_OPEN;
+        ev->kind = NTBF_PP_EV_OPEN;
+        return 1;
+}
+
 int ntbf__pp_next(struct ntbf__pp *p, struct ntbf__pp_event *ev)
 {
         memset(ev, 0, sizeof(*ev));
@@ -204,8 +346,8 @@ int ntbf__pp_next(struct ntbf__pp *p, struct ntbf__pp_event *ev)
         if (p->len < NTBF_PP_HDR)
                 return 0;
         const uint8_t *h = p->buf;
-        /* The header is checked before waiting for the rest: a bad length never makes the
-         * reader buffer a megabyte of garbage. */
+        /* The header is checked before waiting for the rest: a stranger never makes the
+         * reader wait for (or buffer) a payload it could not accept anyway. */
         if (memcmp(h, magic, 4))
                 return refuse(p, NTBF_EPROTO, "not an ntbfab peer frame (bad magic)");
         if (h[4] != NTBF_PP_VERSION)
@@ -217,64 +359,29 @@ int ntbf__pp_next(struct ntbf__pp *p, struct ntbf__pp_event *ev)
                               NTBF_PP_MAX);
         if (h[6] || h[7] || get32(h + 12))
                 return refuse(p, NTBF_EPROTO, "reserved header bits set");
-        enum ntbf__pp_type type = h[5];
+        if (p->state == NTBF_PP_HELLO_SEEN)
+                return 0; /* the caller checks the HELLO's node first */
+        int r = check_header(p, h);
+        if (r)
+                return r;
         size_t total = NTBF_PP_HDR + plen + NTBF_PP_TAG;
         if (p->len < total)
                 return 0;
-        const uint8_t *payload = h + NTBF_PP_HDR, *tag = payload + plen;
+        switch (p->state) {
+        case NTBF_PP_START:
+                return take_hello(p, h, ev);
+        case NTBF_PP_HELLO_SENT:
+                return take_welcome(p, h, ev);
+        case NTBF_PP_CHALLENGED:
+                return take_proof(p, h, ev);
+        default:
+                break;
+        }
+        const uint8_t *payload = h + NTBF_PP_HDR;
         uint64_t session = get64(h + 16), seq = get64(h + 24);
-        uint8_t want[NTBF_PP_TAG];
-
-        if (p->state == NTBF_PP_START && !p->client) {
-                if (type != NTBF_PP_HELLO)
-                        return refuse(p, NTBF_EPROTO, "expected HELLO, got frame type %u", type);
-                if (plen != NTBF_PP_NONCE + 4 || session || seq)
-                        return refuse(p, NTBF_EPROTO, "malformed HELLO");
-                tag_of(p->key, h, NTBF_PP_HDR + plen, NULL, 0, want);
-                if (sodium_memcmp(want, tag, NTBF_PP_TAG))
-                        return refuse(p, NTBF_EAUTH, "HELLO not made with the cluster key");
-                memcpy(p->nonce_peer, payload, NTBF_PP_NONCE);
-                p->peer_id = get32(payload + NTBF_PP_NONCE);
-                consume(p, total);
-                derive(p);
-                uint8_t pl[NTBF_PP_NONCE + 4];
-                memcpy(pl, p->nonce_self, NTBF_PP_NONCE);
-                put32(pl + NTBF_PP_NONCE, p->self_id);
-                int r = build(p->key, NTBF_PP_WELCOME, p->session, 0, pl, sizeof(pl), p->nonce_peer,
-                              NTBF_PP_NONCE, &ev->reply, &ev->reply_len);
-                if (r)
-                        return refuse(p, r, "out of memory");
-                p->state = NTBF_PP_OPEN;
-                ev->kind = NTBF_PP_EV_OPEN;
-                return 1;
-        }
-        if (p->state == NTBF_PP_HELLO_SENT) {
-                if (type != NTBF_PP_WELCOME)
-                        return refuse(p, NTBF_EPROTO, "expected WELCOME, got frame type %u", type);
-                if (plen != NTBF_PP_NONCE + 4 || seq)
-                        return refuse(p, NTBF_EPROTO, "malformed WELCOME");
-                tag_of(p->key, h, NTBF_PP_HDR + plen, p->nonce_self, NTBF_PP_NONCE, want);
-                if (sodium_memcmp(want, tag, NTBF_PP_TAG))
-                        return refuse(p, NTBF_EAUTH,
-                                      "WELCOME not made with the cluster key for our HELLO");
-                memcpy(p->nonce_peer, payload, NTBF_PP_NONCE);
-                p->peer_id = get32(payload + NTBF_PP_NONCE);
-                derive(p);
-                if (session != p->session)
-                        return refuse(p, NTBF_EAUTH, "WELCOME names another session");
-                consume(p, total);
-                p->state = NTBF_PP_OPEN;
-                ev->kind = NTBF_PP_EV_OPEN;
-                return 1;
-        }
-        if (p->state != NTBF_PP_OPEN)
-                return refuse(p, NTBF_EPROTO, "data before the handshake");
-        if (type != NTBF_PP_MSG)
-                return refuse(p, NTBF_EPROTO, "frame type %u in an open session", type);
         /* Authenticate first: nothing of an unauthenticated frame is believed, the sequence
          * number included. */
-        tag_of(p->k_rx, h, NTBF_PP_HDR + plen, NULL, 0, want);
-        if (sodium_memcmp(want, tag, NTBF_PP_TAG))
+        if (!tag_ok(p->k_rx, h, NTBF_PP_HDR + plen))
                 return refuse(p, NTBF_EAUTH,
                               session != p->session
                                   ? "frame of another session (replayed from an earlier one?)"
@@ -301,8 +408,7 @@ int ntbf__pp_seal(struct ntbf__pp *p, const void *payload, size_t n, uint8_t **o
 {
         if (p->state != NTBF_PP_OPEN)
                 return -ENOTCONN;
-        int r =
-            build(p->k_tx, NTBF_PP_MSG, p->session, p->tx_seq + 1, payload, n, NULL, 0, out, len);
+        int r = build(p->k_tx, NTBF_PP_MSG, p->session, p->tx_seq + 1, payload, n, out, len);
         if (!r)
                 p->tx_seq++;
         return r;

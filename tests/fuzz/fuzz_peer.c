@@ -33,7 +33,7 @@ static void drain(struct ntbf__pp *p)
 
 /*
  * The first byte picks what the rest is:
- *   0: bytes to a server that waits for HELLO;
+ *   0: bytes to a server that waits for HELLO (and, after a good one, the PROOF);
  *   1: bytes to a client that sent HELLO and waits for WELCOME;
  *   2: bytes after a completed handshake (a session with fixed nonces);
  *   3: payloads sealed by the real peer, one byte flipped where the input says, then fed
@@ -52,10 +52,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (mode == 0) {
                 ntbf__pp_feed(&s, data, size);
                 drain(&s);
+                if (s.state == NTBF_PP_HELLO_SEEN) { /* a HELLO got through: challenge it */
+                        uint8_t *f;
+                        size_t n;
+                        if (ntbf__pp_welcome(&s, &f, &n))
+                                __builtin_trap();
+                        free(f);
+                        drain(&s);
+                        if (s.state == NTBF_PP_OPEN)
+                                __builtin_trap(); /* opened without answering the challenge */
+                }
         } else if (mode == 1) {
                 uint8_t *f;
                 size_t n;
-                ntbf__pp_hello(&c, &f, &n);
+                ntbf__pp_hello(&c, 8, &f, &n);
                 free(f);
                 ntbf__pp_feed(&c, data, size);
                 drain(&c);
@@ -63,14 +73,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 uint8_t *f;
                 size_t n;
                 struct ntbf__pp_event ev;
-                ntbf__pp_hello(&c, &f, &n);
+                ntbf__pp_hello(&c, 8, &f, &n);
                 ntbf__pp_feed(&s, f, n);
                 free(f);
-                if (ntbf__pp_next(&s, &ev) != 1)
+                if (ntbf__pp_next(&s, &ev) != 1 || ev.kind != NTBF_PP_EV_HELLO ||
+                    ntbf__pp_welcome(&s, &f, &n))
                         __builtin_trap();
-                ntbf__pp_feed(&c, ev.reply, ev.reply_len);
+                ntbf__pp_feed(&c, f, n);
+                free(f);
+                if (ntbf__pp_next(&c, &ev) != 1 || ev.kind != NTBF_PP_EV_OPEN)
+                        __builtin_trap();
+                ntbf__pp_feed(&s, ev.reply, ev.reply_len);
                 free(ev.reply);
-                if (ntbf__pp_next(&c, &ev) != 1)
+                if (ntbf__pp_next(&s, &ev) != 1 || ev.kind != NTBF_PP_EV_OPEN)
                         __builtin_trap();
                 if (mode == 2) {
                         ntbf__pp_feed(&s, data, size);

@@ -687,7 +687,7 @@ static void test_rogue_peer(void **state)
         assert_int_equal(ntbf__pp_init(&pp, true, wrong, 4, NULL), 0);
         uint8_t *f;
         size_t n;
-        assert_int_equal(ntbf__pp_hello(&pp, &f, &n), 0);
+        assert_int_equal(ntbf__pp_hello(&pp, 16, &f, &n), 0);
         assert_int_equal(write(fd, f, n), (ssize_t)n);
         free(f);
         char buf[64];

@@ -28,25 +28,39 @@ static int deliver(struct ntbf__pp *to, const uint8_t *frame, size_t n, struct n
         return ntbf__pp_next(to, ev);
 }
 
-/* A client and a server through the handshake. */
-static void open_pair(struct pair *p, const uint8_t *ckey, const uint8_t *skey)
+/* The three frames of a handshake, given nonces (NULL: random). Asserts each step. */
+static void handshake(struct pair *p, const uint8_t *ckey, const uint8_t *skey, const uint8_t *nc,
+                      const uint8_t *ns)
 {
-        assert_int_equal(ntbf__pp_init(&p->c, true, ckey, 4, NULL), 0);
-        assert_int_equal(ntbf__pp_init(&p->s, false, skey, 8, NULL), 0);
+        assert_int_equal(ntbf__pp_init(&p->c, true, ckey, 4, nc), 0);
+        assert_int_equal(ntbf__pp_init(&p->s, false, skey, 8, ns), 0);
         uint8_t *f;
         size_t n;
-        assert_int_equal(ntbf__pp_hello(&p->c, &f, &n), 0);
+        assert_int_equal(ntbf__pp_hello(&p->c, 8, &f, &n), 0);
         struct ntbf__pp_event ev;
         assert_int_equal(deliver(&p->s, f, n, &ev), 1);
         free(f);
-        assert_int_equal(ev.kind, NTBF_PP_EV_OPEN);
+        assert_int_equal(ev.kind, NTBF_PP_EV_HELLO);
         assert_int_equal(p->s.peer_id, 4);
-        uint8_t *welcome = ev.reply;
-        assert_int_equal(deliver(&p->c, welcome, ev.reply_len, &ev), 1);
-        free(welcome);
+        /* Nothing more until the caller checked the node and asked for the WELCOME. */
+        assert_int_equal(ntbf__pp_next(&p->s, &ev), 0);
+        assert_int_equal(ntbf__pp_welcome(&p->s, &f, &n), 0);
+        assert_int_equal(deliver(&p->c, f, n, &ev), 1);
+        free(f);
         assert_int_equal(ev.kind, NTBF_PP_EV_OPEN);
         assert_int_equal(p->c.peer_id, 8);
+        assert_non_null(ev.reply); /* the PROOF */
+        assert_int_equal(p->s.state, NTBF_PP_CHALLENGED);
+        uint8_t *proof = ev.reply;
+        assert_int_equal(deliver(&p->s, proof, ev.reply_len, &ev), 1);
+        free(proof);
+        assert_int_equal(ev.kind, NTBF_PP_EV_OPEN);
         assert_int_equal(p->c.session, p->s.session);
+}
+
+static void open_pair(struct pair *p, const uint8_t *ckey, const uint8_t *skey)
+{
+        handshake(p, ckey, skey, NULL, NULL);
 }
 
 static void close_pair(struct pair *p)
@@ -142,15 +156,8 @@ static void test_tamper_every_byte(void **state)
         for (size_t i = 0; i < n; i++) {
                 struct pair p;
                 /* Same nonces, so the same session and the same frame bytes. */
-                assert_int_equal(ntbf__pp_init(&p.s, false, key, 8, ref.s.nonce_self), 0);
-                assert_int_equal(ntbf__pp_init(&p.c, true, key, 4, ref.c.nonce_self), 0);
-                uint8_t *h, *w;
-                size_t hn, wn;
-                assert_int_equal(ntbf__pp_hello(&p.c, &h, &hn), 0);
+                handshake(&p, key, key, ref.c.nonce_self, ref.s.nonce_self);
                 struct ntbf__pp_event ev;
-                assert_int_equal(deliver(&p.s, h, hn, &ev), 1);
-                free(h);
-                free(ev.reply);
                 uint8_t *t = malloc(n);
                 memcpy(t, f, n);
                 t[i] ^= 0x20;
@@ -165,8 +172,6 @@ static void test_tamper_every_byte(void **state)
                         assert_int_equal(p.s.state, NTBF_PP_FAILED);
                 }
                 free(t);
-                (void)w;
-                (void)wn;
                 close_pair(&p);
         }
         free(f);
@@ -181,37 +186,154 @@ static void test_wrong_key(void **state)
         assert_int_equal(ntbf__pp_init(&s, false, key, 8, NULL), 0);
         uint8_t *f;
         size_t n;
-        assert_int_equal(ntbf__pp_hello(&c, &f, &n), 0);
+        assert_int_equal(ntbf__pp_hello(&c, 8, &f, &n), 0);
         expect_refused(&s, f, n, NTBF_EAUTH, "HELLO not made with the cluster key");
         free(f);
         ntbf__pp_free(&c);
         ntbf__pp_free(&s);
-        /* A server with another key cannot answer a good HELLO convincingly. */
+        /* A server with another key cannot answer a good HELLO convincingly: its WELCOME
+         * fails at the client. */
         assert_int_equal(ntbf__pp_init(&c, true, key, 4, NULL), 0);
-        assert_int_equal(ntbf__pp_init(&s, false, key, 8, NULL), 0);
-        assert_int_equal(ntbf__pp_hello(&c, &f, &n), 0);
-        struct ntbf__pp_event ev;
-        assert_int_equal(deliver(&s, f, n, &ev), 1);
-        free(f);
+        assert_int_equal(ntbf__pp_hello(&c, 8, &f, &n), 0);
+        assert_int_equal(ntbf__pp_hello(&c, 8, &f, &n), -EINVAL); /* once only */
         struct ntbf__pp forged;
-        assert_int_equal(ntbf__pp_init(&forged, false, other_key, 8, NULL), 0);
-        free(ev.reply);
-        assert_int_equal(ntbf__pp_hello(&c, &f, &n), -EINVAL); /* once only */
-        /* Forge a WELCOME: the forger saw the HELLO but has another key. */
-        ntbf__pp_free(&c);
-        assert_int_equal(ntbf__pp_init(&c, true, key, 4, NULL), 0);
-        assert_int_equal(ntbf__pp_hello(&c, &f, &n), 0);
-        /* the forger accepts any HELLO by using its key as if it were right */
-        memcpy(forged.key, key, 32);
-        assert_int_equal(deliver(&forged, f, n, &ev), 1);
+        assert_int_equal(ntbf__pp_init(&forged, false, key, 8, NULL), 0);
+        struct ntbf__pp_event ev;
+        assert_int_equal(deliver(&forged, f, n, &ev), 1); /* it saw a good HELLO... */
         free(f);
-        /* now corrupt the WELCOME's tag as a different key would */
-        ev.reply[ev.reply_len - 1] ^= 1;
-        expect_refused(&c, ev.reply, ev.reply_len, NTBF_EAUTH, "WELCOME not made");
-        free(ev.reply);
+        memcpy(forged.key, other_key, 32); /* ...but answers with another key */
+        assert_int_equal(ntbf__pp_welcome(&forged, &f, &n), 0);
+        expect_refused(&c, f, n, NTBF_EAUTH, "WELCOME not made with the cluster key");
+        free(f);
         ntbf__pp_free(&c);
-        ntbf__pp_free(&s);
         ntbf__pp_free(&forged);
+}
+
+/*
+ * A recorded HELLO replayed (the attacker has the bytes, not the key): the server answers
+ * with a fresh challenge and opens nothing; the PROOF recorded from the genuine handshake
+ * does not answer the new challenge; nor does anything else without the key.
+ */
+static void test_replayed_hello(void **state)
+{
+        (void)state;
+        struct ntbf__pp c;
+        assert_int_equal(ntbf__pp_init(&c, true, key, 4, NULL), 0);
+        uint8_t *hello, *f, *proof;
+        size_t hn, n, pn;
+        assert_int_equal(ntbf__pp_hello(&c, 8, &hello, &hn), 0);
+        struct ntbf__pp genuine;
+        assert_int_equal(ntbf__pp_init(&genuine, false, key, 8, NULL), 0);
+        struct ntbf__pp_event ev;
+        assert_int_equal(deliver(&genuine, hello, hn, &ev), 1);
+        assert_int_equal(ntbf__pp_welcome(&genuine, &f, &n), 0);
+        assert_int_equal(deliver(&c, f, n, &ev), 1);
+        free(f);
+        proof = ev.reply;
+        pn = ev.reply_len;
+        assert_int_equal(deliver(&genuine, proof, pn, &ev), 1);
+        assert_int_equal(ev.kind, NTBF_PP_EV_OPEN);
+        for (int i = 0; i < 50; i++) {
+                struct ntbf__pp s;
+                assert_int_equal(ntbf__pp_init(&s, false, key, 8, NULL), 0);
+                assert_int_equal(deliver(&s, hello, hn, &ev), 1);
+                assert_int_equal(ev.kind, NTBF_PP_EV_HELLO); /* not a session */
+                assert_int_equal(ntbf__pp_welcome(&s, &f, &n), 0);
+                assert_true(s.session != genuine.session);
+                free(f);
+                if (i == 0) {
+                        expect_refused(&s, proof, pn, NTBF_EAUTH, "does not answer");
+                } else {
+                        /* A PROOF made up without the key: any tag. */
+                        uint8_t *fake = malloc(pn);
+                        memcpy(fake, proof, pn);
+                        for (size_t k = 16; k < pn; k++)
+                                fake[k] ^= (uint8_t)(i * 31 + k);
+                        for (size_t k = 24; k < 32; k++)
+                                fake[k] = 0; /* a valid sequence number */
+                        int r = deliver(&s, fake, pn, &ev);
+                        assert_true(r == NTBF_EAUTH);
+                        free(fake);
+                }
+                assert_true(s.state != NTBF_PP_OPEN);
+                ntbf__pp_free(&s);
+        }
+        free(hello);
+        free(proof);
+        ntbf__pp_free(&c);
+        ntbf__pp_free(&genuine);
+}
+
+/* Both node ids are bound: a HELLO meant for another server, a WELCOME from a node other than
+ * the one dialled, or naming another client, are refused. */
+static void test_ids_bound(void **state)
+{
+        (void)state;
+        struct ntbf__pp c, s;
+        uint8_t *f;
+        size_t n;
+        struct ntbf__pp_event ev;
+        assert_int_equal(ntbf__pp_init(&c, true, key, 4, NULL), 0);
+        assert_int_equal(ntbf__pp_hello(&c, 12, &f, &n), 0); /* meant for node 12 */
+        assert_int_equal(ntbf__pp_init(&s, false, key, 8, NULL), 0);
+        expect_refused(&s, f, n, NTBF_EAUTH, "meant for node id 12, not this node (id 8)");
+        free(f);
+        ntbf__pp_free(&s);
+        ntbf__pp_free(&c);
+        /* A HELLO claiming to be the server itself. */
+        assert_int_equal(ntbf__pp_init(&c, true, key, 8, NULL), 0);
+        assert_int_equal(ntbf__pp_hello(&c, 8, &f, &n), 0);
+        assert_int_equal(ntbf__pp_init(&s, false, key, 8, NULL), 0);
+        expect_refused(&s, f, n, NTBF_EAUTH, "claims to come from this node");
+        free(f);
+        ntbf__pp_free(&s);
+        ntbf__pp_free(&c);
+        /* The client dialled 8, node 12 (with the key) answers a HELLO of its own making. */
+        assert_int_equal(ntbf__pp_init(&c, true, key, 4, NULL), 0);
+        assert_int_equal(ntbf__pp_hello(&c, 8, &f, &n), 0);
+        free(f);
+        struct ntbf__pp other, s12;
+        assert_int_equal(ntbf__pp_init(&other, true, key, 4, c.nonce_self), 0);
+        assert_int_equal(ntbf__pp_hello(&other, 12, &f, &n), 0);
+        assert_int_equal(ntbf__pp_init(&s12, false, key, 12, NULL), 0);
+        assert_int_equal(deliver(&s12, f, n, &ev), 1);
+        free(f);
+        assert_int_equal(ntbf__pp_welcome(&s12, &f, &n), 0);
+        expect_refused(&c, f, n, NTBF_EAUTH, "WELCOME not made with the cluster key for our");
+        free(f);
+        ntbf__pp_free(&c);
+        ntbf__pp_free(&other);
+        ntbf__pp_free(&s12);
+}
+
+/* Before the session is open a peer's bytes are bounded: a frame header that the state cannot
+ * accept is refused as soon as it is in, and no more than two handshake frames are buffered. */
+static void test_handshake_bounds(void **state)
+{
+        (void)state;
+        struct ntbf__pp s;
+        struct ntbf__pp_event ev;
+        /* A HELLO header announcing 1 MiB: refused before any of the megabyte is read. */
+        uint8_t h[NTBF_PP_HDR] = {'N',  'T',  'B',  'P', NTBF_PP_VERSION, NTBF_PP_HELLO, 0, 0,
+                                  0x00, 0x10, 0x00, 0x00};
+        assert_int_equal(ntbf__pp_init(&s, false, key, 8, NULL), 0);
+        expect_refused(&s, h, sizeof(h), NTBF_EPROTO, "malformed HELLO: 1048576 bytes");
+        ntbf__pp_free(&s);
+        /* A MSG header where a HELLO is due. */
+        h[5] = NTBF_PP_MSG;
+        h[9] = 0;
+        h[11] = 10;
+        assert_int_equal(ntbf__pp_init(&s, false, key, 8, NULL), 0);
+        expect_refused(&s, h, sizeof(h), NTBF_EPROTO, "expected HELLO, got frame type 3");
+        ntbf__pp_free(&s);
+        /* More than two handshake frames' worth is not buffered at all. */
+        static uint8_t junk[4096];
+        assert_int_equal(ntbf__pp_init(&s, false, key, 8, NULL), 0);
+        assert_int_equal(ntbf__pp_feed(&s, junk, NTBF_PP_HS_BUF + 1), -E2BIG);
+        assert_int_equal(s.len, 0);
+        assert_true(s.cap <= NTBF_PP_HS_BUF);
+        assert_int_equal(ntbf__pp_next(&s, &ev), 0);
+        ntbf__pp_free(&s);
 }
 
 static void test_replay_within_session(void **state)
@@ -276,7 +398,6 @@ static void test_replay_across_sessions(void **state)
         seal(&a.c, "reflected", &f, &n);
         expect_refused(&a.c, f, n, NTBF_EAUTH, "fails authentication");
         free(f);
-        /* A replayed HELLO only gets a fresh WELCOME; a recorded client message still fails. */
         close_pair(&a);
         close_pair(&b);
 }
@@ -290,7 +411,8 @@ static void test_malformed(void **state)
         expect_refused(&s, junk, sizeof(junk), NTBF_EPROTO, "bad magic");
         ntbf__pp_free(&s);
         /* A length over the limit is refused from the header alone. */
-        uint8_t h[NTBF_PP_HDR] = {'N', 'T', 'B', 'P', 1, 1, 0, 0, 0x00, 0x10, 0x00, 0x01};
+        uint8_t h[NTBF_PP_HDR] = {'N',  'T',  'B',  'P', NTBF_PP_VERSION, 1, 0, 0,
+                                  0x00, 0x10, 0x00, 0x01};
         assert_int_equal(ntbf__pp_init(&s, false, key, 8, NULL), 0);
         expect_refused(&s, h, sizeof(h), NTBF_EPROTO, "more than");
         ntbf__pp_free(&s);
@@ -310,9 +432,9 @@ static void test_malformed(void **state)
         /* A version we do not speak, reserved bits. */
         uint8_t *t = malloc(n);
         memcpy(t, f, n);
-        t[4] = 2;
+        t[4] = 1;
         assert_int_equal(ntbf__pp_init(&fresh, false, key, 8, NULL), 0);
-        expect_refused(&fresh, t, n, NTBF_EPROTO, "version 2");
+        expect_refused(&fresh, t, n, NTBF_EPROTO, "version 1, this daemon speaks 2");
         ntbf__pp_free(&fresh);
         free(t);
         free(f);
@@ -364,6 +486,9 @@ int main(void)
             cmocka_unit_test(test_round_trip),
             cmocka_unit_test(test_tamper_every_byte),
             cmocka_unit_test(test_wrong_key),
+            cmocka_unit_test(test_replayed_hello),
+            cmocka_unit_test(test_ids_bound),
+            cmocka_unit_test(test_handshake_bounds),
             cmocka_unit_test(test_replay_within_session),
             cmocka_unit_test(test_sequence_backwards),
             cmocka_unit_test(test_replay_across_sessions),
