@@ -181,6 +181,29 @@ void ntbf__node_drop_borrow(struct ntbf__d *d, uint32_t fdid, const char *reason
 /* ---- programming for the manager ------------------------------------------------------------ */
 
 /*
+ * Where a test makes the daemon die (docs/daemon.md, "Crash consistency"): with
+ * NTBFAB_CRASH_AT=NODE:PHASE:K in its environment, the daemon of NODE calls _exit at the K-th
+ * crash point of PHASE ("program", "unprogram" or "sync"): after the records of a request are
+ * committed, after each entry is programmed or cleared, after the records are updated.
+ */
+static void crash_point(struct ntbf__d *d, const char *phase)
+{
+        static int armed = -1;
+        static char want[16];
+        static long k, seen;
+        if (armed < 0) {
+                const char *e = getenv("NTBFAB_CRASH_AT");
+                char node[64];
+                armed = e && sscanf(e, "%63[^:]:%15[^:]:%ld", node, want, &k) == 3 &&
+                        !strcmp(node, node_name(d, d->self)) && k > 0;
+        }
+        if (!armed || strcmp(phase, want) || ++seen != k)
+                return;
+        LOG_W("NTBFAB_CRASH_AT: dying at step %ld of %s", k, phase);
+        _exit(86);
+}
+
+/*
  * What this node has programmed: the set in memory and the table in the store. Changes are
  * collected (record) and folded into the sorted set once per request (record_flush): a
  * borrow programs tens of slots, and sorting after each would cost more than programming.
@@ -215,11 +238,39 @@ static void record_flush(struct ntbf__d *d)
         }
 }
 
-/* Whether key is programmed, counting what this request recorded so far. */
-static bool is_programmed(struct ntbf__d *d, const char *key)
+/* Record (or forget) the entries of v marked in pick, in one transaction; -EIO if the
+ * database did not take it (nothing is then recorded). */
+static int record_many(struct ntbf__d *d, const struct ntbf__ent *v, size_t n, const bool *pick,
+                       bool present, char *why, size_t whylen)
 {
+        char key[NTBF_ENT_KEY_MAX + 1];
+        bool any = false;
+        for (size_t i = 0; i < n; i++)
+                any |= pick[i];
+        if (!any)
+                return 0;
+        int r = ntbf__store_begin(d->st);
+        for (size_t i = 0; i < n && !r; i++)
+                if (pick[i])
+                        r = present ? ntbf__store_put(d->st, NTBF_T_PROGRAMMED,
+                                                      ntbf__ent_key(&v[i], key, sizeof(key)), "{}")
+                                    : ntbf__store_del(d->st, NTBF_T_PROGRAMMED,
+                                                      ntbf__ent_key(&v[i], key, sizeof(key)));
+        if (!r)
+                r = ntbf__store_commit(d->st);
+        if (r) {
+                ntbf__store_rollback(d->st);
+                snprintf(why, whylen, "%s: cannot record what it programs in its database: %s",
+                         node_name(d, d->self), ntbf__store_error(d->st));
+                LOG_E("%s", why);
+                return -EIO;
+        }
+        for (size_t i = 0; i < n; i++)
+                if (pick[i])
+                        ntbf__entset_add(present ? &d->rec_add : &d->rec_del,
+                                         ntbf__ent_key(&v[i], key, sizeof(key)));
         record_flush(d);
-        return ntbf__entset_has(&d->programmed, key);
+        return 0;
 }
 
 /* Parse a list of entry keys, all programmed by this node; -EINVAL names the bad one. */
@@ -249,46 +300,106 @@ static int parse_entries(struct ntbf__d *d, struct json_object *list, struct ntb
         return 0;
 }
 
-/* Apply entries (set: in kind order; clear: reverse). On a failed set, undo and say why. */
-static int apply_list(struct ntbf__d *d, struct ntbf__ent *v, size_t n, bool set, char *why,
-                      size_t whylen)
+/* Clear the entries of v marked in pick from the hardware, in reverse kind order; those
+ * cleared get done[i]. The first failure goes to why (later ones to the log). */
+static int clear_marked(struct ntbf__d *d, const struct ntbf__ent *v, size_t n, const bool *pick,
+                        bool *done, const char *phase, char *why, size_t whylen)
 {
-        char key[NTBF_ENT_KEY_MAX + 1], w[512];
+        char w[512];
         int first = 0;
-        ntbf__store_begin(d->st);
-        for (int pass = 0; pass < NTBF_ENT_KINDS && !(set && first); pass++) {
-                int k = set ? pass : NTBF_ENT_KINDS - 1 - pass;
+        for (int k = NTBF_ENT_KINDS - 1; k >= 0; k--)
                 for (size_t i = 0; i < n; i++) {
-                        if ((int)v[i].kind != k)
+                        if ((int)v[i].kind != k || !pick[i])
                                 continue;
-                        int r = ntbf__hw_apply(d, &v[i], set, w, sizeof(w));
-                        ntbf__ent_key(&v[i], key, sizeof(key));
+                        int r = ntbf__hw_apply(d, &v[i], false, w, sizeof(w));
+                        crash_point(d, phase);
                         if (r) {
                                 LOG_E("%s", w);
                                 if (!first) {
                                         first = r;
                                         snprintf(why, whylen, "%s: %s", node_name(d, d->self), w);
                                 }
-                                if (set)
-                                        break;
                                 continue;
                         }
-                        record(d, key, set);
+                        done[i] = true;
                 }
+        return first;
+}
+
+/*
+ * Apply entries (set: in kind order; clear: reverse). The records always name at least what
+ * the hardware holds, whenever the daemon dies: an entry is recorded (committed) before it is
+ * programmed, and forgotten only after it is cleared. A restarted daemon clears what its
+ * records name and the manager no longer wants, so nothing stays programmed that no table
+ * names. On a failed set, what this request newly programmed is cleared again and forgotten:
+ * nothing half-applied.
+ */
+static int apply_list(struct ntbf__d *d, struct ntbf__ent *v, size_t n, bool set, const char *phase,
+                      char *why, size_t whylen)
+{
+        char key[NTBF_ENT_KEY_MAX + 1], w[512];
+        int first = 0;
+        bool *fresh = calloc(n + 1, 1), *done = calloc(n + 1, 1);
+        if (!fresh || !done) {
+                free(fresh);
+                free(done);
+                snprintf(why, whylen, "out of memory");
+                return -ENOMEM;
         }
-        if (set && first) {
-                /* Nothing half-applied on this node either: clear what this request set. */
-                for (int k = NTBF_ENT_KINDS - 1; k >= 0; k--)
-                        for (size_t i = 0; i < n; i++) {
-                                ntbf__ent_key(&v[i], key, sizeof(key));
-                                if ((int)v[i].kind == k && is_programmed(d, key)) {
-                                        ntbf__hw_apply(d, &v[i], false, w, sizeof(w));
-                                        record(d, key, false);
-                                }
-                        }
-        }
-        ntbf__store_commit(d->st);
         record_flush(d);
+        if (!set) {
+                for (size_t i = 0; i < n; i++)
+                        fresh[i] = true;
+                first = clear_marked(d, v, n, fresh, done, phase, why, whylen);
+                int r = record_many(d, v, n, done, false, w, sizeof(w));
+                crash_point(d, phase);
+                if (r && !first) {
+                        first = r;
+                        snprintf(why, whylen, "%s", w);
+                }
+                goto out;
+        }
+        /* Intent first: what this request adds is in the records before the hardware. */
+        for (size_t i = 0; i < n; i++)
+                fresh[i] =
+                    !ntbf__entset_has(&d->programmed, ntbf__ent_key(&v[i], key, sizeof(key)));
+        if ((first = record_many(d, v, n, fresh, true, why, whylen)))
+                goto out;
+        crash_point(d, phase);
+        size_t failed = n;
+        for (int k = 0; k < NTBF_ENT_KINDS && failed == n; k++)
+                for (size_t i = 0; i < n && failed == n; i++) {
+                        if ((int)v[i].kind != k)
+                                continue;
+                        int r = ntbf__hw_apply(d, &v[i], true, w, sizeof(w));
+                        crash_point(d, phase);
+                        if (r) {
+                                LOG_E("%s", w);
+                                first = r;
+                                failed = i;
+                                snprintf(why, whylen, "%s: %s", node_name(d, d->self), w);
+                        }
+                        done[i] = true;
+                }
+        if (first) {
+                /* Nothing half-applied on this node either: clear what this request added (the
+                 * entry that failed too: it may be partly in), then forget it. */
+                bool *undo = calloc(n + 1, 1), *cleared = calloc(n + 1, 1);
+                if (undo && cleared) {
+                        for (size_t i = 0; i < n; i++)
+                                undo[i] = fresh[i] && done[i];
+                        clear_marked(d, v, n, undo, cleared, phase, w, sizeof(w));
+                        for (size_t i = 0; i < n; i++)
+                                undo[i] = fresh[i] && (!done[i] || cleared[i]);
+                        record_many(d, v, n, undo, false, w, sizeof(w));
+                        crash_point(d, phase);
+                }
+                free(undo);
+                free(cleared);
+        }
+out:
+        free(fresh);
+        free(done);
         return first;
 }
 
@@ -303,7 +414,7 @@ static void do_program(struct ntbf__d *d, struct json_object *p, bool set, ntbf_
                 json_object_object_get_ex(p, "entries", &list);
         int r = parse_entries(d, list, &v, &n, why, sizeof(why));
         if (!r) {
-                r = apply_list(d, v, n, set, why, sizeof(why));
+                r = apply_list(d, v, n, set, set ? "program" : "unprogram", why, sizeof(why));
                 free(v);
         }
         /* A malformed request is refused whichever way it goes; so is a clear that failed
@@ -496,6 +607,40 @@ void ntbf__d_note(struct ntbf__d *d, uint32_t from, const char *m, struct json_o
 
 /* ---- joining the manager ------------------------------------------------------------------- */
 
+/*
+ * The hardware read back: a slot of this node's own window (an adapter its owner programs)
+ * that holds a translation while no entry of the manager's set v uses it is cleared. The
+ * records already cover what this daemon programmed (apply_list); this also covers what they
+ * cannot: a database moved away, or a slot left by another program.
+ */
+static void clear_unknown_slots(struct ntbf__d *d, const struct ntbf__ent *v, size_t n)
+{
+        const struct ntbf_node *me = &d->t->nodes[d->self];
+        for (uint32_t i = 0; i < me->nadapters; i++) {
+                uint32_t a = me->adapters[i];
+                const struct ntbf_adapter *ad = &d->t->adapters[a];
+                if (!d->h[a] || !d->ops->xlat_get || !d->ops->xlat_clear ||
+                    !(ad->p.xlat & NTBF_XLAT_OUTBOUND))
+                        continue;
+                for (uint32_t slot = 0; slot < ad->p.lut_entries; slot++) {
+                        struct ntbf_xlat x;
+                        bool valid = false;
+                        if (d->ops->xlat_get(d->h[a], slot, &x, &valid) || !valid)
+                                continue;
+                        bool wanted = false;
+                        for (size_t k = 0; k < n && !wanted; k++)
+                                wanted = v[k].kind == NTBF_ENT_SLOT && v[k].obj == a &&
+                                         v[k].slot == slot;
+                        if (wanted)
+                                continue;
+                        int r = d->ops->xlat_clear(d->h[a], slot);
+                        LOG_W("slot %u of %s.%s held a translation (to 0x%" PRIx64
+                              ") that no record names: %s",
+                              slot, me->name, ad->name, x.addr, r ? ntbf_strerror(r) : "cleared");
+                }
+        }
+}
+
 static void synced(void *arg, int err, const char *msg, struct json_object *res)
 {
         struct ntbf__d *d = arg;
@@ -524,6 +669,7 @@ static void synced(void *arg, int err, const char *msg, struct json_object *res)
         for (size_t i = 0; i < n; i++)
                 ntbf__entset_add(&want, ntbf__ent_key(&v[i], key, sizeof(key)));
         ntbf__entset_sort(&want);
+        clear_unknown_slots(d, v, n);
         ntbf__entset_diff(&d->programmed, &want, &extra);
         struct ntbf__ent *x = calloc(extra.n + 1, sizeof(*x));
         size_t nx = 0;
@@ -534,8 +680,8 @@ static void synced(void *arg, int err, const char *msg, struct json_object *res)
                         record(d, extra.v[i], false);
         record_flush(d);
         if (nx)
-                apply_list(d, x, nx, false, why, sizeof(why));
-        int r = apply_list(d, v, n, true, why, sizeof(why));
+                apply_list(d, x, nx, false, "sync", why, sizeof(why));
+        int r = apply_list(d, v, n, true, "sync", why, sizeof(why));
         free(x);
         free(v);
         ntbf__entset_free(&want);

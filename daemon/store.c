@@ -137,6 +137,13 @@ int ntbf__store_commit(struct ntbf__store *s)
         return exec(s, "COMMIT");
 }
 
+void ntbf__store_rollback(struct ntbf__store *s)
+{
+        s->depth = 0;
+        if (!sqlite3_get_autocommit(s->db))
+                exec(s, "ROLLBACK");
+}
+
 static int step_done(sqlite3_stmt *st)
 {
         int rc = sqlite3_step(st);

@@ -40,6 +40,8 @@ const char *ntbf__store_error(const struct ntbf__store *s);
 /* Group changes into one transaction (nested calls are counted). */
 int ntbf__store_begin(struct ntbf__store *s);
 int ntbf__store_commit(struct ntbf__store *s);
+/* Undo the open transaction (all nesting levels). */
+void ntbf__store_rollback(struct ntbf__store *s);
 
 int ntbf__store_put(struct ntbf__store *s, enum ntbf__table t, const char *key, const char *json);
 int ntbf__store_del(struct ntbf__store *s, enum ntbf__table t, const char *key);

@@ -188,6 +188,23 @@ int ntbf__sim_dom_unmap(struct ntbf_sim *s, uint32_t node, uint64_t iova, uint64
         return 0;
 }
 
+void ntbf__sim_dom_each(struct ntbf_sim *s, uint32_t dom,
+                        void (*fn)(void *arg, uint64_t iova, uint64_t phys), void *arg)
+{
+        uint8_t *base = iommu_base(s, dom, false);
+        if (!base)
+                return;
+        for (uint64_t l1 = 0; l1 < (1u << L1_BITS); l1++) {
+                _Atomic uint64_t *leaf = leaf_of(base, l1, false);
+                for (uint64_t i = 0; leaf && i < (1u << L2_BITS); i++) {
+                        uint64_t pte = atomic_load_explicit(&leaf[i], memory_order_acquire);
+                        if (pte & PTE_VALID)
+                                fn(arg, (l1 << L2_BITS | i) * SIM_PAGE,
+                                   pte & ~(uint64_t)(SIM_PAGE - 1));
+                }
+        }
+}
+
 uint64_t ntbf__sim_dom_lookup(struct ntbf_sim *s, uint32_t node, uint64_t iova)
 {
         if (iova >= SIM_ADDR_LIMIT)

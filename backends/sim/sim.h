@@ -312,6 +312,9 @@ void ntbf__sim_iommu_wipe(struct ntbf_sim *s, uint32_t node);
 int ntbf__sim_dom_map(struct ntbf_sim *s, uint32_t dom, uint64_t iova, uint64_t phys, uint64_t len);
 int ntbf__sim_dom_unmap(struct ntbf_sim *s, uint32_t dom, uint64_t iova, uint64_t len);
 uint64_t ntbf__sim_dom_lookup(struct ntbf_sim *s, uint32_t dom, uint64_t iova);
+/* Call fn for every mapped page of domain dom, in IOVA order. */
+void ntbf__sim_dom_each(struct ntbf_sim *s, uint32_t dom,
+                        void (*fn)(void *arg, uint64_t iova, uint64_t phys), void *arg);
 void ntbf__sim_dom_wipe(struct ntbf_sim *s, uint32_t dom);
 /* The function index of device's requester rid, or NTBF_NONE. */
 uint32_t ntbf__sim_func_of(const struct ntbf_sim *s, uint32_t device, uint16_t rid);

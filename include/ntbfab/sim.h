@@ -109,6 +109,21 @@ NTBF_EXPORT uint64_t ntbf_sim_recoveries(struct ntbf_backend *b);
 NTBF_EXPORT int ntbf_sim_dev_iommu_faults(struct ntbf_backend *b, uint32_t device, uint32_t f,
                                           uint64_t *out);
 
+/*
+ * Everything the fabric's tables hold, one line per entry, sorted (caller frees with
+ * ntbf_sim_hw_state_free): what tests compare with what the daemons recorded. Lines:
+ *   slot NODE.ADAPTER SLOT to NODE.ADAPTER ADDR    slot NODE.ADAPTER SLOT group G ADDR
+ *   rid NODE.ADAPTER NODE RID/MASK                 (the host CPU's reserved entries left out)
+ *   swrid SWITCH NODE RID/MASK                     (on every connected port; else one line
+ *                                                   "swrid SWITCH port P only: ..." per port)
+ *   mcast NODE.ADAPTER GROUP ADDR SIZE
+ *   iommu NODE IOVA PHYS                           (one per 4 KiB page)
+ *   deviso NODE.DEVICE.FN                          devmap NODE.DEVICE.FN IOVA PHYS (per page)
+ * (numbers in hex with 0x, RID and MASK 4 hex digits).
+ */
+NTBF_EXPORT int ntbf_sim_hw_state(struct ntbf_backend *b, char ***lines, size_t *n);
+NTBF_EXPORT void ntbf_sim_hw_state_free(char **lines, size_t n);
+
 /* Resources with an owner process still recorded (for tests and `ntbfab status`). */
 struct ntbf_sim_owned {
         uint32_t mem;   /* exported memory allocations */

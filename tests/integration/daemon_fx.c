@@ -231,3 +231,49 @@ uint64_t dfx_u(struct json_object *o, const char *path)
                         fail_msg("no %s in %s", path, json_object_to_json_string(o));
         return json_object_get_uint64(cur);
 }
+
+/* Whether node's daemon reports a session with every other node. */
+static bool all_peers(struct dfx *f, const char *node)
+{
+        int err;
+        struct json_object *s = dfx_call(f, node, "node.status", NULL, &err, NULL, 0), *peers, *v;
+        bool ok = !err && json_object_object_get_ex(s, "manager_reachable", &v) &&
+                  json_object_get_boolean(v) && json_object_object_get_ex(s, "peers", &peers);
+        for (size_t k = 0; ok && k < json_object_array_length(peers); k++) {
+                struct json_object *e = json_object_array_get_idx(peers, k);
+                ok = json_object_object_get_ex(e, "connected", &v) && json_object_get_boolean(v);
+        }
+        json_object_put(s);
+        return ok;
+}
+
+bool dfx_wait_all(struct dfx *f, int ms)
+{
+        for (int t = 0; t < ms; t += 20) {
+                bool ok = true;
+                for (uint32_t n = 0; n < f->t->nnodes && ok; n++)
+                        ok = all_peers(f, f->t->nodes[n].name);
+                if (ok)
+                        return true;
+                dfx_nap(20);
+        }
+        return false;
+}
+
+void dfx_restart(struct dfx *f, const char *node, const char *crash_at)
+{
+        int pid = dfx_pid(f, node);
+        if (pid > 0 && ntbf__pid_alive(pid)) {
+                kill(pid, SIGKILL);
+                dfx_wait_gone(pid);
+        }
+        if (crash_at)
+                setenv("NTBFAB_CRASH_AT", crash_at, 1);
+        char out[8192];
+        int st = dfx_cli(f, out, sizeof(out), "up %s", f->yaml);
+        unsetenv("NTBFAB_CRASH_AT");
+        if (st)
+                fail_msg("ntbfab up (restarting %s): %d: %s", node, st, out);
+        if (!dfx_wait_all(f, 10000))
+                fail_msg("the daemons do not all see each other after %s restarted", node);
+}

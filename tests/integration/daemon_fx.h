@@ -39,6 +39,13 @@ void dfx_wait_gone(int pid);
 bool dfx_wait_ready(struct dfx *f, const char *node, int ms);
 /* Wait until fdid is in state (device.list) (ms at most). */
 bool dfx_wait_state(struct dfx *f, uint32_t fdid, const char *state, int ms);
+/* Kill node's daemon (SIGKILL) if it runs, start it again with `ntbfab up` (with
+ * NTBFAB_CRASH_AT=crash_at in its environment unless NULL), and wait until it and every other
+ * daemon see each other and the manager. */
+void dfx_restart(struct dfx *f, const char *node, const char *crash_at);
+/* Wait (ms at most) until every daemon answers, sees the manager and is connected to every
+ * other daemon. */
+bool dfx_wait_all(struct dfx *f, int ms);
 uint32_t dfx_fdid(struct dfx *f, const char *node, const char *device);
 uint32_t dfx_node(struct dfx *f, const char *name);
 uint32_t dfx_adapter(struct dfx *f, const char *node);   /* its first adapter */

@@ -636,8 +636,7 @@ static void test_socket_access(void **state)
         for (size_t k = 0; k < sizeof(who) / sizeof(who[0]); k++) {
                 pid_t pid = fork();
                 if (pid == 0) {
-                        if (setgroups(1, &who[k].extra) || setgid(who[k].gid) ||
-                            setuid(who[k].uid))
+                        if (setgroups(1, &who[k].extra) || setgid(who[k].gid) || setuid(who[k].uid))
                                 _exit(3);
                         struct ntbf_rpc *c;
                         int r = ntbf_rpc_connect(path, &c);
@@ -655,8 +654,8 @@ static void test_socket_access(void **state)
                 if (WEXITSTATUS(st) != who[k].want)
                         fail_msg("uid %u gid %u (+%u): exit %d, want %d (5: refused by the file "
                                  "system)",
-                                 (unsigned)who[k].uid, (unsigned)who[k].gid,
-                                 (unsigned)who[k].extra, WEXITSTATUS(st), who[k].want);
+                                 (unsigned)who[k].uid, (unsigned)who[k].gid, (unsigned)who[k].extra,
+                                 WEXITSTATUS(st), who[k].want);
         }
         char cmd[600];
         snprintf(cmd, sizeof(cmd),
