@@ -37,6 +37,7 @@ struct ntbf__borrow {
         struct json_object *json; /* BORROW, local_bdf filled in */
         uint32_t shares;          /* bit i: DMA window share i is held by a handle */
         struct ntbf__icpt icpt;   /* config-space interception state */
+        bool sisci;               /* held for SISCI sessions ("sisci": true in json) */
 };
 
 /* A mapping for a device's DMA made through device.map_peer. */
@@ -159,6 +160,11 @@ struct ntbf__borrow *ntbf__node_add_borrow(struct ntbf__d *d, struct json_object
 /* Everything is closed: leave the loop (ntbfabd.c). */
 void ntbf__d_finish(struct ntbf__d *d);
 struct ntbf__lend *ntbf__node_lend(struct ntbf__d *d, uint32_t fdid);
+/* The borrow is held for SISCI sessions (sisci.c), not for the node: it is returned when no
+ * session holds it any more, and at the daemon's next start (no session survives that). */
+void ntbf__node_borrow_for_sisci(struct ntbf__d *d, struct ntbf__borrow *b);
+/* Return fdid to the manager for nobody on this node (log why): a borrow nobody holds. */
+void ntbf__node_return_unheld(struct ntbf__d *d, uint32_t fdid, const char *why);
 /* Forget a borrow (returned, lost or reclaimed): its handles become lost. */
 void ntbf__node_drop_borrow(struct ntbf__d *d, uint32_t fdid, const char *reason);
 void ntbf__node_save_lend(struct ntbf__d *d, const struct ntbf__lend *l);

@@ -450,6 +450,7 @@ static void enqueue(struct ntbf__fm *fm, uint32_t from, const char *m, struct js
         }
         snprintf(op->m, sizeof(op->m), "%s", m);
         op->from = from;
+        op->epoch = from < fm->t->nnodes ? fm->nodes[from].epoch : 0;
         op->p = p ? json_object_get(p) : NULL;
         op->cb = cb;
         op->arg = arg;
@@ -474,6 +475,16 @@ static void borrow_programmed(struct ntbf__fm *fm)
 {
         struct fm_alloc *a = fm->cur_alloc;
         fm->cur_alloc = NULL;
+        uint32_t from = fm->cur->from;
+        if (!fm->err && from < fm->t->nnodes && fm->nodes[from].epoch != fm->cur->epoch) {
+                /* The node registered again meanwhile (its daemon or its session restarted):
+                 * the answer cannot reach whoever asked, and nobody would hold the result. */
+                fm->err = NTBF_EUNREACHABLE;
+                snprintf(fm->msg, sizeof(fm->msg),
+                         "'%s' registered again while its %s was being made; nobody would hold "
+                         "it",
+                         node_name(fm, from), fm->cur->m);
+        }
         if (fm->err) {
                 /* Nothing half-applied: clear what was programmed, give the resources back. */
                 fm->fail_err = fm->err;
@@ -944,6 +955,7 @@ static void do_register(struct ntbf__fm *fm, uint32_t from, struct json_object *
                         save_fn(fm, f);
                 }
         }
+        fm->nodes[from].epoch++; /* before what the registration itself queues */
         ntbf__fm_sx_register(fm, from, p);
         fm->nodes[from].registered = true;
         fm->nodes[from].expired = false;
@@ -1378,7 +1390,7 @@ int ntbf__fm_new(const struct ntbf_topo *t, uint32_t self, struct ntbf__store *s
         }
         struct load_ctx lc = {fm, NULL, 0, 0};
         if (ntbf__store_each(st, NTBF_T_FM_DEVICES, load_fn, fm) ||
-            ntbf__store_each(st, NTBF_T_FM_ALLOCS, load_alloc, &lc)) {
+            ntbf__store_each(st, NTBF_T_FM_ALLOCS, load_alloc, &lc) || ntbf__fm_sx_restore(fm)) {
                 snprintf(why, whylen, "cannot read the fabric manager's tables: %s",
                          ntbf__store_error(st));
                 free(lc.drop);

@@ -45,6 +45,8 @@ struct fm_alloc {
 };
 
 struct fm_node {
+        uint64_t epoch; /* registrations so far: a new one means the node's earlier requests
+                           can no longer be answered */
         uint64_t last_seen;
         bool expired; /* its lease ran out; reset when it is heard from again */
         bool registered;
@@ -56,6 +58,7 @@ struct fm_op {
         struct fm_op *next;
         char m[16];
         uint32_t from;
+        uint64_t epoch; /* the asking node's registrations when it asked */
         struct json_object *p;
         ntbf__done_fn cb;
         void *arg;
@@ -129,6 +132,8 @@ bool ntbf__fm_sx_uses_node(struct ntbf__fm *fm, const struct fm_alloc *a, uint32
 void ntbf__fm_sx_expire(struct ntbf__fm *fm, uint32_t n);
 /* A node registered: its exports and live sessions (what it does not list is dropped). */
 void ntbf__fm_sx_register(struct ntbf__fm *fm, uint32_t from, struct json_object *p);
+/* The device segments recorded in the database, back in the registry (a restart). */
+int ntbf__fm_sx_restore(struct ntbf__fm *fm);
 /* A borrow of f by another node is refused by the lender's own SISCI holds (why says so). */
 int ntbf__fm_sx_hold_conflict(struct ntbf__fm *fm, const struct fm_fn *f, bool exclusive, char *why,
                               size_t len);

@@ -357,8 +357,85 @@ bool ntbf__fm_sx_uses_node(struct ntbf__fm *fm, const struct fm_alloc *a, uint32
 
 /* ---- exports ------------------------------------------------------------------------------- */
 
+/*
+ * Device segments are hard state (docs/daemon.md, "What a crash leaves"): their memory is
+ * allocated by a node's daemon for the manager, so only the manager can say when it goes. A
+ * restarted manager reloads them; a node that registers lists the memory it holds for them
+ * (sx.mems), and what no device segment accounts for is freed there.
+ */
+static void devseg_key(uint32_t tag, char *buf, size_t len)
+{
+        snprintf(buf, len, "%u", tag);
+}
+
+static void devseg_save(struct ntbf__fm *fm, const struct sx_export *e)
+{
+        char key[16];
+        devseg_key(e->tag, key, sizeof(key));
+        struct json_object *o = json_object_new_object();
+        ntbf__jput_u(o, "node", e->node);
+        ntbf__jput_u(o, "id", e->id);
+        ntbf__jput_u(o, "addr", e->addr);
+        ntbf__jput_u(o, "size", e->size);
+        ntbf__jput_u(o, "fdid", e->fdid);
+        ntbf__jput_u(o, "memtype", e->memtype);
+        ntbf__jput_u(o, "creator", e->creator);
+        ntbf__jput_u(o, "session", e->creator_session);
+        if (ntbf__store_put(fm->st, NTBF_T_FM_DEVSEGS, key, ntbf__json_text(o)))
+                LOG_E("cannot record device segment %u: %s", e->id, ntbf__store_error(fm->st));
+        json_object_put(o);
+}
+
+static int devseg_load(void *arg, const char *key, const char *json)
+{
+        struct ntbf__fm *fm = arg;
+        uint64_t tag;
+        struct json_object *o = json_tokener_parse(json);
+        struct sx_export *e = calloc(1, sizeof(*e));
+        if (!e || !o || ntbf_uint_parse(key, &tag) || tag > UINT32_MAX) {
+                free(e);
+                json_object_put(o);
+                return 0; /* an unusable row is left alone */
+        }
+        *e = (struct sx_export){.node = (uint32_t)u(o, "node", 0),
+                                .kind = SXE_DEVSEG,
+                                .id = (uint32_t)u(o, "id", 0),
+                                .addr = u(o, "addr", 0),
+                                .size = u(o, "size", 0),
+                                .available = true,
+                                .fdid = (uint32_t)u(o, "fdid", NTBF_NONE),
+                                .memtype = (uint32_t)u(o, "memtype", 0),
+                                .creator = (uint32_t)u(o, "creator", 0),
+                                .creator_session = u(o, "session", 0),
+                                .tag = (uint32_t)tag};
+        json_object_put(o);
+        if (e->node >= fm->t->nnodes || e->creator >= fm->t->nnodes) {
+                free(e);
+                return 0;
+        }
+        e->next = fm->sx->ex;
+        fm->sx->ex = e;
+        if (e->tag >= fm->sx->next_tag)
+                fm->sx->next_tag = e->tag + 1;
+        return 0;
+}
+
+int ntbf__fm_sx_restore(struct ntbf__fm *fm)
+{
+        /* Tags name device segments in the stored allocations too: never given twice. */
+        for (struct fm_alloc *a = fm->allocs; a; a = a->next)
+                if (a->ekind == SXE_DEVSEG && a->eid >= fm->sx->next_tag)
+                        fm->sx->next_tag = a->eid + 1;
+        return ntbf__store_each(fm->st, NTBF_T_FM_DEVSEGS, devseg_load, fm);
+}
+
 static void free_export(struct ntbf__fm *fm, struct sx_export *e)
 {
+        if (e->kind == SXE_DEVSEG) {
+                char key[16];
+                devseg_key(e->tag, key, sizeof(key));
+                ntbf__store_del(fm->st, NTBF_T_FM_DEVSEGS, key);
+        }
         if (e->kind == SXE_DEVSEG && e->addr) {
                 /* The memory was allocated by the placement node's daemon for this segment. */
                 struct json_object *n = json_object_new_object();
@@ -956,6 +1033,7 @@ static void mem_answer(void *arg, int err, const char *msg, struct json_object *
         e->addr = addr;
         e->next = fm->sx->ex;
         fm->sx->ex = e;
+        devseg_save(fm, e);
         struct json_object *o = json_object_new_object();
         ntbf__jput_s(o, "node", nname(fm, e->node));
         ntbf__jput_u(o, "addr", addr);
@@ -1176,8 +1254,14 @@ bool ntbf__fm_sx_request(struct ntbf__fm *fm, uint32_t from, const char *m, stru
         return false;
 }
 
+static void op_devseg_gone(struct ntbf__fm *fm, struct fm_op *op);
+
 bool ntbf__fm_sx_start(struct ntbf__fm *fm, struct fm_op *op)
 {
+        if (!strcmp(op->m, "sx_devseg_gone")) { /* queued by the manager only */
+                op_devseg_gone(fm, op);
+                return true;
+        }
         for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
                 if (!strcmp(op->m, ops[i].m)) {
                         ops[i].fn(fm, op);
@@ -1194,15 +1278,71 @@ static void ignore(void *arg, int err, const char *msg, struct json_object *res)
         json_object_put(res);
 }
 
+/* sx_devseg_gone (queued by the manager itself): the memory of device segment `tag` is gone
+ * with its node's daemon; the segment goes, its users hear "lost". */
+static void op_devseg_gone(struct ntbf__fm *fm, struct fm_op *op)
+{
+        uint32_t tag = (uint32_t)u(op->p, "tag", 0);
+        for (struct sx_export *e = fm->sx->ex; e; e = e->next)
+                if (e->kind == SXE_DEVSEG && e->tag == tag) {
+                        e->addr = 0; /* nothing to free there any more */
+                        return drop_export(fm, e);
+                }
+        ntbf__fm_finish(fm, 0, NULL, json_object_new_object());
+}
+
+/*
+ * The memory node `from` lists for device segments against the registry: memory no segment
+ * accounts for (its answer was lost, or the segment went while the node was away) is freed
+ * there; a segment whose memory the node no longer holds (its daemon restarted) goes.
+ */
+static void register_mems(struct ntbf__fm *fm, uint32_t from, struct json_object *mems)
+{
+        for (struct sx_export *e = fm->sx->ex; e; e = e->next) {
+                if (e->kind != SXE_DEVSEG || e->node != from || !e->addr)
+                        continue;
+                bool held = false;
+                for (size_t i = 0; mems && i < json_object_array_length(mems) && !held; i++)
+                        held = u(json_object_array_get_idx(mems, i), "addr", 0) == e->addr;
+                if (held)
+                        continue;
+                LOG_W("device segment %u of 0x%04x: '%s' no longer holds its memory; it goes",
+                      e->id, e->fdid, nname(fm, from));
+                struct json_object *q = json_object_new_object();
+                ntbf__jput_u(q, "tag", e->tag);
+                ntbf__fm_enqueue(fm, from, "sx_devseg_gone", q, ignore, NULL);
+                json_object_put(q);
+        }
+        for (size_t i = 0; mems && i < json_object_array_length(mems); i++) {
+                struct json_object *m = json_object_array_get_idx(mems, i);
+                uint64_t addr = u(m, "addr", 0);
+                bool used = false;
+                for (struct sx_export *e = fm->sx->ex; e && !used; e = e->next)
+                        used = e->kind == SXE_DEVSEG && e->node == from && e->addr == addr;
+                if (used)
+                        continue;
+                LOG_W("'%s' holds %" PRIu64 " bytes at 0x%" PRIx64
+                      " for a device segment that no longer exists: freed",
+                      nname(fm, from), u(m, "size", 0), addr);
+                struct json_object *n = json_object_new_object();
+                ntbf__jput_u(n, "addr", addr);
+                ntbf__jput_u(n, "size", u(m, "size", 0));
+                fm->net.notify(fm->net.ctx, from, "sx_memfree", n);
+        }
+}
+
 void ntbf__fm_sx_register(struct ntbf__fm *fm, uint32_t from, struct json_object *p)
 {
         struct json_object *sx, *sessions = NULL, *exports = NULL;
         if (!json_object_object_get_ex(p, "sx", &sx))
                 sx = NULL;
+        struct json_object *mems = NULL;
         if (sx) {
                 json_object_object_get_ex(sx, "sessions", &sessions);
                 json_object_object_get_ex(sx, "exports", &exports);
+                json_object_object_get_ex(sx, "mems", &mems);
         }
+        register_mems(fm, from, mems);
         /* Everything of sessions the node no longer has goes; then its exports are refreshed. */
         struct json_object *q = json_object_new_object();
         json_object_object_add(q, "sessions",

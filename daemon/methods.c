@@ -333,6 +333,13 @@ static void borrowed(void *arg, int err, const char *msg, struct json_object *re
         struct ntbf__borrow *b = NULL;
         uint64_t fdid = 0;
         ntbf__jget_u(res, "fdid", &fdid);
+        if (!ntbf__rpc_call_conn(call)) {
+                /* Policy (docs/daemon.md): nobody learned of this borrow, so nobody would
+                 * return it. */
+                json_object_put(res);
+                ntbf__node_return_unheld(d, (uint32_t)fdid, "its client hung up before the answer");
+                return ntbf__rpc_result(call, NULL); /* dropped: the call is detached */
+        }
         b = ntbf__node_add_borrow(d, res);
         json_object_put(res);
         if (!b)

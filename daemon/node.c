@@ -145,6 +145,7 @@ struct ntbf__borrow *ntbf__node_add_borrow(struct ntbf__d *d, struct json_object
         json_object_object_add(copy, "local_bdf", json_object_new_string(local));
         json_object_put(b->json);
         b->json = copy;
+        ntbf__jget_b(bj, "sisci", &b->sisci);
         struct json_object *msi;
         if (json_object_object_get_ex(bj, "msi", &msi)) {
                 ntbf__jget_u(msi, "device_addr", &b->icpt.dev_addr);
@@ -153,6 +154,29 @@ struct ntbf__borrow *ntbf__node_add_borrow(struct ntbf__d *d, struct json_object
         }
         save_borrow(d, b);
         return b;
+}
+
+void ntbf__node_borrow_for_sisci(struct ntbf__d *d, struct ntbf__borrow *b)
+{
+        b->sisci = true;
+        json_object_object_add(b->json, "sisci", json_object_new_boolean(true));
+        save_borrow(d, b);
+}
+
+static void unheld_returned(void *arg, int err, const char *msg, struct json_object *res)
+{
+        (void)arg;
+        json_object_put(res);
+        if (err && err != NTBF_ENOTFOUND)
+                LOG_W("returning a borrow nobody holds: %s", msg ? msg : ntbf_strerror(err));
+}
+
+void ntbf__node_return_unheld(struct ntbf__d *d, uint32_t fdid, const char *why)
+{
+        LOG_W("borrow of 0x%04x: %s; returning it", fdid, why);
+        struct json_object *p = json_object_new_object();
+        ntbf__jput_u(p, "fdid", fdid);
+        ntbf__peer_request(d, d->manager, "return", p, unheld_returned, d);
 }
 
 void ntbf__node_drop_borrow(struct ntbf__d *d, uint32_t fdid, const char *reason)
@@ -688,7 +712,8 @@ static void synced(void *arg, int err, const char *msg, struct json_object *res)
         ntbf__entset_free(&extra);
         if (r)
                 LOG_E("reconciling: %s", why);
-        /* Borrows: the manager's list is the truth. */
+        /* Borrows: the manager's list is the truth for what exists; this node's records say
+         * who holds it (docs/daemon.md, "What a crash leaves"). */
         for (struct ntbf__borrow *b = d->borrows, *next; b; b = next) {
                 next = b->next;
                 bool kept = false;
@@ -704,8 +729,31 @@ static void synced(void *arg, int err, const char *msg, struct json_object *res)
                                                "reclaimed by the fabric manager (lease expired)");
                 }
         }
-        for (size_t i = 0; borrows && i < json_object_array_length(borrows); i++)
-                ntbf__node_add_borrow(d, json_object_array_get_idx(borrows, i));
+        for (size_t i = 0; borrows && i < json_object_array_length(borrows); i++) {
+                struct json_object *bj = json_object_array_get_idx(borrows, i);
+                uint64_t f;
+                if (!ntbf__jget_u(bj, "fdid", &f))
+                        continue;
+                struct ntbf__borrow *b = ntbf__node_borrow(d, (uint32_t)f);
+                if (!b) {
+                        /* Committed at the manager, never recorded here: the answer was lost
+                         * (this daemon, its client or the session died first). */
+                        ntbf__node_return_unheld(d, (uint32_t)f,
+                                                 "the fabric manager records it, this node "
+                                                 "does not (its answer was lost)");
+                        continue;
+                }
+                bool sisci = b->sisci;
+                b = ntbf__node_add_borrow(d, bj);
+                if (b && sisci && !b->sisci)
+                        ntbf__node_borrow_for_sisci(d, b);
+                if (b && b->sisci && !ntbf__sx_holds(d, b->fdid)) {
+                        /* No SISCI session holds it: its sessions ended with a daemon that
+                         * died, or while the manager was away. */
+                        ntbf__node_drop_borrow(d, b->fdid, "no SISCI process holds it any more");
+                        ntbf__node_return_unheld(d, (uint32_t)f, "no SISCI session holds it");
+                }
+        }
         for (struct ntbf__lend *l = d->lends; l; l = l->next)
                 l->borrowers = 0;
         for (size_t i = 0; lent && i < json_object_array_length(lent); i++) {

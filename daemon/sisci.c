@@ -405,9 +405,19 @@ struct json_object *ntbf__sx_register_params(struct ntbf__d *d)
                 ntbf__jput_u(e, "mode", h->exclusive ? 2 : 1);
                 json_object_array_add(hs, e);
         }
+        /* The memory held for device segments placed here: the manager frees what it no
+         * longer accounts for. */
+        struct json_object *ms = json_object_new_array();
+        for (struct sx_mem *m = s->mems; m; m = m->next) {
+                struct json_object *e = json_object_new_object();
+                ntbf__jput_u(e, "addr", m->m.bus_addr);
+                ntbf__jput_u(e, "size", m->m.size);
+                json_object_array_add(ms, e);
+        }
         json_object_object_add(o, "sessions", ss);
         json_object_object_add(o, "exports", ex);
         json_object_object_add(o, "holds", hs);
+        json_object_object_add(o, "mems", ms);
         return o;
 }
 
@@ -940,13 +950,20 @@ static void sisci_borrowed_cb(void *arg, int err, const char *msg, struct json_o
         struct borrowop *op = arg;
         struct ntbf__d *d = op->d;
         struct ntbf__sx *s = d->sx;
+        struct ntbf__borrow *nb = NULL;
         if (err == NTBF_EEXISTS && ntbf__node_borrow(d, op->fdid) && sisci_borrowed(s, op->fdid))
                 err = 0; /* another session of this node borrowed it meanwhile: share it */
-        else if (!err) {
-                if (!ntbf__node_add_borrow(d, res)) {
+        else if (!err && !sess_by_id(s, op->session) && !sisci_borrowed(s, op->fdid)) {
+                /* Its session ended before the answer: nobody would hold or return it. */
+                ntbf__node_return_unheld(d, op->fdid, "its SISCI session ended before the answer");
+                err = -ECANCELED;
+                msg = "the session ended meanwhile";
+        } else if (!err) {
+                if (!(nb = ntbf__node_add_borrow(d, res))) {
                         err = -ENOMEM;
                         msg = "cannot record the borrow";
                 } else {
+                        ntbf__node_borrow_for_sisci(d, nb);
                         if (s->nsb == s->capsb) {
                                 size_t cap = s->capsb ? 2 * s->capsb : 8;
                                 uint32_t *v = realloc(s->sisci_borrows, cap * sizeof(*v));
@@ -1144,6 +1161,11 @@ bool ntbf__sx_pid_holds(struct ntbf__d *d, pid_t pid, uint32_t fdid)
                         return true;
         }
         return false;
+}
+
+bool ntbf__sx_holds(struct ntbf__d *d, uint32_t fdid)
+{
+        return d->sx && sisci_borrowed(d->sx, fdid) && hold_mode(d->sx, fdid);
 }
 
 void ntbf__sx_device_lost(struct ntbf__d *d, uint32_t fdid)

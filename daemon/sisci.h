@@ -138,5 +138,7 @@ bool ntbf__sx_fm_method(const char *m);
 bool ntbf__sx_pid_holds(struct ntbf__d *d, pid_t pid, uint32_t fdid);
 /* device.lost for fdid: SISCI's borrows of it are gone with the node's borrow. */
 void ntbf__sx_device_lost(struct ntbf__d *d, uint32_t fdid);
+/* Whether a session of this node holds its borrow of fdid. */
+bool ntbf__sx_holds(struct ntbf__d *d, uint32_t fdid);
 
 #endif

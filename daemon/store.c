@@ -12,7 +12,7 @@
 #define SCHEMA_VERSION "1"
 
 static const char *const table_names[NTBF_T_COUNT] = {
-    "meta", "lends", "borrows", "programmed", "fm_devices", "fm_allocs",
+    "meta", "lends", "borrows", "programmed", "fm_devices", "fm_allocs", "fm_devsegs",
 };
 
 struct ntbf__store {

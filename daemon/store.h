@@ -16,6 +16,7 @@
  *   programmed  what this node programmed in its hardware (entry key -> entry)
  *   fm_devices  fabric manager: the device registry (fdid -> {node, available, lost})
  *   fm_allocs   fabric manager: committed plans (sequence -> {kind, ..., plan})
+ *   fm_devsegs  fabric manager: SISCI device segments (tag -> where their memory is, whose)
  *   fm_res      fabric manager: every resource of every committed plan, one row each (for
  *               operators and tests: LUT slots, requester IDs, IOVA and window ranges)
  */
@@ -26,6 +27,7 @@ enum ntbf__table {
         NTBF_T_PROGRAMMED,
         NTBF_T_FM_DEVICES,
         NTBF_T_FM_ALLOCS,
+        NTBF_T_FM_DEVSEGS,
         NTBF_T_COUNT
 };
 
