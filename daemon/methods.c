@@ -333,13 +333,6 @@ static void borrowed(void *arg, int err, const char *msg, struct json_object *re
         struct ntbf__borrow *b = NULL;
         uint64_t fdid = 0;
         ntbf__jget_u(res, "fdid", &fdid);
-        if (!ntbf__rpc_call_conn(call)) {
-                /* Policy (docs/daemon.md): nobody learned of this borrow, so nobody would
-                 * return it. */
-                json_object_put(res);
-                ntbf__node_return_unheld(d, (uint32_t)fdid, "its client hung up before the answer");
-                return ntbf__rpc_result(call, NULL); /* dropped: the call is detached */
-        }
         b = ntbf__node_add_borrow(d, res);
         json_object_put(res);
         if (!b)
@@ -347,8 +340,14 @@ static void borrowed(void *arg, int err, const char *msg, struct json_object *re
         const char *bdf = "";
         ntbf__jget_s(b->json, "local_bdf", &bdf);
         LOG_I("borrowed 0x%04x from '%s' as %s", b->fdid, node_name(d, b->lender), bdf);
+        if (ntbf__rpc_answer(call, json_object_get(b->json))) {
+                /* Policy (docs/daemon.md): its client hung up before the answer could be
+                 * written; nobody learned of the borrow, so nobody would return it. */
+                ntbf__node_drop_borrow(d, (uint32_t)fdid, NULL);
+                ntbf__node_return_unheld(d, (uint32_t)fdid, "its client hung up before the answer");
+                return;
+        }
         ntbf__node_event(d, "device.borrowed", b->fdid, NULL, NULL);
-        ntbf__rpc_result(call, json_object_get(b->json));
 }
 
 static void m_borrow(void *ctx, struct ntbf__rpc_call *call, struct json_object *p)

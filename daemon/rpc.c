@@ -161,17 +161,24 @@ static void finish(struct ntbf__rpc_call *call)
         }
 }
 
-void ntbf__rpc_result(struct ntbf__rpc_call *call, struct json_object *result)
+int ntbf__rpc_answer(struct ntbf__rpc_call *call, struct json_object *result)
 {
+        int r = -EPIPE;
         if (call->conn && !call->conn->closing) {
                 struct json_object *o = envelope(call->id);
                 json_object_object_add(o, "result", result ? result : json_object_new_object());
-                send_obj(call->conn, o);
+                r = send_obj(call->conn, o);
                 json_object_put(o);
         } else {
                 json_object_put(result);
         }
         finish(call);
+        return r;
+}
+
+void ntbf__rpc_result(struct ntbf__rpc_call *call, struct json_object *result)
+{
+        ntbf__rpc_answer(call, result);
 }
 
 void ntbf__rpc_result_fds(struct ntbf__rpc_call *call, struct json_object *result, const int *fds,

@@ -95,6 +95,9 @@ struct ntbf__rpc_conn *ntbf__rpc_call_conn(const struct ntbf__rpc_call *call);
 const char *ntbf__rpc_call_method(const struct ntbf__rpc_call *call);
 /* Answer with result (ownership taken; NULL means {}). */
 void ntbf__rpc_result(struct ntbf__rpc_call *call, struct json_object *result);
+/* The same; 0 if the answer went to the connection, -EPIPE (or the transport's error) if the
+ * client is gone: it never gets the answer. */
+int ntbf__rpc_answer(struct ntbf__rpc_call *call, struct json_object *result);
 /*
  * Answer with result and file descriptors (docs/rpc.md, "File descriptors"): result gets
  * "fds": names (nfds strings, taken), and the fds travel with the answer's bytes. The
