@@ -177,8 +177,14 @@ static void test_borrow_client_gone(void **state)
                                  "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"device.borrow\","
                                  "\"params\":{\"fdid\":%u}}\n",
                                  NVME);
+                /* The manager is held still until the client has hung up: it really hangs
+                 * up before any answer (whatever the scheduler does to this process). */
+                int fm = dfx_pid(&F, "fm");
+                kill(fm, SIGSTOP);
                 assert_int_equal(write(fd, line, (size_t)n), n);
+                dfx_nap(50);
                 close(fd);
+                kill(fm, SIGCONT);
                 /* Returned once the answer finds nobody to take it (the log says so). */
                 bool gone = false;
                 for (int t = 0; t < 5000 && !gone; t += 20) {
