@@ -12,7 +12,7 @@ SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # the guest programs statically against libsqlite3.a).
 DEPS := gcc make meson ninja-build pkg-config clang libclang-rt-14-dev \
 	libyaml-dev libuv1-dev libjson-c-dev libsqlite3-dev libsodium-dev libcmocka-dev \
-	zlib1g-dev qemu-system-x86 busybox-static cpio xz-utils
+	zlib1g-dev qemu-system-x86 busybox-static cpio xz-utils e2fsprogs
 
 .PHONY: run test _deps _build _asan _fuzz
 .DEFAULT_GOAL := run

@@ -9,6 +9,7 @@
 #include "fm.h"
 #include "ids.h"
 #include "intercept.h"
+#include "kern.h"
 #include "keyfile.h"
 #include "ntbfab/backend.h"
 #include "rpc.h"
@@ -28,6 +29,7 @@
 
 struct ntbf__peers;
 struct ntbf__vfio_d;
+struct ntbf__kern;
 
 /* A device this node borrowed (docs/daemon.md: the shadow device). */
 struct ntbf__borrow {
@@ -38,6 +40,7 @@ struct ntbf__borrow {
         uint32_t shares;          /* bit i: DMA window share i is held by a handle */
         struct ntbf__icpt icpt;   /* config-space interception state */
         bool sisci;               /* held for SISCI sessions ("sisci": true in json) */
+        int64_t shadow;           /* attached to this kernel: the module's id; -1: not */
 };
 
 /* A mapping for a device's DMA made through device.map_peer. */
@@ -112,6 +115,7 @@ struct ntbf__d {
         struct ntbf__handle *handles;
         uint64_t next_handle;
         struct ntbf__vfio_d *vfio; /* real devices held through vfio-pci (vfio.c) */
+        struct ntbf__kern *kern;   /* /dev/ntbfab-lend, once opened (kern.c) */
 
         struct ntbf__sx *sx; /* SISCI sessions (sisci.c) */
 
@@ -168,6 +172,7 @@ void ntbf__node_return_unheld(struct ntbf__d *d, uint32_t fdid, const char *why)
 /* Forget a borrow (returned, lost or reclaimed): its handles become lost. */
 void ntbf__node_drop_borrow(struct ntbf__d *d, uint32_t fdid, const char *reason);
 void ntbf__node_save_lend(struct ntbf__d *d, const struct ntbf__lend *l);
+void ntbf__node_save_borrow(struct ntbf__d *d, const struct ntbf__borrow *b);
 /* Start the SIGTERM sequence: return borrows, unlend, stop. */
 void ntbf__node_shutdown(struct ntbf__d *d);
 /* The lender side of config space (sim: the function's config region). */

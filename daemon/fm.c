@@ -132,6 +132,8 @@ static void save_alloc(struct ntbf__fm *fm, const struct fm_alloc *a)
         ntbf__jput_u(o, "fdid", a->fdid);
         ntbf__jput_s(o, "node", node_name(fm, a->node));
         ntbf__jput_b(o, "exclusive", a->exclusive);
+        if (a->kind == A_BORROW)
+                ntbf__jput_s(o, "frontend", a->kernel ? "kernel" : "api");
         ntbf__jput_b(o, "active", a->active);
         ntbf__jput_u(o, "parent", a->parent);
         ntbf__jput_u(o, "target_fdid", a->target_fdid);
@@ -250,6 +252,7 @@ static struct json_object *borrow_json(struct ntbf__fm *fm, const struct fm_allo
         ntbf__jput_s(o, "lender", node_name(fm, d->node));
         ntbf__jput_s(o, "borrower", node_name(fm, a->node));
         ntbf__jput_s(o, "mode", a->exclusive ? "exclusive" : "shared");
+        ntbf__jput_s(o, "frontend", a->kernel ? "kernel" : "api");
         uint64_t w = p->req.dma_window ? p->req.dma_window : NTBF_DEFAULT_DMA_WINDOW;
         w = ntbf_align_up(w, 4096);
         ntbf__jput_u(o, "dma_window", w);
@@ -550,6 +553,13 @@ static int get_fdid(struct json_object *p, uint32_t *fdid)
         return 0;
 }
 
+/* How a borrow is used, for refusals that name who holds a device and how. */
+static const char *how(const struct fm_alloc *a)
+{
+        return a->kernel ? "(attached to its kernel as a shadow device)"
+                         : "(through the device API)";
+}
+
 static void op_borrow(struct ntbf__fm *fm, struct fm_op *op)
 {
         const struct ntbf_topo *t = fm->t;
@@ -561,7 +571,12 @@ static void op_borrow(struct ntbf__fm *fm, struct fm_op *op)
                 return op_fail(fm, -EINVAL, "borrow needs an fdid");
         ntbf__jget_s(op->p, "mode", &mode);
         ntbf__jget_u(op->p, "dma_window", &window);
-        bool exclusive = strcmp(mode, "shared") != 0;
+        bool exclusive = strcmp(mode, "shared") != 0, kernel = false;
+        ntbf__jget_b(op->p, "attach", &kernel);
+        if (kernel && !exclusive)
+                return op_fail(fm, -EINVAL,
+                               "an attached device belongs to one kernel's driver: --attach "
+                               "borrows exclusively, not --shared");
         struct fm_fn *f = fn_of(fm, fdid);
         if (!f || !f->lent)
                 return op_fail(fm, NTBF_ENOTFOUND,
@@ -577,17 +592,22 @@ static void op_borrow(struct ntbf__fm *fm, struct fm_op *op)
         if (lender == op->from)
                 return op_fail(fm, -EINVAL, "%s is a device of '%s' itself; use it locally", nm,
                                node_name(fm, op->from));
-        if (find_borrow(fm, fdid, op->from))
-                return op_fail(fm, NTBF_EEXISTS, "%s is already borrowed by '%s'", nm,
-                               node_name(fm, op->from));
+        const struct fm_alloc *mine = find_borrow(fm, fdid, op->from);
+        if (mine)
+                return op_fail(fm, NTBF_EEXISTS, "%s is already borrowed by '%s' %s%s", nm,
+                               node_name(fm, op->from), how(mine),
+                               mine->kernel == kernel ? ""
+                                                      : "; return it first (ntbfab return) to "
+                                                        "borrow it the other way");
         for (struct fm_alloc *a = fm->allocs; a; a = a->next) {
                 if (a->kind != A_BORROW || a->fdid != fdid)
                         continue;
                 if (a->exclusive)
                         return op_fail(fm, NTBF_EBUSY,
-                                       "%s is borrowed exclusively by '%s'; it must be returned "
-                                       "there first",
-                                       nm, node_name(fm, a->node));
+                                       "%s is borrowed exclusively by '%s' %s; it must be "
+                                       "returned there first (ntbfab return 0x%04x --node %s)",
+                                       nm, node_name(fm, a->node), how(a), fdid,
+                                       node_name(fm, a->node));
                 if (exclusive)
                         return op_fail(fm, NTBF_EBUSY,
                                        "%s is shared with '%s'; an exclusive borrow needs every "
@@ -628,8 +648,11 @@ static void op_borrow(struct ntbf__fm *fm, struct fm_op *op)
                 ntbf_plan_free(&plan);
                 return op_fail(fm, -ENOMEM, "out of memory");
         }
-        *a = (struct fm_alloc){
-            .kind = A_BORROW, .fdid = fdid, .node = op->from, .exclusive = exclusive};
+        *a = (struct fm_alloc){.kind = A_BORROW,
+                               .fdid = fdid,
+                               .node = op->from,
+                               .exclusive = exclusive,
+                               .kernel = kernel};
         commit_and_program(fm, a, &plan);
         ntbf_plan_free(&plan);
 }
@@ -1295,6 +1318,9 @@ static int load_alloc(void *arg, const char *key, const char *json)
                   !ntbf__plan_from_json(fm->t, pj, &plan);
         if (ok) {
                 ntbf__jget_b(o, "exclusive", &a->exclusive);
+                const char *fe = "api";
+                ntbf__jget_s(o, "frontend", &fe);
+                a->kernel = !strcmp(fe, "kernel");
                 ntbf__jget_u(o, "parent", &parent);
                 ntbf__jget_u(o, "target_fdid", &tf);
                 ntbf__jget_u(o, "bar", &bar);

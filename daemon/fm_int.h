@@ -32,6 +32,7 @@ struct fm_alloc {
                           BAR: that BAR's device (NTBF_NONE for other connections) */
         uint32_t node; /* BORROW: the borrower; MAP, SX_*: the node that asked */
         bool exclusive;
+        bool kernel;          /* BORROW: attached to the borrower's kernel (kern.c) */
         bool active;          /* programmed everywhere */
         uint64_t parent;      /* MAP, SX_DMAP: the borrow of the source, 0 if it is local;
                                  SX_CONNECT to a BAR: the node's borrow of the device */

@@ -320,26 +320,77 @@ static void m_list(void *ctx, struct ntbf__rpc_call *call, struct json_object *p
 struct borrowop {
         struct ntbf__d *d;
         struct ntbf__rpc_call *call;
+        bool attach;
+        uint32_t fdid;
+        int err;
+        char msg[600];
 };
+
+static void attach_undone(void *arg, int err, const char *msg, struct json_object *res)
+{
+        struct borrowop *op = arg;
+        json_object_put(res);
+        if (err)
+                LOG_W("returning 0x%04x after its attach failed: %s", op->fdid, msg);
+        else
+                ntbf__node_drop_borrow(op->d, op->fdid, NULL);
+        failed(op->call, op->err, op->msg);
+        free(op);
+}
+
+/* The kernel took the device, or not: then the borrow goes back, and the caller hears why. */
+static void attached(void *arg, int err, const char *msg, struct json_object *res)
+{
+        struct borrowop *op = arg;
+        struct ntbf__d *d = op->d;
+        json_object_put(res);
+        struct ntbf__borrow *b = ntbf__node_borrow(d, op->fdid);
+        if (!err && b) {
+                if (ntbf__rpc_answer(op->call, json_object_get(b->json))) {
+                        /* As borrowed(): nobody learned of it, so nobody would return it. */
+                        ntbf__kern_detach(d, b, false);
+                        ntbf__node_drop_borrow(d, op->fdid, NULL);
+                        ntbf__node_return_unheld(d, op->fdid,
+                                                 "its client hung up before the answer");
+                } else {
+                        ntbf__node_event(d, "device.borrowed", op->fdid, NULL, NULL);
+                }
+                free(op);
+                return;
+        }
+        op->err = err ? err : NTBF_ENOTFOUND;
+        snprintf(op->msg, sizeof(op->msg), "%s", err ? msg : "the borrow ended meanwhile");
+        struct json_object *p = json_object_new_object();
+        ntbf__jput_u(p, "fdid", op->fdid);
+        ntbf__peer_request(d, d->manager, "return", p, attach_undone, op);
+}
 
 static void borrowed(void *arg, int err, const char *msg, struct json_object *res)
 {
         struct borrowop *op = arg;
         struct ntbf__d *d = op->d;
         struct ntbf__rpc_call *call = op->call;
-        free(op);
-        if (err)
+        if (err) {
+                free(op);
                 return failed(call, err, msg);
+        }
         struct ntbf__borrow *b = NULL;
         uint64_t fdid = 0;
         ntbf__jget_u(res, "fdid", &fdid);
         b = ntbf__node_add_borrow(d, res);
         json_object_put(res);
-        if (!b)
+        if (!b) {
+                free(op);
                 return ntbf__rpc_fail(call, NTBF_RPC_INTERNAL, -ENOMEM, "cannot record the borrow");
+        }
         const char *bdf = "";
         ntbf__jget_s(b->json, "local_bdf", &bdf);
         LOG_I("borrowed 0x%04x from '%s' as %s", b->fdid, node_name(d, b->lender), bdf);
+        if (op->attach) {
+                op->fdid = b->fdid;
+                return ntbf__kern_attach(d, b, attached, op);
+        }
+        free(op);
         if (ntbf__rpc_answer(call, json_object_get(b->json))) {
                 /* Policy (docs/daemon.md): its client hung up before the answer could be
                  * written; nobody learned of the borrow, so nobody would return it. */
@@ -355,8 +406,17 @@ static void m_borrow(void *ctx, struct ntbf__rpc_call *call, struct json_object 
         struct ntbf__d *d = ctx;
         if (!need_fm(d, call))
                 return;
+        bool attach = false;
+        char why[512];
+        ntbf__jget_b(p, "attach", &attach);
+        /* Before anything is taken: is there a kernel module to hand the device to? */
+        int r = attach ? ntbf__kern_open(d, why, sizeof(why)) : 0;
+        if (r)
+                return failed(call, r, why);
         struct borrowop *op = calloc(1, sizeof(*op));
-        *op = (struct borrowop){d, call};
+        if (!op)
+                return ntbf__rpc_fail(call, NTBF_RPC_INTERNAL, -ENOMEM, "out of memory");
+        *op = (struct borrowop){.d = d, .call = call, .attach = attach};
         ntbf__peer_request(d, d->manager, "borrow", json_object_get(p), borrowed, op);
 }
 
@@ -388,7 +448,13 @@ static void m_return(void *ctx, struct ntbf__rpc_call *call, struct json_object 
         if (!need_fm(d, call))
                 return;
         struct returnop *op = calloc(1, sizeof(*op));
+        if (!op)
+                return ntbf__rpc_fail(call, NTBF_RPC_INTERNAL, -ENOMEM, "out of memory");
         *op = (struct returnop){d, call, (uint32_t)u(p, "fdid", 0)};
+        /* The kernel's driver lets go first (docs/kernel.md), then the borrow ends. */
+        struct ntbf__borrow *b = ntbf__node_borrow(d, op->fdid);
+        if (b)
+                ntbf__kern_detach(d, b, false);
         ntbf__peer_request(d, d->manager, "return", json_object_get(p), returned, op);
 }
 
@@ -631,6 +697,16 @@ static void m_open(void *ctx, struct ntbf__rpc_call *call, struct json_object *p
                                               "0x%04x is neither a device of '%s' nor borrowed by "
                                               "it; borrow it first (ntbfab borrow)",
                                               (uint32_t)fdid, node_name(d, d->self));
+        }
+        struct json_object *att;
+        if (b && json_object_object_get_ex(b->json, "attached", &att)) {
+                const char *pci = "";
+                ntbf__jget_s(att, "pci", &pci);
+                return ntbf__rpc_fail(call, NTBF_RPC_FAILED, NTBF_EBUSY,
+                                      "0x%04x is attached to this kernel as %s: its kernel driver "
+                                      "owns it; 'ntbfab return 0x%04x --node %s' detaches it, "
+                                      "then borrow it without --attach",
+                                      b->fdid, pci, b->fdid, node_name(d, d->self));
         }
         struct ntbf__handle *h = calloc(1, sizeof(*h));
         if (!h)
@@ -995,7 +1071,8 @@ const struct ntbf__rpc_method ntbf__methods[] = {
      m_borrow,
      {FDID,
       {"mode", NTBF_P_ENUM, false, 0, 0, modes},
-      {"dma_window", NTBF_P_UINT, false, 4096, UINT64_C(1) << 40, NULL}}},
+      {"dma_window", NTBF_P_UINT, false, 4096, UINT64_C(1) << 40, NULL},
+      {"attach", NTBF_P_BOOL, false, 0, 0, NULL}}},
     {"device.return", m_return, {FDID}},
     {"device.borrows", m_borrows, {{NULL}}},
     {"device.lspci", m_lspci, {{NULL}}},

@@ -87,7 +87,7 @@ static struct ntbf__lend *add_lend(struct ntbf__d *d, uint32_t fdid, bool availa
         return l;
 }
 
-static void save_borrow(struct ntbf__d *d, const struct ntbf__borrow *b)
+void ntbf__node_save_borrow(struct ntbf__d *d, const struct ntbf__borrow *b)
 {
         char key[16];
         snprintf(key, sizeof(key), "%u", b->fdid);
@@ -118,6 +118,7 @@ struct ntbf__borrow *ntbf__node_add_borrow(struct ntbf__d *d, struct json_object
                 b->function = fn;
                 b->lender = d->t->devices[dev].node;
                 b->slot = UINT32_MAX;
+                b->shadow = -1;
                 b->next = d->borrows;
                 d->borrows = b;
         }
@@ -141,8 +142,11 @@ struct ntbf__borrow *ntbf__node_add_borrow(struct ntbf__d *d, struct json_object
         char local[32];
         ntbf_bdf_fmt(0, (uint8_t)(NTBF_SHADOW_BUS + b->slot / 32), (uint8_t)(b->slot % 32), 0,
                      local, sizeof(local));
-        struct json_object *copy = json_object_get(bj);
+        struct json_object *copy = json_object_get(bj), *att;
         json_object_object_add(copy, "local_bdf", json_object_new_string(local));
+        /* The manager does not know what this kernel holds: keep it. */
+        if (b->json && copy != b->json && json_object_object_get_ex(b->json, "attached", &att))
+                json_object_object_add(copy, "attached", json_object_get(att));
         json_object_put(b->json);
         b->json = copy;
         ntbf__jget_b(bj, "sisci", &b->sisci);
@@ -152,7 +156,7 @@ struct ntbf__borrow *ntbf__node_add_borrow(struct ntbf__d *d, struct json_object
                 ntbf__jget_u(msi, "host_addr", &b->icpt.host_addr);
                 ntbf__jget_u(msi, "size", &b->icpt.size);
         }
-        save_borrow(d, b);
+        ntbf__node_save_borrow(d, b);
         return b;
 }
 
@@ -160,7 +164,7 @@ void ntbf__node_borrow_for_sisci(struct ntbf__d *d, struct ntbf__borrow *b)
 {
         b->sisci = true;
         json_object_object_add(b->json, "sisci", json_object_new_boolean(true));
-        save_borrow(d, b);
+        ntbf__node_save_borrow(d, b);
 }
 
 static void unheld_returned(void *arg, int err, const char *msg, struct json_object *res)
@@ -185,6 +189,8 @@ void ntbf__node_drop_borrow(struct ntbf__d *d, uint32_t fdid, const char *reason
                 struct ntbf__borrow *b = *pp;
                 if (b->fdid != fdid)
                         continue;
+                /* Still in this kernel: the device is gone under its driver. */
+                ntbf__kern_detach(d, b, true);
                 *pp = b->next;
                 char key[16];
                 snprintf(key, sizeof(key), "%u", fdid);
@@ -523,6 +529,22 @@ static void do_cfg(struct ntbf__d *d, uint32_t from, struct json_object *p, ntbf
                 ntbf__jput_b(o, "msi64", msi64);
                 return cb(arg, 0, NULL, o);
         }
+        if (!strcmp(op, "dump")) {
+                /* The whole config space, for a shadow device's copy (kern.c). */
+                char hex[2 * 4096 + 1];
+                uint32_t n = 0, dw;
+                for (; n < 4096 && !ntbf__node_cfg(d, dev, fn, false, n, 4, &dw); n += 4)
+                        for (int i = 0; i < 4; i++)
+                                snprintf(hex + 2 * (n + (uint32_t)i), 3, "%02x",
+                                         dw >> 8 * i & 0xff);
+                if (n < 256) {
+                        json_object_put(o);
+                        return cb(arg, -EIO, "cannot read the device's config space", NULL);
+                }
+                hex[2 * (n < 4096 ? 256 : 4096)] = '\0';
+                ntbf__jput_s(o, "hex", hex);
+                return cb(arg, 0, NULL, o);
+        }
         ntbf__jget_u(p, "off", &off);
         ntbf__jget_u(p, "size", &size);
         ntbf__jget_u(p, "value", &value);
@@ -538,6 +560,10 @@ static void do_cfg(struct ntbf__d *d, uint32_t from, struct json_object *p, ntbf
                           NULL);
         }
         ntbf__jput_u(o, "value", v);
+        /* After a write, the whole dword as the device now has it (kern.c keeps a copy). */
+        uint32_t dw;
+        if (!strcmp(op, "w") && !ntbf__node_cfg(d, dev, fn, false, (uint32_t)off & ~3u, 4, &dw))
+                ntbf__jput_u(o, "dword", dw);
         cb(arg, 0, NULL, o);
 }
 
@@ -581,6 +607,10 @@ void ntbf__d_request(struct ntbf__d *d, uint32_t from, const char *m, struct jso
                 return do_program(d, p, false, cb, arg);
         if (!strcmp(m, "cfg"))
                 return do_cfg(d, from, p, cb, arg);
+        if (!strcmp(m, "kexport"))
+                return ntbf__kern_export(d, from, p, cb, arg);
+        if (!strcmp(m, "kunexport"))
+                return ntbf__kern_unexport(d, from, p, cb, arg);
         if (from == d->manager && ntbf__sx_request(d, m, p, cb, arg))
                 return;
         cb(arg, -ENOSYS, "unknown peer request", NULL);
@@ -771,6 +801,7 @@ static void synced(void *arg, int err, const char *msg, struct json_object *res)
         for (struct ntbf__borrow *b = d->borrows; b; b = b->next)
                 nb++;
         d->fm_ready = true;
+        ntbf__kern_resume(d);
         LOG_I("joined the fabric manager on '%s': %zu entr%s programmed, %u borrow%s",
               node_name(d, d->manager), d->programmed.n, d->programmed.n == 1 ? "y" : "ies", nb,
               nb == 1 ? "" : "s");
@@ -944,6 +975,8 @@ void ntbf__node_shutdown(struct ntbf__d *d)
         bool fm = d->fm_ready && ntbf__peer_connected(d, d->manager);
         while (d->borrows) {
                 uint32_t fdid = d->borrows->fdid;
+                /* A driver of this kernel unbinds first, from a working device. */
+                ntbf__kern_detach(d, d->borrows, false);
                 /* Users hear it first, then the manager gets the device back. */
                 ntbf__node_drop_borrow(d, fdid, "this node's daemon is stopping");
                 if (fm) {

@@ -318,6 +318,7 @@ int main(int argc, char **argv)
                 remove_pid(d);
         ntbf__fm_free(d->fm);
         ntbf__sx_free(d);
+        ntbf__kern_close(d); /* before VFIO: the module lets go of the exported groups */
         ntbf__vfiod_stop(d);
         while (d->handles) {
                 struct ntbf__handle *h = d->handles;

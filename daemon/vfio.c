@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "daemon.h"
@@ -33,6 +34,10 @@ struct vdev {
         uint32_t shares; /* bit i: share i is a handle's */
         uint64_t share_base[NTBF_VFIO_SHARES];
         unsigned nshares;
+        int kx_share;   /* the share a kernel borrower's DMA window uses, -1: none */
+        uint64_t kx_id; /* the module's export id (0: not exported) */
+        int *kx_fds;    /* the vectors' eventfds until the module holds them */
+        uint32_t kx_nfds;
 };
 
 struct ntbf__vfio_d {
@@ -73,6 +78,7 @@ static struct vdev *find(struct ntbf__d *d, uint32_t dev, uint32_t fn, bool crea
         v->dev = dev;
         v->fn = fn;
         v->group = -1;
+        v->kx_share = -1;
         v->v.container = v->v.group = v->v.device = -1;
         ntbf__func_bdf(d->t, dev, fn, v->bdf, sizeof(v->bdf));
         v->next = s->list;
@@ -397,4 +403,120 @@ int ntbf__vfiod_cfg(struct ntbf__d *d, uint32_t dev, uint32_t fn, bool write, ui
                 return NTBF_ENOTFOUND;
         return write ? ntbf__vfio_cfg_write(&v->v, off, size, *val)
                      : ntbf__vfio_cfg_read(&v->v, off, size, val);
+}
+
+/* ---- loopback lending: this kernel borrows the device (daemon/kern.c) ------------------------
+ */
+
+static void kx_close_fds(struct vdev *v)
+{
+        for (uint32_t i = 0; i < v->kx_nfds; i++)
+                if (v->kx_fds[i] >= 0)
+                        close(v->kx_fds[i]);
+        free(v->kx_fds);
+        v->kx_fds = NULL;
+        v->kx_nfds = 0;
+}
+
+int ntbf__vfiod_kexport(struct ntbf__d *d, uint32_t dev, uint32_t fn, struct ntbf__vfiod_kx *kx,
+                        char *why, size_t whylen)
+{
+        struct vdev *v = find(d, dev, fn, false);
+        memset(kx, 0, sizeof(*kx));
+        if (!v || v->v.device < 0) {
+                snprintf(why, whylen, "the device is not held through VFIO: lend it first");
+                return NTBF_ENOTFOUND;
+        }
+        snprintf(kx->bdf, sizeof(kx->bdf), "%s", v->bdf);
+        if (v->kx_id) {
+                kx->export_id = v->kx_id;
+                return 0;
+        }
+        if (!v->v.msix_count || !v->v.msix_on) {
+                snprintf(why, whylen,
+                         "%s has no MSI-X enabled through VFIO: the kernel's shadow device "
+                         "relays MSI-X vectors only",
+                         v->bdf);
+                return NTBF_EUNSUPPORTED;
+        }
+        if (v->kx_share < 0) {
+                for (unsigned i = 0; i < v->nshares && v->kx_share < 0; i++)
+                        if (!(v->shares >> i & 1))
+                                v->kx_share = (int)i;
+                if (v->kx_share < 0) {
+                        snprintf(why, whylen,
+                                 "all %u IOVA shares of %s are held by open handles; close one",
+                                 v->nshares, v->bdf);
+                        return NTBF_EBUSY;
+                }
+                v->shares |= 1u << v->kx_share;
+                v->handles++;
+        }
+        kx_close_fds(v);
+        v->kx_fds = calloc(v->v.msix_count, sizeof(int));
+        if (!v->kx_fds)
+                return -ENOMEM;
+        for (uint32_t i = 0; i < v->v.msix_count; i++) {
+                int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+                v->kx_fds[v->kx_nfds++] = fd;
+                if (fd < 0 || ntbf__vfio_irq_set(&v->v, i, fd)) {
+                        snprintf(why, whylen, "cannot give MSI-X vector %u of %s an eventfd: %s", i,
+                                 v->bdf, strerror(errno));
+                        ntbf__vfiod_kunexport(d, dev, fn);
+                        return -EIO;
+                }
+        }
+        /*
+         * Config writes reach the device through the daemons after the driver wrote them
+         * (posted: the kernel's config accessors cannot wait), while its MMIO goes straight
+         * there. A driver starts DMA right after enabling bus mastering, so the lender
+         * enables memory decoding and bus mastering before the shadow device exists; the
+         * driver's later writes (bus mastering off when it stops) follow in order.
+         */
+        uint32_t cmd = 0;
+        if (ntbf__vfio_cfg_read(&v->v, 0x04, 2, &cmd) ||
+            ntbf__vfio_cfg_write(&v->v, 0x04, 2, cmd | 0x0006)) {
+                snprintf(why, whylen, "cannot enable bus mastering of %s through VFIO", v->bdf);
+                ntbf__vfiod_kunexport(d, dev, fn);
+                return -EIO;
+        }
+        kx->group_fd = v->v.group;
+        kx->nirqs = v->kx_nfds;
+        kx->fds = v->kx_fds;
+        kx->iova_base = v->share_base[v->kx_share];
+        kx->iova_size = NTBF_VFIO_SHARE;
+        return 0;
+}
+
+void ntbf__vfiod_kexport_set(struct ntbf__d *d, uint32_t dev, uint32_t fn, uint64_t id)
+{
+        struct vdev *v = find(d, dev, fn, false);
+        if (!v)
+                return;
+        v->kx_id = id;
+        kx_close_fds(v);
+}
+
+uint64_t ntbf__vfiod_kexport_id(struct ntbf__d *d, uint32_t dev, uint32_t fn)
+{
+        struct vdev *v = find(d, dev, fn, false);
+        return v ? v->kx_id : 0;
+}
+
+void ntbf__vfiod_kunexport(struct ntbf__d *d, uint32_t dev, uint32_t fn)
+{
+        struct vdev *v = find(d, dev, fn, false);
+        if (!v || v->kx_share < 0)
+                return;
+        kx_close_fds(v);
+        v->kx_id = 0;
+        v->shares &= ~(1u << v->kx_share);
+        v->kx_share = -1;
+        if (--v->handles == 0 && v->v.device >= 0) {
+                /* Vectors signal nothing again, and the next user finds a clean device. */
+                if (v->v.msix_count)
+                        ntbf__vfio_irq_enable(&v->v);
+                ntbf__vfio_reset(&v->v);
+        }
+        give_back(d, v);
 }

@@ -52,4 +52,27 @@ void ntbf__vfiod_close(struct ntbf__d *d, struct ntbf__handle *h);
 int ntbf__vfiod_cfg(struct ntbf__d *d, uint32_t dev, uint32_t fn, bool write, uint32_t off,
                     uint32_t size, uint32_t *val);
 
+/*
+ * Loopback lending (daemon/kern.c): the device is borrowed by a shadow device of this very
+ * kernel. kexport holds an IOVA share of the device's domain for the borrow's DMA window and
+ * makes every MSI-X vector signal an eventfd of its own, and fills what the module's
+ * NTBFAB_LEND_IOC_EXPORT takes (kx.fds is the device's until kexport_set, which records the
+ * module's export id and closes them: VFIO and the module hold the eventfds). If the device
+ * is exported already, only kx.export_id is filled. kunexport undoes it (vectors signal
+ * nothing again, the share is free, the device is reset).
+ */
+struct ntbf__vfiod_kx {
+        char bdf[16];
+        int group_fd;
+        uint32_t nirqs;
+        int *fds;
+        uint64_t iova_base, iova_size;
+        uint64_t export_id;
+};
+int ntbf__vfiod_kexport(struct ntbf__d *d, uint32_t dev, uint32_t fn, struct ntbf__vfiod_kx *kx,
+                        char *why, size_t whylen);
+void ntbf__vfiod_kexport_set(struct ntbf__d *d, uint32_t dev, uint32_t fn, uint64_t id);
+uint64_t ntbf__vfiod_kexport_id(struct ntbf__d *d, uint32_t dev, uint32_t fn);
+void ntbf__vfiod_kunexport(struct ntbf__d *d, uint32_t dev, uint32_t fn);
+
 #endif

@@ -166,7 +166,7 @@ static int run_devices(int argc, char **argv)
 
 struct borrow_opts {
         const char *node;
-        bool shared, exclusive;
+        bool shared, exclusive, attach, detach;
         uint64_t window;
         const char *bad;
 };
@@ -183,6 +183,12 @@ static int borrow_opt(int c, const char *arg, void *ctx)
                 break;
         case 'x':
                 b->exclusive = true;
+                break;
+        case 'a':
+                b->attach = true;
+                break;
+        case 'R':
+                b->detach = true;
                 break;
         case 'w':
                 if (ntbf_size_parse(arg, &b->window, NULL) || b->window < 4096)
@@ -223,18 +229,27 @@ static int parse_fdid(const struct fab *f, const char *s, uint32_t *fdid)
         return 0;
 }
 
+static int run_return(int argc, char **argv);
+
 static int run_borrow(int argc, char **argv)
 {
         const struct verb *v = find("borrow");
         struct fab_opts o = {0};
         struct borrow_opts bo = {0};
-        static const struct option ex[] = {{"node", required_argument, NULL, 'n'},
-                                           {"shared", no_argument, NULL, 's'},
-                                           {"exclusive", no_argument, NULL, 'x'},
-                                           {"dma-window", required_argument, NULL, 'w'}};
-        int r = fab_parse(v, argc, argv, ex, 4, &o, borrow_opt, &bo);
+        static const struct option ex[] = {
+            {"node", required_argument, NULL, 'n'}, {"shared", no_argument, NULL, 's'},
+            {"exclusive", no_argument, NULL, 'x'},  {"dma-window", required_argument, NULL, 'w'},
+            {"attach", no_argument, NULL, 'a'},     {"detach", no_argument, NULL, 'R'}};
+        int r = fab_parse(v, argc, argv, ex, 6, &o, borrow_opt, &bo);
         if (r)
                 return r;
+        if (bo.detach && (bo.attach || bo.shared || bo.exclusive || bo.window))
+                return cli_usage(v, "--detach takes no other borrow option");
+        if (bo.detach)
+                return run_return(argc, argv);
+        if (bo.attach && bo.shared)
+                return cli_usage(v, "--attach borrows exclusively: a kernel driver owns the "
+                                    "device; drop --shared");
         if (bo.bad)
                 return cli_usage(
                     v, "--dma-window takes a size of at least 4KiB, like 16MiB, not '%s'", bo.bad);
@@ -262,6 +277,8 @@ static int run_borrow(int argc, char **argv)
         json_object_object_add(p, "mode", json_str(bo.shared ? "shared" : "exclusive"));
         if (bo.window)
                 json_object_object_add(p, "dma_window", json_u64(bo.window));
+        if (bo.attach)
+                json_object_object_add(p, "attach", json_object_new_boolean(true));
         if (fab_call(&f, bo.node, "device.borrow", p, &res))
                 return failed(&f);
         if (o.json) {
@@ -285,6 +302,11 @@ static int run_borrow(int argc, char **argv)
         printf("  modeled latency %" PRIu64 " ns one way; lease %" PRIu64
                " ms, renewed by heartbeats\n",
                ju(path, "latency_ns"), ju(res, "lease_ms"));
+        struct json_object *att = jo(res, "attached");
+        if (att)
+                printf("  attached to %s's kernel as PCI device %s: its driver binds to it; "
+                       "'ntbfab return' detaches it\n",
+                       bo.node, js(att, "pci"));
         json_object_put(res);
         fab_close(&f);
         return EXIT_OK;
@@ -295,8 +317,9 @@ static int run_return(int argc, char **argv)
         const struct verb *v = find("return");
         struct fab_opts o = {0};
         struct borrow_opts bo = {0};
-        static const struct option ex[] = {{"node", required_argument, NULL, 'n'}};
-        int r = fab_parse(v, argc, argv, ex, 1, &o, borrow_opt, &bo);
+        static const struct option ex[] = {{"node", required_argument, NULL, 'n'},
+                                           {"detach", no_argument, NULL, 'R'}};
+        int r = fab_parse(v, argc, argv, ex, 2, &o, borrow_opt, &bo);
         if (r)
                 return r;
         if (!bo.node)
@@ -408,11 +431,16 @@ const struct verb verbs_device[] = {
      "\nfdid, node, PCI address, name, class, ids, state (available, unavailable, exclusive,\n"
      "shared, lost) and borrowers, from the fabric manager.\n",
      run_devices},
-    {"borrow", "[--json] [--dir DIR] FDID --node NODE [--exclusive|--shared] [--dma-window SIZE]",
+    {"borrow",
+     "[--json] [--dir DIR] FDID --node NODE [--exclusive|--shared] [--dma-window SIZE] "
+     "[--attach|--detach]",
      "Borrow a device for NODE.",
      "\nFDID is the fabric-wide device id (0x4001) or NODE.DEVICE[.FUNCTION].\n"
      "  --exclusive       one borrower only (default)\n"
      "  --shared          several borrowers (refused while it is borrowed exclusively)\n"
+     "  --attach          hand the device to NODE's kernel as a hot-added PCI device, for its\n"
+     "                    own driver (the ntbfab_shadow module; docs/kernel.md)\n"
+     "  --detach          the kernel's driver lets go, then the borrow ends (as 'return')\n"
      "  --dma-window SIZE borrower memory the device reaches at once (default 16MiB)\n"
      "Prints the shadow device's PCI address and its BARs in NODE's address space.\n",
      run_borrow},

@@ -65,6 +65,8 @@
 #define IRQ_POLL_US   50
 #define IRQ_DATA      UINT32_C(0x49560000) /* "IV": vector data is this | its id */
 #define SLOT_VALID    (UINT64_C(1) << 63)
+#define SLOT_NOWHERE  (UINT64_C(1) << 62) /* leads outside the other side's memory for export */
+#define SLOT_ADDR     (SLOT_NOWHERE - 1)
 #define PAGE          UINT64_C(4096)
 #define REGION_FILE   "ivshmem" /* the region in an instance directory (create) */
 
@@ -87,7 +89,8 @@ struct ivs_ctrl {
         _Atomic uint64_t resets;
         _Atomic uint64_t gen; /* bumped by every change of slots: mappings are rebuilt */
         struct ivs_alloc allocs[IVS_ALLOCS];
-        _Atomic uint64_t slots[IVS_MAX_SLOTS]; /* SLOT_VALID | offset in the region */
+        /* SLOT_VALID | offset in the region, or SLOT_VALID | SLOT_NOWHERE | the far address */
+        _Atomic uint64_t slots[IVS_MAX_SLOTS];
         /* Bytes each slot translates. A slot is set by storing 0, its size, then its entry;
          * readers take entry, size, entry and keep the pair only when the entries agree. */
         _Atomic uint64_t xsize[IVS_MAX_SLOTS];
@@ -653,7 +656,16 @@ static int set_slot(struct ntbf_adapter_h *h, unsigned side, uint32_t slot, uint
                 return -EINVAL;
         uint64_t off;
         int r = far_offset(h, side ^ 1, addr, size, &off);
-        if (r)
+        /*
+         * An address the other side does not export (a device's BAR, its MSI range, RAM
+         * outside the region): programmed as on any NTB, but nothing is there for this
+         * backend to reach, so accesses through the slot are dropped, as a master abort
+         * would drop them. What the kernel tier's shadow device does with such a borrow's
+         * data path is docs/kernel.md's.
+         */
+        if (r == NTBF_EUNREACHABLE && addr <= SLOT_ADDR)
+                off = SLOT_NOWHERE | addr;
+        else if (r)
                 return r;
         struct ivs_ctrl *c = ctrl(h, side);
         atomic_store(&c->slots[slot], 0);
@@ -710,9 +722,10 @@ static int ivs_xlat_get(struct ntbf_adapter_h *h, uint32_t slot, struct ntbf_xla
         uint64_t size, e = slot_read(mine(h), slot, &size);
         *valid = e & SLOT_VALID;
         const struct ntbf_adapter *p = &h->b->t->adapters[h->peer];
-        *x = (struct ntbf_xlat){p->node, h->peer,
-                                *valid ? atomic_load(&theirs(h)->bar_phys) + (e & ~SLOT_VALID) : 0,
-                                NTBF_NONE, *valid ? size : 0};
+        uint64_t addr = !*valid              ? 0
+                        : (e & SLOT_NOWHERE) ? e & SLOT_ADDR
+                                             : atomic_load(&theirs(h)->bar_phys) + (e & SLOT_ADDR);
+        *x = (struct ntbf_xlat){p->node, h->peer, addr, NTBF_NONE, *valid ? size : 0};
         return 0;
 }
 
@@ -737,9 +750,9 @@ static int place(struct ntbf_adapter_h *h, uint8_t *va, uint64_t offset, uint64_
                 if (n > offset + size - pos)
                         n = offset + size - pos;
                 void *p;
-                if (valid) {
+                if (valid && !(e & SLOT_NOWHERE)) {
                         p = mmap(va + (pos - offset), n, PROT_READ | PROT_WRITE,
-                                 MAP_SHARED | MAP_FIXED, h->fd, (off_t)((e & ~SLOT_VALID) + in));
+                                 MAP_SHARED | MAP_FIXED, h->fd, (off_t)((e & SLOT_ADDR) + in));
                 } else {
                         p = mmap(va + (pos - offset), n, PROT_READ | PROT_WRITE,
                                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
@@ -835,8 +848,10 @@ static int ivs_window_write(struct ntbf_adapter_h *h, uint32_t win, uint64_t off
                         n = offset + len - pos;
                 if (!(e & SLOT_VALID) || in >= xs) {
                         r = NTBF_EUNPROGRAMMED; /* this part is dropped */
+                } else if (e & SLOT_NOWHERE) {
+                        r = NTBF_EUNREACHABLE; /* so is this one */
                 } else {
-                        uint8_t *dst = h->base + (e & ~SLOT_VALID) + in;
+                        uint8_t *dst = h->base + (e & SLOT_ADDR) + in;
                         if (n == 4 && !((uintptr_t)dst % 4)) {
                                 uint32_t v;
                                 memcpy(&v, src + (pos - offset), 4);

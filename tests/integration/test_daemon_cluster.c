@@ -236,7 +236,8 @@ static void test_lend_borrow_return(void **state)
         assert_int_equal(dfx_cli(&F, out, sizeof(out), "borrow 0x%x --node lender3 --shared", ACC1),
                          1);
         assert_true(has(out, "ntbfab: error: lender1.acc1 (0x8000) is borrowed exclusively by "
-                             "'borrower'; it must be returned there first"));
+                             "'borrower' (through the device API); it must be returned there "
+                             "first (ntbfab return 0x8000 --node borrower)"));
         assert_int_equal(
             dfx_cli(&F, out, sizeof(out), "borrow lender2.acc2 --node borrower --shared"), 0);
         /* lender2's adapter (mxh930, Switchtec) lets acc2 out as a proxy ID, which the daemon

@@ -370,6 +370,48 @@ static void test_registry_and_conflicts(void **state)
 }
 
 /* A node failing to program: everything done is undone, the error is the node's. */
+/* One borrow path for the device API and the kernel frontend: a device borrowed one way
+ * refuses the other way, naming who holds it and how (docs/kernel.md). */
+static void test_frontends(void **state)
+{
+        (void)state;
+        struct fx *f = fx_new(THREE, NULL, "lender3");
+        register_all(f);
+        uint32_t acc1 = fdid(f, "lender1", "acc1"), b = node(f, "borrower"),
+                 l3 = node(f, "lender3");
+        char p[128];
+        snprintf(p, sizeof(p), "{\"fdid\":%u,\"mode\":\"shared\",\"attach\":true}", acc1);
+        refused(call(f, b, "borrow", p), -EINVAL, "--attach borrows exclusively");
+        snprintf(p, sizeof(p), "{\"fdid\":%u,\"attach\":true}", acc1);
+        struct ans a = call(f, b, "borrow", p);
+        assert_int_equal(a.err, 0);
+        assert_string_equal(json_str_of(a.res, "frontend"), "kernel");
+        json_object_put(a.res);
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", acc1);
+        refused(call(f, b, "borrow", p), NTBF_EEXISTS,
+                "lender1.acc1 (0x8000) is already borrowed by 'borrower' (attached to its kernel "
+                "as a shadow device); return it first (ntbfab return) to borrow it the other way");
+        refused(call(f, l3, "borrow", p), NTBF_EBUSY,
+                "is borrowed exclusively by 'borrower' (attached to its kernel as a shadow "
+                "device); it must be returned there first (ntbfab return 0x8000 --node borrower)");
+        /* The record survives the manager's restart. */
+        ntbf__fm_free(f->fm);
+        fm_start(f);
+        refused(call(f, l3, "borrow", p), NTBF_EBUSY, "(attached to its kernel as a shadow");
+        ok(call(f, b, "return", p));
+        /* And the other way round. */
+        a = call(f, b, "borrow", p);
+        assert_int_equal(a.err, 0);
+        assert_string_equal(json_str_of(a.res, "frontend"), "api");
+        json_object_put(a.res);
+        snprintf(p, sizeof(p), "{\"fdid\":%u,\"attach\":true}", acc1);
+        refused(call(f, b, "borrow", p), NTBF_EEXISTS,
+                "already borrowed by 'borrower' (through the device API); return it first");
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", acc1);
+        ok(call(f, b, "return", p));
+        fx_free(f);
+}
+
 static void test_rollback(void **state)
 {
         (void)state;
@@ -713,6 +755,7 @@ int main(void)
         ntbf__log_open("test", NULL, NTBF_LOG_ERROR, true);
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_registry_and_conflicts),
+            cmocka_unit_test(test_frontends),
             cmocka_unit_test(test_rollback),
             cmocka_unit_test(test_leases),
             cmocka_unit_test(test_restart_replays),

@@ -1,0 +1,461 @@
+/* daemon/kern.c: borrowed devices attached to this kernel (ntbfab_shadow), and this node's
+ * real devices exported to it for loopback lending. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "kern.h"
+#include "log.h"
+#include "ntbfab/error.h"
+#include "ntbfab_lend.h"
+#include "vfio.h"
+
+#define KERN_CFG 4096
+
+struct ntbf__kern {
+        int fd;
+        uv_poll_t poll;
+        bool polling;
+        char boot_id[64];
+};
+
+static const char *dev_path(void)
+{
+        const char *p = getenv("NTBFAB_LEND_DEV");
+        return p && *p ? p : "/dev/ntbfab-lend";
+}
+
+/* This kernel's boot id: two daemons with the same one run on one kernel. */
+static void read_boot_id(char *buf, size_t len)
+{
+        buf[0] = '\0';
+        FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+        if (!f)
+                return;
+        if (fgets(buf, (int)len, f))
+                buf[strcspn(buf, "\n")] = '\0';
+        fclose(f);
+}
+
+static struct ntbf__borrow *by_shadow(struct ntbf__d *d, uint32_t id)
+{
+        for (struct ntbf__borrow *b = d->borrows; b; b = b->next)
+                if (b->shadow == (int64_t)id)
+                        return b;
+        return NULL;
+}
+
+/* ---- config writes: from the module to the lender ------------------------------------------ */
+
+struct cfgw {
+        struct ntbf__d *d;
+        uint32_t shadow, off;
+        uint64_t seq;
+};
+
+static void cfg_written(void *arg, int err, const char *msg, struct json_object *res)
+{
+        struct cfgw *w = arg;
+        uint64_t dw;
+        if (err) {
+                LOG_W("config write at 0x%x of shadow %u: the lender refused: %s", w->off,
+                      w->shadow, msg ? msg : ntbf_strerror(err));
+        } else if (ntbf__jget_u(res, "dword", &dw) && w->d->kern && w->d->kern->fd >= 0) {
+                struct ntbfab_lend_cfg_set c = {.shadow_id = w->shadow,
+                                                .offset = w->off & ~3u,
+                                                .value = (uint32_t)dw,
+                                                .seq = w->seq};
+                /* ENOENT: the shadow went meanwhile (its last writes still reach the device). */
+                if (ioctl(w->d->kern->fd, NTBFAB_LEND_IOC_CFG_SET, &c) && errno != ENOENT)
+                        LOG_W("cannot update the config copy of shadow %u: %s", w->shadow,
+                              strerror(errno));
+        }
+        json_object_put(res);
+        free(w);
+}
+
+/* Records a detached shadow's driver wrote on its way out still name its borrow. */
+static void forward(struct ntbf__d *d, const struct ntbfab_lend_msg *m, struct ntbf__borrow *b)
+{
+        struct json_object *q = json_object_new_object();
+        ntbf__jput_u(q, "fdid", b->fdid);
+        ntbf__jput_s(q, "op", "w");
+        ntbf__jput_u(q, "off", m->offset);
+        ntbf__jput_u(q, "size", m->size);
+        ntbf__jput_u(q, "value", m->value);
+        struct cfgw *w = calloc(1, sizeof(*w));
+        if (!w) {
+                json_object_put(q);
+                return;
+        }
+        *w = (struct cfgw){d, m->shadow_id, m->offset, m->seq};
+        LOG_D("config write of 0x%04x's driver: 0x%x <- 0x%x (%u bytes)", b->fdid, m->offset,
+              m->value, m->size);
+        ntbf__peer_request(d, b->lender, "cfg", q, cfg_written, w);
+}
+
+static void drain(struct ntbf__d *d, struct ntbf__borrow *leaving)
+{
+        struct ntbfab_lend_msg m[32];
+        for (;;) {
+                ssize_t n = read(d->kern->fd, m, sizeof(m));
+                if (n <= 0)
+                        return;
+                for (size_t i = 0; i < (size_t)n / sizeof(m[0]); i++) {
+                        struct ntbf__borrow *b = by_shadow(d, m[i].shadow_id);
+                        if (!b && leaving && leaving->shadow == (int64_t)m[i].shadow_id)
+                                b = leaving;
+                        if (m[i].kind == NTBFAB_LEND_MSG_OVERFLOW) {
+                                LOG_E("ntbfab_shadow dropped config writes (its queue was full): "
+                                      "attached devices may differ from what their drivers set");
+                        } else if (m[i].kind == NTBFAB_LEND_MSG_CFG_WRITE && b) {
+                                forward(d, &m[i], b);
+                        } else if (m[i].kind == NTBFAB_LEND_MSG_REMOVED && b) {
+                                LOG_W("shadow of 0x%04x was removed by the kernel: its lender "
+                                      "withdrew the device",
+                                      b->fdid);
+                                b->shadow = -1;
+                                json_object_object_del(b->json, "attached");
+                                ntbf__node_save_borrow(d, b);
+                        }
+                }
+        }
+}
+
+static void on_readable(uv_poll_t *p, int status, int events)
+{
+        struct ntbf__d *d = p->data;
+        (void)events;
+        if (status == 0)
+                drain(d, NULL);
+}
+
+int ntbf__kern_open(struct ntbf__d *d, char *why, size_t whylen)
+{
+        if (d->kern && d->kern->fd >= 0)
+                return 0;
+        if (!d->kern) {
+                d->kern = calloc(1, sizeof(*d->kern));
+                if (!d->kern)
+                        return -ENOMEM;
+                d->kern->fd = -1;
+                read_boot_id(d->kern->boot_id, sizeof(d->kern->boot_id));
+        }
+        int fd = open(dev_path(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0) {
+                int e = errno;
+                snprintf(why, whylen,
+                         "cannot open %s (%s): load the kernel module ntbfab_shadow (modprobe "
+                         "ntbfab_shadow; docs/kernel.md)",
+                         dev_path(), strerror(e));
+                return e == ENOENT || e == ENXIO || e == ENODEV ? NTBF_EUNSUPPORTED : -e;
+        }
+        struct ntbfab_lend_version v = {0};
+        if (ioctl(fd, NTBFAB_LEND_IOC_VERSION, &v) || v.version != NTBFAB_LEND_VERSION ||
+            v.msg_size != sizeof(struct ntbfab_lend_msg)) {
+                snprintf(why, whylen,
+                         "%s speaks interface version %u, this daemon %u: install the module "
+                         "built from this release (docs/kernel.md)",
+                         dev_path(), v.version, NTBFAB_LEND_VERSION);
+                close(fd);
+                return NTBF_EUNSUPPORTED;
+        }
+        d->kern->fd = fd;
+        if (!uv_poll_init(d->loop, &d->kern->poll, fd)) {
+                d->kern->poll.data = d;
+                d->kern->polling = !uv_poll_start(&d->kern->poll, UV_READABLE, on_readable);
+        }
+        return 0;
+}
+
+void ntbf__kern_close(struct ntbf__d *d)
+{
+        if (!d->kern)
+                return;
+        /* The loop has ended: its poll handle was closed with the others (ntbf__d_finish). */
+        if (d->kern->fd >= 0)
+                close(d->kern->fd);
+        free(d->kern);
+        d->kern = NULL;
+}
+
+/* ---- attach ------------------------------------------------------------------------------- */
+
+struct attach {
+        struct ntbf__d *d;
+        uint32_t fdid;
+        ntbf__done_fn cb;
+        void *arg;
+        uint8_t cfg[KERN_CFG];
+        uint64_t export_id;
+};
+
+static void ignore(void *arg, int err, const char *msg, struct json_object *res);
+
+static void attach_done(struct attach *a, int err, const char *msg)
+{
+        struct ntbf__borrow *b = ntbf__node_borrow(a->d, a->fdid);
+        if (err && a->export_id && b) {
+                /* The lender offered the device to this kernel for nothing: withdraw it. */
+                struct json_object *q = json_object_new_object();
+                ntbf__jput_u(q, "fdid", a->fdid);
+                ntbf__peer_request(a->d, b->lender, "kunexport", q, ignore,
+                                   (void *)(uintptr_t)a->fdid);
+        }
+        a->cb(a->arg, err, msg, NULL);
+        free(a);
+}
+
+static int hexval(char c)
+{
+        return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+static void dumped(void *arg, int err, const char *msg, struct json_object *res)
+{
+        struct attach *a = arg;
+        struct ntbf__d *d = a->d;
+        struct ntbf__borrow *b = ntbf__node_borrow(d, a->fdid);
+        const char *hex = "";
+        char why[512];
+        if (!err && !b)
+                err = NTBF_ENOTFOUND, msg = "the borrow ended while it was being attached";
+        if (!err && !ntbf__jget_s(res, "hex", &hex))
+                err = NTBF_EPROTO, msg = "the lender's config dump has no 'hex'";
+        size_t n = strlen(hex) / 2;
+        if (!err && n != 256 && n != KERN_CFG)
+                err = NTBF_EPROTO, msg = "the lender's config dump is neither 256 nor 4096 bytes";
+        for (size_t i = 0; !err && i < n; i++) {
+                int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
+                if (hi < 0 || lo < 0)
+                        err = NTBF_EPROTO, msg = "the lender's config dump is not hex";
+                a->cfg[i] = (uint8_t)(hi << 4 | lo);
+        }
+        json_object_put(res);
+        if (err)
+                return attach_done(a, err, msg);
+        uint64_t dma = 0;
+        struct json_object *dj;
+        ntbf__jget_u(b->json, "dma_window", &dma);
+        if (!dma && json_object_object_get_ex(b->json, "dma", &dj))
+                ntbf__jget_u(dj, "size", &dma);
+        struct ntbfab_lend_attach at = {.flags = NTBFAB_LEND_ATTACH_LOOPBACK,
+                                        .fdid = a->fdid,
+                                        .export_id = a->export_id,
+                                        .config = (uint64_t)(uintptr_t)a->cfg,
+                                        .config_size = (uint32_t)n,
+                                        .dma_size = dma ? dma : UINT64_C(16) << 20};
+        if (ioctl(d->kern->fd, NTBFAB_LEND_IOC_ATTACH, &at)) {
+                int e = errno;
+                snprintf(why, sizeof(why),
+                         "the kernel refused to attach 0x%04x: %s (its log says why: dmesg)",
+                         a->fdid, strerror(e));
+                return attach_done(a, -e, why);
+        }
+        char pci[32];
+        snprintf(pci, sizeof(pci), "%04x:%02x:%02x.%u", at.pci_domain, at.pci_rid >> 8 & 0xff,
+                 at.pci_rid >> 3 & 0x1f, at.pci_rid & 7);
+        b->shadow = at.shadow_id;
+        struct json_object *o = json_object_new_object();
+        ntbf__jput_s(o, "pci", pci);
+        ntbf__jput_u(o, "shadow", at.shadow_id);
+        ntbf__jput_u(o, "export", a->export_id);
+        json_object_object_add(b->json, "attached", o);
+        ntbf__node_save_borrow(d, b);
+        LOG_I("attached 0x%04x to this kernel as %s", a->fdid, pci);
+        attach_done(a, 0, NULL);
+}
+
+static void exported(void *arg, int err, const char *msg, struct json_object *res)
+{
+        struct attach *a = arg;
+        struct ntbf__d *d = a->d;
+        struct ntbf__borrow *b = ntbf__node_borrow(d, a->fdid);
+        char why[512];
+        const char *boot = "";
+        if (!err && !b)
+                err = NTBF_ENOTFOUND, msg = "the borrow ended while it was being attached";
+        if (err) {
+                json_object_put(res);
+                return attach_done(a, err, msg);
+        }
+        ntbf__jget_u(res, "export_id", &a->export_id);
+        ntbf__jget_s(res, "boot_id", &boot);
+        if (strcmp(boot, d->kern->boot_id)) {
+                json_object_put(res);
+                snprintf(why, sizeof(why),
+                         "0x%04x is lent by '%s', another kernel than this one: attaching a device "
+                         "of another host needs the NTB hardware's windows onto its registers, "
+                         "which this release does not drive (docs/kernel.md, 'Cross-host "
+                         "attach'); use the device API (ntbfab borrow without --attach)",
+                         a->fdid, d->t->nodes[b->lender].name);
+                return attach_done(a, NTBF_EUNSUPPORTED, why);
+        }
+        json_object_put(res);
+        /* The copy of config space is taken now: the export enabled bus mastering. */
+        struct json_object *q = json_object_new_object();
+        ntbf__jput_u(q, "fdid", a->fdid);
+        ntbf__jput_s(q, "op", "dump");
+        ntbf__peer_request(d, b->lender, "cfg", q, dumped, a);
+}
+
+void ntbf__kern_attach(struct ntbf__d *d, struct ntbf__borrow *b, ntbf__done_fn cb, void *arg)
+{
+        char why[512];
+        int r = ntbf__kern_open(d, why, sizeof(why));
+        if (r)
+                return cb(arg, r, why, NULL);
+        struct attach *a = calloc(1, sizeof(*a));
+        if (!a)
+                return cb(arg, -ENOMEM, "out of memory", NULL);
+        *a = (struct attach){.d = d, .fdid = b->fdid, .cb = cb, .arg = arg};
+        struct json_object *q = json_object_new_object();
+        ntbf__jput_u(q, "fdid", b->fdid);
+        ntbf__peer_request(d, b->lender, "kexport", q, exported, a);
+}
+
+static void ignore(void *arg, int err, const char *msg, struct json_object *res)
+{
+        uint32_t fdid = (uint32_t)(uintptr_t)arg;
+        if (err && err != NTBF_ENOTFOUND)
+                LOG_W("the lender did not withdraw its export of 0x%04x: %s", fdid,
+                      msg ? msg : ntbf_strerror(err));
+        json_object_put(res);
+}
+
+void ntbf__kern_detach(struct ntbf__d *d, struct ntbf__borrow *b, bool surprise)
+{
+        if (b->shadow < 0 || !d->kern || d->kern->fd < 0)
+                return;
+        struct ntbfab_lend_detach dt = {.shadow_id = (uint32_t)b->shadow,
+                                        .flags = surprise ? NTBFAB_LEND_DETACH_SURPRISE : 0};
+        if (ioctl(d->kern->fd, NTBFAB_LEND_IOC_DETACH, &dt) && errno != ENOENT)
+                LOG_E("cannot detach 0x%04x from this kernel: %s", b->fdid, strerror(errno));
+        else
+                LOG_I("detached 0x%04x from this kernel%s (%" PRIu64 " DMA mappings left by "
+                      "its driver)",
+                      b->fdid, surprise ? " (surprise removal)" : "", (uint64_t)dt.mappings);
+        /* What the driver wrote on its way out (bus mastering off) still goes to the device,
+         * ahead of the export's withdrawal: one connection keeps the order. */
+        drain(d, b);
+        b->shadow = -1;
+        json_object_object_del(b->json, "attached");
+        ntbf__node_save_borrow(d, b);
+        struct json_object *q = json_object_new_object();
+        ntbf__jput_u(q, "fdid", b->fdid);
+        ntbf__peer_request(d, b->lender, "kunexport", q, ignore, (void *)(uintptr_t)b->fdid);
+}
+
+static void resumed(void *arg, int err, const char *msg, struct json_object *res)
+{
+        uint32_t fdid = (uint32_t)(uintptr_t)arg;
+        (void)res;
+        if (err)
+                LOG_E("borrowed device 0x%04x was attached before the restart and cannot be "
+                      "attached again: %s; return it (ntbfab return)",
+                      fdid, msg ? msg : ntbf_strerror(err));
+}
+
+void ntbf__kern_resume(struct ntbf__d *d)
+{
+        for (struct ntbf__borrow *b = d->borrows; b; b = b->next) {
+                if (b->shadow >= 0 || !json_object_object_get_ex(b->json, "attached", NULL))
+                        continue;
+                json_object_object_del(b->json, "attached");
+                LOG_I("attaching 0x%04x again (it was attached when this daemon stopped)", b->fdid);
+                ntbf__kern_attach(d, b, resumed, (void *)(uintptr_t)b->fdid);
+        }
+}
+
+/* ---- the lender: exports for a borrower in this same kernel -------------------------------- */
+
+static bool lend_check(struct ntbf__d *d, uint32_t from, struct json_object *p, uint32_t *dev,
+                       uint32_t *fn, ntbf__done_fn cb, void *arg)
+{
+        uint64_t fdid;
+        if (!ntbf__jget_u(p, "fdid", &fdid) || ntbf__fdid_resolve(d->t, (uint32_t)fdid, dev, fn) ||
+            d->t->devices[*dev].node != d->self) {
+                cb(arg, NTBF_ENOTFOUND, "no such device of this node", NULL);
+                return false;
+        }
+        struct ntbf__lend *l = ntbf__node_lend(d, (uint32_t)fdid);
+        if (from != d->self && (!l || !(l->borrowers >> from & 1))) {
+                cb(arg, -EPERM, "the device is not borrowed by the asking node", NULL);
+                return false;
+        }
+        return true;
+}
+
+void ntbf__kern_export(struct ntbf__d *d, uint32_t from, struct json_object *p, ntbf__done_fn cb,
+                       void *arg)
+{
+        uint32_t dev, fn;
+        char why[512];
+        if (!lend_check(d, from, p, &dev, &fn, cb, arg))
+                return;
+        if (!ntbf__vfiod_is(d, dev))
+                return cb(arg, NTBF_EUNSUPPORTED,
+                          "loopback attach needs a real device of the lender (vfio: true)", NULL);
+        int r = ntbf__kern_open(d, why, sizeof(why));
+        if (r)
+                return cb(arg, r, why, NULL);
+        struct ntbf__vfiod_kx kx;
+        r = ntbf__vfiod_kexport(d, dev, fn, &kx, why, sizeof(why));
+        if (r)
+                return cb(arg, r, why, NULL);
+        if (!kx.export_id) {
+                uint16_t dom;
+                uint8_t bus, dv, f;
+                ntbf_bdf_parse(kx.bdf, &dom, &bus, &dv, &f);
+                struct ntbfab_lend_export e = {.group_fd = kx.group_fd,
+                                               .pci_domain = dom,
+                                               .pci_rid = NTBFAB_LEND_RID(bus, dv << 3 | f),
+                                               .nr_irqs = kx.nirqs,
+                                               .irq_fds = (uint64_t)(uintptr_t)kx.fds,
+                                               .iova_base = kx.iova_base,
+                                               .iova_size = kx.iova_size};
+                if (ioctl(d->kern->fd, NTBFAB_LEND_IOC_EXPORT, &e)) {
+                        int e2 = errno;
+                        ntbf__vfiod_kunexport(d, dev, fn);
+                        snprintf(why, sizeof(why),
+                                 "the kernel refused to export %s for loopback lending: %s (its "
+                                 "log says why: dmesg)",
+                                 kx.bdf, strerror(e2));
+                        return cb(arg, -e2, why, NULL);
+                }
+                ntbf__vfiod_kexport_set(d, dev, fn, e.export_id);
+                kx.export_id = e.export_id;
+                LOG_I("exported %s to this kernel (export %" PRIu64 ", %u vectors, IOVA 0x%" PRIx64
+                      "+0x%" PRIx64 ")",
+                      kx.bdf, kx.export_id, kx.nirqs, kx.iova_base, kx.iova_size);
+        }
+        struct json_object *o = json_object_new_object();
+        ntbf__jput_u(o, "export_id", kx.export_id);
+        ntbf__jput_s(o, "boot_id", d->kern->boot_id);
+        cb(arg, 0, NULL, o);
+}
+
+void ntbf__kern_unexport(struct ntbf__d *d, uint32_t from, struct json_object *p, ntbf__done_fn cb,
+                         void *arg)
+{
+        uint32_t dev, fn;
+        if (!lend_check(d, from, p, &dev, &fn, cb, arg))
+                return;
+        uint64_t id = ntbf__vfiod_kexport_id(d, dev, fn);
+        if (!id)
+                return cb(arg, NTBF_ENOTFOUND, "not exported", NULL);
+        struct ntbfab_lend_unexport u = {.export_id = id};
+        if (d->kern && d->kern->fd >= 0 && ioctl(d->kern->fd, NTBFAB_LEND_IOC_UNEXPORT, &u) &&
+            errno != ENOENT)
+                LOG_E("cannot withdraw export %" PRIu64 ": %s", id, strerror(errno));
+        ntbf__vfiod_kunexport(d, dev, fn);
+        LOG_I("withdrew export %" PRIu64 " from this kernel", id);
+        cb(arg, 0, NULL, NULL);
+}

@@ -1,0 +1,184 @@
+#!/bin/busybox sh
+# tests/shadow/init.sh: /init of the shadow-device guest (docs/kernel.md, "The kernel tier"):
+# loopback lending, where the lender and the borrower are two daemons of this one kernel and
+# the kernel's own nvme driver drives QEMU's NVMe through a shadow device. Results go to the
+# console as RESULT and FIGURE lines.
+/bin/busybox --install -s /bin
+export PATH=/bin:/sbin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+mkdir -p /run /tmp /mnt
+mount -t tmpfs tmpfs /run
+read up idle </proc/uptime
+echo "FIGURE boot_to_init_s $up s"
+result() { echo "RESULT $1 $2 $3"; }
+driver() { basename "$(readlink /sys/bus/pci/devices/$1/driver 2>/dev/null)" 2>/dev/null; }
+bar2_size() { set -- $(sed -n 3p /sys/bus/pci/devices/$1/resource); echo $(($2 - $1 + 1)); }
+
+# Modules in dependency order; nvme-core times an I/O out after 3 s (the negative test
+# waits for the driver's retry), ntbfab_shadow gets the window onto this RAM.
+NV="" CTL="" WIN=""
+for d in /sys/bus/pci/devices/*; do
+	b=$(basename $d)
+	[ "$(cat $d/class)" = 0x010802 ] && NV=$b
+	if [ "$(cat $d/vendor)" = 0x1af4 ] && [ "$(cat $d/device)" = 0x1110 ]; then
+		[ "$(bar2_size $b)" -ge $((256 << 20)) ] && WIN=$b || CTL=$b
+	fi
+done
+echo "shadowtier: NVMe ${NV:-none}, control region ${CTL:-none}, RAM window ${WIN:-none}"
+for m in $(cat /lib/modules/order); do
+	case $m in
+	nvme-core) args="io_timeout=3 admin_timeout=10" ;;
+	ntbfab_shadow) args="loopback_window=$WIN" ;;
+	*) args="" ;;
+	esac
+	insmod /lib/modules/$m.ko $args || echo "shadowtier: insmod $m failed"
+done
+ifconfig lo 127.0.0.1 up
+
+export NTBFAB_DIR=/run/ntbfab
+mkdir -p $NTBFAB_DIR
+sed "s/@NVME@/$NV/; s/@CTL@/$CTL/g" /etc/ntbfab/loopback.yaml >$NTBFAB_DIR/cluster.yaml
+cp /etc/ntbfab/cluster.key $NTBFAB_DIR/cluster.key
+F=0x1000
+LOGLEVEL=debug
+SHADOW=""
+
+daemon() {
+	ntbfabd --config $NTBFAB_DIR/cluster.yaml --node $1 --dir $NTBFAB_DIR --quiet --log-level ${LOGLEVEL:-info} &
+	eval PID_$1=$!
+	for i in $(seq 1 300); do
+		grep -q "joined the fabric manager" $NTBFAB_DIR/log/$1.log 2>/dev/null && return 0
+		sleep 0.1
+	done
+	echo "shadowtier: $1's daemon did not join the fabric manager"
+	return 1
+}
+# The budgets in use, as the CLI shows them: equal before the borrow and after the detach.
+budgets() { ntbfab status --json | tr -d ' \n' | grep -o '"used":[0-9]*' | tr '\n' ' '; }
+# The shadow device's block device, once the nvme driver has brought it up (20 s at most).
+wait_disk() {
+	for i in $(seq 1 200); do
+		for n in /sys/bus/pci/devices/$1/nvme/nvme*/nvme*n1; do
+			[ -e "$n" ] && [ -b /dev/$(basename $n) ] && DISK=/dev/$(basename $n) && return 0
+		done
+		sleep 0.1
+	done
+	return 1
+}
+
+daemon lender && daemon borrower
+out=$(ntbfab lend --force lender $NV 2>&1)
+[ "$(driver $NV)" = vfio-pci ] || echo "shadowtier: lend failed: $out"
+before=$(budgets)
+
+# ---- attach: the stock nvme driver binds to the shadow device --------------------------
+read t0 idle </proc/uptime
+out=$(ntbfab borrow $F --node borrower --attach --json 2>&1)
+rc=$?
+SHADOW=$(echo "$out" | tr -d ' \n' | sed -n 's/.*"attached":{"pci":"\([^"]*\)".*/\1/p')
+if [ $rc = 0 ] && [ -n "$SHADOW" ] && [ -d /sys/bus/pci/devices/$SHADOW ]; then
+	result attach ok "borrowed 0x1000 with --attach: shadow device $SHADOW ($(cat /sys/bus/pci/devices/$SHADOW/vendor):$(cat /sys/bus/pci/devices/$SHADOW/device), a PCI domain of its own)"
+else
+	result attach FAIL "rc $rc: $out; $(dmesg | tail -n 15)"
+fi
+DISK=""
+sleep 1
+echo "shadowtier: lender's device command register: $(dd if=/sys/bus/pci/devices/$NV/config bs=1 skip=4 count=2 2>/dev/null | hexdump -C | head -1)"
+if [ -n "$SHADOW" ] && wait_disk $SHADOW; then
+	read t1 idle </proc/uptime
+	result nvme-binds-shadow ok "driver '$(driver $SHADOW)' on $SHADOW, $DISK ($(cat /sys/block/${DISK#/dev/}/size) sectors), model '$(cat /sys/bus/pci/devices/$SHADOW/nvme/nvme*/model | sed 's/ *$//')'"
+	echo "FIGURE attach_to_disk_s $(awk "BEGIN {print $t1 - $t0}") s"
+else
+	result nvme-binds-shadow FAIL "driver '$(driver ${SHADOW:-none})', no namespace: $(dmesg | tail -n 20)"
+fi
+during=$(budgets)
+if [ -n "$before" ] && [ "$before" != "$during" ]; then
+	result budgets-taken ok "the borrow holds budgets: used counts went from [$before] to [$during]"
+else
+	result budgets-taken FAIL "used counts before [$before], during [$during]"
+fi
+
+# ---- the other way: a borrow through the device API is refused, naming who holds it ---------
+out=$(ntbfab borrow $F --node borrower 2>&1)
+case "$?:$out" in
+1:*"attached to its kernel"*) result refuses-other-way ok "$out" ;;
+*) result refuses-other-way FAIL "$out" ;;
+esac
+
+# ---- a filesystem on it: mkfs.ext4, 64 MiB of files, remount, read back -------------------
+if [ -n "$DISK" ]; then
+	if out=$(/sbin/mke2fs -t ext4 -q -F $DISK 2>&1); then
+		result mkfs-ext4 ok "mke2fs -t ext4 on $DISK"
+	else
+		result mkfs-ext4 FAIL "$out"
+	fi
+	mount -t ext4 $DISK /mnt && mkdir -p /mnt/data
+	read t0 idle </proc/uptime
+	for i in $(seq 1 16); do
+		shadowtest fill /mnt/data/f$i $i $((4 << 20))
+	done
+	sync
+	read t1 idle </proc/uptime
+	umount /mnt
+	echo 3 >/proc/sys/vm/drop_caches
+	mount -t ext4 $DISK /mnt
+	bad=0
+	for i in $(seq 1 16); do
+		shadowtest check /mnt/data/f$i $i $((4 << 20)) 2>>/tmp/check || bad=$((bad + 1))
+	done
+	bytes=$(cat /mnt/data/f* | wc -c)
+	if [ $bad = 0 ] && [ "$bytes" = $((64 << 20)) ]; then
+		result files-64mib ok "16 files of 4 MiB (each its own pattern) written, the filesystem remounted, all $bytes bytes read back as written"
+		echo "FIGURE write_64mib_sync_s $(awk "BEGIN {print $t1 - $t0}") s"
+	else
+		result files-64mib FAIL "$bad of 16 files differ, $bytes bytes: $(head -n 5 /tmp/check)"
+	fi
+	umount /mnt
+	# Beyond the filesystem's last block group: the device is 256 MiB.
+	shadowtest dmacheck $DISK $WIN $((200 << 20))
+fi
+
+# ---- a daemon that dies leaves no shadow behind; its successor attaches again -------------
+if [ -n "$SHADOW" ]; then
+	kill -KILL $PID_borrower
+	wait $PID_borrower 2>/dev/null
+	for i in $(seq 1 50); do [ -d /sys/bus/pci/devices/$SHADOW ] || break; sleep 0.1; done
+	if [ -d /sys/bus/pci/devices/$SHADOW ]; then
+		result daemon-death-removes FAIL "$SHADOW is still there 5 s after its daemon died"
+	else
+		result daemon-death-removes ok "SIGKILL of the borrower's daemon surprise-removed $SHADOW ($(dmesg | grep -c 'surprise') surprise removal(s) in the log)"
+	fi
+	daemon borrower
+	if wait_disk $SHADOW; then
+		result restart-reattaches ok "the restarted daemon attached 0x1000 again: $SHADOW, driver '$(driver $SHADOW)', $DISK"
+	else
+		result restart-reattaches FAIL "$(tail -n 5 $NTBFAB_DIR/log/borrower.log)"
+	fi
+fi
+
+# ---- detach: the driver unbinds, the borrow and its budgets go back -------------------------
+out=$(ntbfab borrow $F --node borrower --detach --json 2>&1)
+rc=$?
+out=$(echo "$out" | tr -d '\n')
+sleep 0.2
+after=$(budgets)
+borrows=$(ntbfab lspci --node borrower --json | tr -d ' \n' | grep -c '"borrowed":true')
+if [ $rc = 0 ] && [ ! -d /sys/bus/pci/devices/${SHADOW:-none} ] && [ "$after" = "$before" ] &&
+	[ "$borrows" = 0 ] && ! dmesg | grep -q -E 'WARNING:|BUG:|Oops|Call Trace'; then
+	result detach ok "the shadow device is gone, the borrower holds no borrow, budgets back to [$after]"
+else
+	result detach FAIL "rc $rc: $out; shadow $([ -d /sys/bus/pci/devices/${SHADOW:-none} ] && echo present || echo gone), budgets [$before] -> [$after], borrows $borrows; $(dmesg | grep -E -A3 'WARNING:|BUG:|Oops|Call Trace' | head -n 20)"
+fi
+
+kill -TERM $PID_borrower $PID_lender
+wait
+echo "shadowtier: kernel log:"
+dmesg | grep -E 'ntbfab|nvme|DMAR|export|shadow|vfio|10000:' | tail -n 60
+echo "shadowtier: borrower's log:"
+grep -E "config write|attach|detach" $NTBFAB_DIR/log/borrower.log | head -n 80
+echo "shadowtier: lender's log:"
+tail -n 40 $NTBFAB_DIR/log/lender.log
+echo "SHADOWTIER DONE"
+poweroff -f
