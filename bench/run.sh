@@ -29,6 +29,13 @@ if [ -x "$build/bench/bench_nvme_latency" ]; then
 	run nvme_mcast "$build/bench/bench_nvme_mcast" --json "$out/nvme_mcast.json" \
 		--build "$build" --src "$root"
 fi
+# The shadow device in a QEMU guest (docs/kernel.md, "Figures"): when the guest programs are built.
+if [ -x "$build/tests/shadow/ntbfab-shadowtest-static" ]; then
+	run shadow python3 "$root/tests/shadow/shadowtier.py" --src "$root" --build "$build" \
+		--out "$build/tests/shadow/bench" --daemon "$build/tests/vm/ntbfabd-static" \
+		--cli "$build/tests/vm/ntbfab-static" --test "$build/tests/shadow/ntbfab-shadowtest-static" \
+		--bench "$out/shadow.json"
+fi
 for extra in "$build"/bench/bench_memcpy "$build"/bench/bench_nvme "$build"/bench/bench_dmamap; do
 	name=$(basename "$extra" | sed 's/^bench_//')
 	[ -x "$extra" ] && run "$name" "$extra" --json "$out/$name.json"

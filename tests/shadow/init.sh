@@ -73,6 +73,63 @@ out=$(ntbfab lend --force lender $NV 2>&1)
 [ "$(driver $NV)" = vfio-pci ] || echo "shadowtier: lend failed: $out"
 before=$(budgets)
 
+# ---- bench mode (bench/run.sh, docs/kernel.md "Figures"): the same NVMe three ways ---------
+if grep -q "shadowtier.mode=bench" /proc/cmdline; then
+	IOS=2000
+	ntbfab borrow $F --node borrower --attach --json >/tmp/attach 2>&1
+	SHADOW=$(tr -d ' \n' </tmp/attach | sed -n 's/.*"attached":{"pci":"\([^"]*\)".*/\1/p')
+	if [ -n "$SHADOW" ] && wait_disk $SHADOW; then
+		shadowtest bench $DISK shadow $IOS
+		# The DMA map's cost, the shadow device's ops against dma-iommu of a device in a
+		# kernel IOMMU domain (the control region's, which no driver holds).
+		insmod /lib/modules/extra/ntbfab_mapbench.ko shadow=$SHADOW plain=$CTL &&
+			rmmod ntbfab_mapbench
+		dmesg | sed -n 's/.*ntbfab_mapbench: \(FIGURE .*\)/\1/p'
+	else
+		result bench-shadow FAIL "no shadow disk: $(cat /tmp/attach)"
+	fi
+	ntbfab borrow $F --node borrower --detach >/dev/null 2>&1
+	ntbfab unlend lender $NV >/dev/null 2>&1
+	for i in $(seq 1 100); do [ "$(driver $NV)" = nvme ] && break; sleep 0.1; done
+	DISK=""
+	wait_disk $NV && shadowtest bench $DISK direct $IOS
+	# The same NVMe exported by Linux's NVMe-oF target (nvmet, nvmet-tcp, configured through
+	# configfs) and used through nvme-tcp, over this guest's loopback interface.
+	if [ -n "$DISK" ]; then
+		mount -t configfs none /sys/kernel/config 2>/dev/null
+		T=/sys/kernel/config/nvmet
+		NQN=nqn.2026-11.org.ntbfab:shadow
+		mkdir -p $T/subsystems/$NQN/namespaces/1 $T/ports/1
+		echo 1 >$T/subsystems/$NQN/attr_allow_any_host
+		echo -n $DISK >$T/subsystems/$NQN/namespaces/1/device_path
+		echo 1 >$T/subsystems/$NQN/namespaces/1/enable
+		echo tcp >$T/ports/1/addr_trtype
+		echo ipv4 >$T/ports/1/addr_adrfam
+		echo 127.0.0.1 >$T/ports/1/addr_traddr
+		echo 4420 >$T/ports/1/addr_trsvcid
+		ln -s $T/subsystems/$NQN $T/ports/1/subsystems/$NQN
+		echo "transport=tcp,traddr=127.0.0.1,trsvcid=4420,nqn=$NQN" >/dev/nvme-fabrics
+		# The namespace nvme-tcp adds: the block device that is not the PCI one.
+		TCP=""
+		for i in $(seq 1 100); do
+			for b in /dev/nvme*n1; do
+				[ -b "$b" ] && [ "$b" != "$DISK" ] && TCP=$b
+			done
+			[ -n "$TCP" ] && break
+			sleep 0.1
+		done
+		if [ -n "$TCP" ]; then
+			shadowtest bench $TCP nvmf_tcp $IOS
+		else
+			result bench-nvmf-tcp FAIL "no nvme-tcp namespace: $(dmesg | grep -i nvme | tail -n 5)"
+		fi
+	fi
+	kill -TERM $PID_borrower $PID_lender
+	wait
+	echo "SHADOWTIER DONE"
+	poweroff -f
+fi
+
 # ---- attach: the stock nvme driver binds to the shadow device --------------------------
 read t0 idle </proc/uptime
 out=$(ntbfab borrow $F --node borrower --attach --json 2>&1)

@@ -164,8 +164,67 @@ static int pattern(const char *path, uint64_t seed, uint64_t size, bool check)
         return bad ? 1 : 0;
 }
 
+static double now_s(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+        double x = *(const double *)a, y = *(const double *)b;
+        return x < y ? -1 : x > y;
+}
+
+/*
+ * The figures of docs/kernel.md: 4 KiB reads at queue depth 1 from random places of the
+ * first 64 MiB (latency: median and p99), then 128 KiB reads in order over 64 MiB
+ * (throughput). O_DIRECT: every read is the device's DMA into this process's buffer.
+ * Printed as FIGURE lines with the name's prefix.
+ */
+static int bench(const char *dev, const char *prefix, unsigned ios)
+{
+        int fd = open(dev, O_RDONLY | O_DIRECT);
+        void *buf;
+        const size_t span = 64 << 20, big = 128 << 10;
+        if (fd < 0 || posix_memalign(&buf, BLK, big)) {
+                fprintf(stderr, "shadowtest: %s: %s\n", dev, strerror(errno));
+                return 1;
+        }
+        double *lat = calloc(ios, sizeof(double));
+        uint64_t x = 88172645463325252u;
+        for (unsigned i = 0; i < 50; i++) /* warm up */
+                if (pread(fd, buf, BLK, (off_t)(i * BLK)) != BLK)
+                        return 1;
+        for (unsigned i = 0; i < ios; i++) {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                off_t off = (off_t)(x % (span / BLK)) * BLK;
+                double t0 = now_s();
+                if (pread(fd, buf, BLK, off) != BLK) {
+                        fprintf(stderr, "shadowtest: read at %lld: %s\n", (long long)off,
+                                strerror(errno));
+                        return 1;
+                }
+                lat[i] = (now_s() - t0) * 1e6;
+        }
+        qsort(lat, ios, sizeof(double), cmp_double);
+        printf("FIGURE %s_read4k_qd1_median_us %.1f us\n", prefix, lat[ios / 2]);
+        printf("FIGURE %s_read4k_qd1_p99_us %.1f us\n", prefix, lat[ios * 99 / 100]);
+        double t0 = now_s();
+        for (size_t off = 0; off < span; off += big)
+                if (pread(fd, buf, big, (off_t)off) != (ssize_t)big)
+                        return 1;
+        printf("FIGURE %s_read128k_mb_s %.1f MB/s\n", prefix, (double)span / (now_s() - t0) / 1e6);
+        free(lat);
+        close(fd);
+        return 0;
+}
+
 int main(int argc, char **argv)
 {
+        if (argc == 5 && !strcmp(argv[1], "bench"))
+                return bench(argv[2], argv[3], (unsigned)strtoul(argv[4], NULL, 0));
         if (argc == 5 && (!strcmp(argv[1], "fill") || !strcmp(argv[1], "check")))
                 return pattern(argv[2], strtoull(argv[3], NULL, 0), strtoull(argv[4], NULL, 0),
                                argv[1][0] == 'c');
@@ -175,6 +234,7 @@ int main(int argc, char **argv)
                 return dmacheck(argv[2], argv[3], (off_t)strtoll(argv[4], NULL, 0));
         fprintf(stderr, "usage: shadowtest window BDF on|off\n"
                         "       shadowtest dmacheck BLOCKDEV WINDOW-BDF OFFSET\n"
-                        "       shadowtest fill|check FILE SEED BYTES\n");
+                        "       shadowtest fill|check FILE SEED BYTES\n"
+                        "       shadowtest bench BLOCKDEV PREFIX IOS\n");
         return 2;
 }

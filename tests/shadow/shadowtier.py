@@ -29,7 +29,7 @@ import vmtier  # noqa: E402  (the VM tier's kernel download, tools and result pa
 
 # The Debian modules the guest loads (dependencies are added from each .ko's depends=).
 MODULES = ["crct10dif_generic", "crc64_rocksoft_generic", "crc32c_generic", "vfio_iommu_type1",
-           "vfio-pci", "nvme", "ext4"]
+           "vfio-pci", "nvme", "ext4", "nvmet_tcp", "nvme_tcp"]
 EXPECTED = ["attach", "nvme-binds-shadow", "budgets-taken", "refuses-other-way", "mkfs-ext4",
             "files-64mib", "dma-through-window", "daemon-death-removes", "restart-reattaches",
             "detach"]
@@ -91,19 +91,19 @@ def headers(cache, kver):
     return kdir
 
 
-def build_module(src, out, kdir):
-    """ntbfab_shadow.ko from a copy of kernel/ (kbuild writes next to the sources)."""
-    d = os.path.join(out, "kernel")
+def build_module(src, out, kdir, sub="kernel", name="ntbfab_shadow"):
+    """NAME.ko from a copy of SUB/ (kbuild writes next to the sources)."""
+    d = os.path.join(out, sub.replace("/", "-"))
     shutil.rmtree(d, ignore_errors=True)
-    shutil.copytree(os.path.join(src, "kernel"), d,
+    shutil.copytree(os.path.join(src, sub), d,
                     ignore=shutil.ignore_patterns("*.o", "*.ko", "*.mod*", ".*.cmd"))
     r = subprocess.run(["make", "-C", kdir, f"M={d}", "modules"], capture_output=True, text=True)
-    ko = os.path.join(d, "ntbfab_shadow.ko")
+    ko = os.path.join(d, name + ".ko")
     if r.returncode != 0 or not os.path.exists(ko):
-        fail(f"building ntbfab_shadow.ko against {kdir} failed:\n{r.stdout[-2000:]}"
+        fail(f"building {name}.ko against {kdir} failed:\n{r.stdout[-2000:]}"
              f"{r.stderr[-2000:]}")
     if re.search(r"\bwarning:", r.stderr):
-        fail(f"ntbfab_shadow.ko builds with warnings:\n{r.stderr[-2000:]}")
+        fail(f"{name}.ko builds with warnings:\n{r.stderr[-2000:]}")
     return ko
 
 
@@ -117,7 +117,7 @@ def host_program(path):
     return libs, loader[0]
 
 
-def initramfs(out, src, busybox, progs, mods, ko):
+def initramfs(out, src, busybox, progs, mods, ko, extra=()):
     d = os.path.join(out, "initrd")
     shutil.rmtree(d, ignore_errors=True)
     for sub in ["bin", "sbin", "lib/modules", "etc/ntbfab", "proc", "sys", "dev", "run", "tmp",
@@ -143,6 +143,10 @@ def initramfs(out, src, busybox, progs, mods, ko):
         names.append(name)
     with open(os.path.join(d, "lib", "modules", "order"), "w") as f:
         f.write("\n".join(names) + "\n")
+    # Modules the guest loads itself, with parameters it finds out (the bench's).
+    os.makedirs(os.path.join(d, "lib", "modules", "extra"))
+    for m in extra:
+        shutil.copy(m, os.path.join(d, "lib", "modules", "extra"))
     shutil.copy(os.path.join(src, "tests", "shadow", "init.sh"), os.path.join(d, "init"))
     os.chmod(os.path.join(d, "init"), 0o755)
     shutil.copy(os.path.join(src, "tests", "shadow", "loopback.yaml"),
@@ -158,7 +162,7 @@ def initramfs(out, src, busybox, progs, mods, ko):
     return img
 
 
-def boot(out, accel, kern, initrd):
+def boot(out, accel, kern, initrd, bench=False):
     """The guest: its RAM is a shared file, and an ivshmem-plain device on the same file is
     the window through which the device's DMA leaves and comes back (docs/kernel.md)."""
     shm = "/dev/shm" if os.path.isdir("/dev/shm") else out
@@ -186,7 +190,10 @@ def boot(out, accel, kern, initrd):
            "-device", "nvme,serial=shadow01,drive=nvm",
            "-kernel", kern, "-initrd", initrd,
            # no_timer_check: as the VM tier (a loaded host can fail the early timer check).
-           "-append", "console=ttyS0 intel_iommu=on no_timer_check panic=-1 quiet loglevel=4"]
+           # The bench: strict IOMMU invalidation for every device, as the shadow device's
+           # unmap is, so the two DMA map paths compare like for like.
+           "-append", "console=ttyS0 intel_iommu=on no_timer_check panic=-1 quiet loglevel=4"
+           + (" iommu.strict=1 shadowtier.mode=bench" if bench else "")]
     t0 = time.monotonic()
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
@@ -199,6 +206,49 @@ def boot(out, accel, kern, initrd):
     return log, time.monotonic() - t0, err.decode(errors="replace")
 
 
+def figures_out(path, log, accel, kver, wall, err):
+    """The bench's figures, side by side, and their ratios (docs/kernel.md, "Figures")."""
+    results, figures, text = vmtier.parse(log)
+    bad = [n for n, (ok, _) in results.items() if not ok]
+    need = [f"{w}_{m}" for w in ("shadow", "direct", "nvmf_tcp")
+            for m in ("read4k_qd1_median_us", "read128k_mb_s")] + ["dmamap_shadow_ns",
+                                                                   "dmamap_plain_iommu_ns"]
+    missing = [n for n in need if n not in figures]
+    if bad or missing or "SHADOWTIER DONE" not in text:
+        print("\n".join(text.splitlines()[-60:]))
+        print(err[-2000:])
+        fail(f"the bench guest did not report {', '.join(bad + missing) or 'its end'}")
+    f = {k: v for k, (v, _) in figures.items()}
+    ratios = {
+        "shadow_over_direct_read4k_qd1_latency": f["shadow_read4k_qd1_median_us"]
+        / f["direct_read4k_qd1_median_us"],
+        "shadow_over_direct_read128k_throughput": f["shadow_read128k_mb_s"]
+        / f["direct_read128k_mb_s"],
+        "dmamap_shadow_over_plain_iommu": f["dmamap_shadow_ns"] / f["dmamap_plain_iommu_ns"],
+        "nvmf_tcp_over_shadow_read4k_qd1_latency": f["nvmf_tcp_read4k_qd1_median_us"]
+        / f["shadow_read4k_qd1_median_us"],
+        "nvmf_tcp_over_shadow_read128k_throughput": f["nvmf_tcp_read128k_mb_s"]
+        / f["shadow_read128k_mb_s"],
+    }
+    print(f"shadow device bench (one guest, {accel}, {kver}; QEMU's NVMe):")
+    print(f"  {'':22} {'4 KiB QD1 p50':>14} {'p99':>10} {'128 KiB':>12}")
+    for w, label in [("direct", "nvme on the device"), ("shadow", "nvme on the shadow"),
+                     ("nvmf_tcp", "nvme-tcp to nvmet")]:
+        print(f"  {label:22} {f[w + '_read4k_qd1_median_us']:>11.1f} us "
+              f"{f[w + '_read4k_qd1_p99_us']:>7.1f} us {f[w + '_read128k_mb_s']:>7.1f} MB/s")
+    print(f"  DMA map+unmap: shadow {f['dmamap_shadow_ns']:.0f} ns, dma-iommu "
+          f"{f['dmamap_plain_iommu_ns']:.0f} ns")
+    for k, v in ratios.items():
+        print(f"  {k}: {v:.2f}")
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as out:
+        json.dump({"bench": "shadow", "accelerator": accel, "kernel": kver,
+                   "guest_wall_s": round(wall, 1),
+                   "figures": {k: {"value": v, "unit": u} for k, (v, u) in figures.items()},
+                   "ratios": {k: round(v, 3) for k, v in ratios.items()}}, out, indent=1)
+    print(f"shadowtier: figures in {path}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--src", required=True)
@@ -208,6 +258,8 @@ def main():
     ap.add_argument("--cli")
     ap.add_argument("--test")
     ap.add_argument("--missing")
+    ap.add_argument("--bench", metavar="JSON",
+                    help="the figures instead of the tests (bench/run.sh): write them to JSON")
     args = ap.parse_args()
     if args.missing:
         fail(f"the guest programs cannot be linked statically: missing {args.missing}")
@@ -221,12 +273,16 @@ def main():
     kver, kern, mods = vmtier.kernel(cache)
     kdir = headers(cache, kver)
     ko = build_module(args.src, out, kdir)
+    extra = [build_module(args.src, out, kdir, "bench/kernel", "ntbfab_mapbench")] \
+        if args.bench else []
     initrd = initramfs(out, args.src, busybox,
                        {"ntbfabd": args.daemon, "ntbfab": args.cli, "shadowtest": args.test},
-                       mods, ko)
+                       mods, ko, extra)
     accel, why = vmtier.accelerator(out, kern, initrd)
     say(f"kernel {kver}, ntbfab_shadow.ko built, accelerator {accel} ({why})")
-    log, wall, err = boot(out, accel, kern, initrd)
+    log, wall, err = boot(out, accel, kern, initrd, bool(args.bench))
+    if args.bench:
+        return figures_out(args.bench, log, accel, kver, wall, err)
     results, figures, text = vmtier.parse(log)
     rows, failed = [], False
     for name in EXPECTED:
