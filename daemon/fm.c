@@ -592,6 +592,17 @@ static void op_borrow(struct ntbf__fm *fm, struct fm_op *op)
         if (lender == op->from)
                 return op_fail(fm, -EINVAL, "%s is a device of '%s' itself; use it locally", nm,
                                node_name(fm, op->from));
+        /* SR-IOV (article 7.1.6): the lender keeps the PF, which enables and manages the VFs;
+         * each VF is borrowed on its own. */
+        const struct ntbf_device *dv = &t->devices[f->device];
+        if (dv->vfs && f->function < dv->functions) {
+                uint32_t vf0 = ntbf__fdid_of(t, f->device, dv->functions);
+                return op_fail(fm, -EINVAL,
+                               "%s is the physical function of an SR-IOV device; it stays with "
+                               "its lender, which enables its %u VFs: borrow one of them "
+                               "(0x%04x-0x%04x)",
+                               nm, dv->vfs, vf0, vf0 + dv->vfs - 1);
+        }
         const struct fm_alloc *mine = find_borrow(fm, fdid, op->from);
         if (mine)
                 return op_fail(fm, NTBF_EEXISTS, "%s is already borrowed by '%s' %s%s", nm,
@@ -642,7 +653,6 @@ static void op_borrow(struct ntbf__fm *fm, struct fm_op *op)
                 ntbf_plan_free(&plan);
                 return op_fail(fm, r, "%s", why[0] ? why : ntbf_strerror(r));
         }
-        (void)t;
         struct fm_alloc *a = calloc(1, sizeof(*a));
         if (!a) {
                 ntbf_plan_free(&plan);

@@ -198,6 +198,54 @@ static void test_multifunction_one_entry(void **state)
         ntbf_topo_free(t);
 }
 
+/*
+ * SR-IOV (article 7.1.6, 8.6): VFs of one device borrowed by different hosts count as one
+ * device in every requester table they cross, and the entry stays until the last goes.
+ */
+static void test_vfs_two_borrowers(void **state)
+{
+        (void)state;
+        struct ntbf_topo *t = fx_star(4);
+        uint32_t d = ntbf_topo_add_device(t, 0, "nic0");
+        struct ntbf_device *dev = &t->devices[d];
+        dev->bus = 0x40;
+        dev->lend = true;
+        dev->vfs = 4;
+        dev->bars[0] = (struct ntbf_bar){.size = 16 * NTBF_KiB, .flags = NTBF_BAR_64};
+        dev->vf_bars[0] = 16 * NTBF_KiB;
+        fx_finalize_ok(t);
+        struct ntbf_state *s = fx_state_ok(t);
+        uint32_t vf1 = dev->functions, vf2 = dev->functions + 1;
+        uint64_t sw0 = row(s, NTBF_BUDGET_SWITCH_RID, 0).used;
+        struct ntbf_plan p1, p2;
+        uint32_t id1 = borrow(s, d, vf1, 1, NTBF_MiB, &p1);
+        const struct ntbf_res *r1 = NULL;
+        for (uint32_t i = 0; i < p1.nres; i++)
+                if (p1.res[i].kind == NTBF_RES_SWITCH_RID && p1.res[i].req.device == d)
+                        r1 = &p1.res[i];
+        assert_non_null(r1);
+        assert_false(r1->shared);
+        assert_int_equal(r1->req.device, d);
+        assert_int_equal(r1->req.function, vf1);
+        uint32_t id2 = borrow(s, d, vf2, 2, NTBF_MiB, &p2);
+        /* The second VF, by another host: the device's entry is there already. */
+        for (uint32_t i = 0; i < p2.nres; i++)
+                if (p2.res[i].kind == NTBF_RES_SWITCH_RID && p2.res[i].req.device == d)
+                        assert_true(p2.res[i].shared);
+        assert_int_equal(row(s, NTBF_BUDGET_SWITCH_RID, 0).used, sw0 + 1);
+        /* Each VF's BAR is reached at its own address by its own borrower. */
+        assert_int_not_equal(ntbf_device_bar_addr(dev, vf1, 0), ntbf_device_bar_addr(dev, vf2, 0));
+        ntbf_plan_free(&p1);
+        ntbf_plan_free(&p2);
+        assert_int_equal(ntbf_release(s, id1), 0);
+        assert_int_equal(row(s, NTBF_BUDGET_SWITCH_RID, 0).used, sw0 + 1);
+        assert_int_equal(ntbf_release(s, id2), 0);
+        assert_int_equal(row(s, NTBF_BUDGET_SWITCH_RID, 0).used, sw0);
+        same_as_fresh(s);
+        ntbf_state_free(s);
+        ntbf_topo_free(t);
+}
+
 static void test_switch_accounting(void **state)
 {
         (void)state;
@@ -834,6 +882,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_article_figure),
             cmocka_unit_test(test_multifunction_one_entry),
+            cmocka_unit_test(test_vfs_two_borrowers),
             cmocka_unit_test(test_switch_accounting),
             cmocka_unit_test(test_switch_table_full),
             cmocka_unit_test(test_baseline_overflow),
