@@ -10,13 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
 #include "ntbfab/device.h"
 #include "ntbfab/error.h"
 #include "accel.h"
+#include "accel_drv.h"
 #include "cfgspace.h"
 
 /*
@@ -64,13 +64,6 @@ static const char *yaml = "cluster: {name: sriov, backend: sim}\n"
 static char top[256], inst[300], src[320];
 static bool up;
 
-static uint64_t now_ms(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* The ntbfab tool with up to four arguments; its exit status and its output in out. */
 static int tool(char *out, size_t len, const char *a1, const char *a2, const char *a3,
                 const char *a4)
@@ -98,32 +91,6 @@ static int teardown(void **state)
                 if (system(cmd))
                         fprintf(stderr, "cannot remove %s\n", top);
                 *top = 0;
-        }
-        return 0;
-}
-
-static volatile uint32_t *reg32(void *bar, unsigned off)
-{
-        return (volatile uint32_t *)((uint8_t *)bar + off);
-}
-
-/* One descriptor through the VF's copy engine; its status (0: it never completed). */
-static uint32_t copy(void *regs, uint64_t s, uint64_t d, uint32_t len)
-{
-        uint32_t tail = *reg32(regs, NTBF_ACCEL_REG_TAIL);
-        uint32_t done = *reg32(regs, NTBF_ACCEL_REG_COMPLETED);
-        unsigned at = NTBF_ACCEL_RING_OFF + 32 * tail;
-        *(volatile uint64_t *)((uint8_t *)regs + at) = s;
-        *(volatile uint64_t *)((uint8_t *)regs + at + 8) = d;
-        *reg32(regs, at + 16) = len;
-        *reg32(regs, at + 20) = 0;
-        *reg32(regs, at + 24) = 0;
-        __atomic_thread_fence(__ATOMIC_SEQ_CST);
-        *reg32(regs, NTBF_ACCEL_REG_TAIL) = (tail + 1) % NTBF_ACCEL_RING_SIZE;
-        for (uint64_t end = now_ms() + 5000; now_ms() < end;) {
-                if (*reg32(regs, NTBF_ACCEL_REG_COMPLETED) != done)
-                        return *reg32(regs, at + 24);
-                usleep(100);
         }
         return 0;
 }
@@ -158,17 +125,17 @@ static void *drive(void *arg)
             ntbf_dev_dma_map(dev, buf, N, &io) ||
             ntbf_dev_cfg_write(dev, NTBF_PCI_COMMAND, 2, NTBF_PCI_CMD_MEMORY | NTBF_PCI_CMD_MASTER))
                 return FAIL(v, "%s: 0x%04x: %s", v->node, v->fdid, ntbf_ctx_error(ctx));
-        if (*reg32(regs, NTBF_ACCEL_REG_ID) != NTBF_ACCEL_ID)
-                return FAIL(v, "%s: BAR0 of 0x%04x is no accelerator", v->node, v->fdid);
-        *reg32(regs, NTBF_ACCEL_REG_CTRL) = NTBF_ACCEL_CTRL_ENABLE;
-        v->mem_addr = *(volatile uint64_t *)((uint8_t *)regs + NTBF_ACCEL_REG_MEM_ADDR);
+        struct accel_drv a;
+        if (accel_open(&a, regs))
+                return FAIL(v, "%s: BAR0 of 0x%04x is no working accelerator", v->node, v->fdid);
+        v->mem_addr = accel_mem_addr(&a);
         v->mem = mem;
         uint8_t *b = buf;
         for (int r = 0; r < v->rounds; r++) {
                 for (uint32_t i = 0; i < N; i++)
                         b[i] = (uint8_t)(i * 7 + v->seed * 31 + r);
                 /* Out: borrower memory -> the VF's memory, checked through BAR2. */
-                if (copy(regs, io, v->mem_addr, N) != NTBF_ACCEL_ST_DONE)
+                if (accel_copy(&a, io, v->mem_addr, N, 5000, NULL))
                         return FAIL(v, "%s: copy out, round %d, did not complete", v->node, r);
                 if (memcmp(mem, b, N))
                         return FAIL(v,
@@ -177,7 +144,7 @@ static void *drive(void *arg)
                                     v->node, r);
                 /* Back: the VF's memory -> borrower memory (cleared first). */
                 memset(b, 0, N);
-                if (copy(regs, v->mem_addr, io, N) != NTBF_ACCEL_ST_DONE)
+                if (accel_copy(&a, v->mem_addr, io, N, 5000, NULL))
                         return FAIL(v, "%s: copy back, round %d, did not complete", v->node, r);
                 for (uint32_t i = 0; i < N; i++)
                         if (b[i] != (uint8_t)(i * 7 + v->seed * 31 + r))
@@ -206,6 +173,8 @@ static void test_two_borrowers_own_vfs(void **state)
         fclose(f);
         char out[4096];
         up = true;
+        /* The daemons look for ntbfab_shadow's device here: not there, whatever this host has. */
+        setenv("NTBFAB_LEND_DEV", "/nonexistent/ntbfab-lend", 1);
         if (tool(out, sizeof(out), "up", src, NULL, NULL))
                 fail_msg("ntbfab up: %s", out);
         unsetenv("NTBFAB_CONFIG");
@@ -215,6 +184,15 @@ static void test_two_borrowers_own_vfs(void **state)
         if (!strstr(out, "is the physical function of an SR-IOV device; it stays with its "
                          "lender, which enables its 2 VFs: borrow one of them (0x4001-0x4002)"))
                 fail_msg("PF borrow: %s", out);
+        /* --attach without the kernel module: refused before anything is taken, saying what
+         * to load; --attach --shared is a usage error. */
+        assert_int_equal(tool(out, sizeof(out), "borrow", "0x4001", "--node b1", "--attach"), 1);
+        if (!strstr(out, "cannot open /nonexistent/ntbfab-lend (No such file or directory): "
+                         "load the kernel module ntbfab_shadow (modprobe ntbfab_shadow"))
+                fail_msg("attach without the module: %s", out);
+        assert_int_equal(
+            tool(out, sizeof(out), "borrow", "0x4001", "--node b1", "--attach --shared"), 2);
+        assert_non_null(strstr(out, "--attach borrows exclusively"));
         if (tool(out, sizeof(out), "borrow", "0x4001", "--node", "b1") ||
             tool(out, sizeof(out), "borrow", "0x4002", "--node", "b2"))
                 fail_msg("VF borrow: %s", out);
