@@ -130,6 +130,9 @@ if grep -q "shadowtier.mode=bench" /proc/cmdline; then
 	poweroff -f
 fi
 
+# ---- the device file's contract: bad input is refused, nothing changes ------------------
+shadowtest uapi
+
 # ---- attach: the stock nvme driver binds to the shadow device --------------------------
 read t0 idle </proc/uptime
 out=$(ntbfab borrow $F --node borrower --attach --json 2>&1)

@@ -10,7 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
+
+#include "ntbfab_lend.h"
 
 #define BLK     4096
 #define FILLER  0x5a
@@ -221,8 +224,96 @@ static int bench(const char *dev, const char *prefix, unsigned ios)
         return 0;
 }
 
+/* One refusal of the uapi: the ioctl fails with want. */
+static int refused(int fd, unsigned long cmd, void *arg, int want, const char *what)
+{
+        errno = 0;
+        if (ioctl(fd, cmd, arg) == 0 || errno != want) {
+                printf("RESULT uapi-refusals FAIL %s: errno %d (%s), wanted %d (%s)\n", what, errno,
+                       strerror(errno), want, strerror(want));
+                return 1;
+        }
+        return 0;
+}
+
+/*
+ * The contract of /dev/ntbfab-lend (kernel/include/uapi/ntbfab_lend.h) from user space: the
+ * version, and bad input refused with the errors the header promises, changing nothing.
+ */
+static int uapi(void)
+{
+        int fd = open("/dev/ntbfab-lend", O_RDWR | O_NONBLOCK),
+            ro = open("/dev/ntbfab-lend", O_RDONLY);
+        struct ntbfab_lend_version v = {0};
+        if (fd < 0 || ro < 0 || ioctl(ro, NTBFAB_LEND_IOC_VERSION, &v) ||
+            v.version != NTBFAB_LEND_VERSION || v.msg_size != sizeof(struct ntbfab_lend_msg) ||
+            !(v.features & NTBFAB_LEND_FEAT_LOOPBACK)) {
+                printf("RESULT uapi-refusals FAIL open or VERSION: %s (version %u, record %u, "
+                       "features 0x%x)\n",
+                       strerror(errno), v.version, v.msg_size, v.features);
+                return 1;
+        }
+        static uint8_t cfg[NTBFAB_LEND_CFG_SIZE];
+        struct ntbfab_lend_attach a = {.flags = NTBFAB_LEND_ATTACH_LOOPBACK,
+                                       .export_id = 987654321,
+                                       .config = (uint64_t)(uintptr_t)cfg,
+                                       .config_size = sizeof(cfg),
+                                       .dma_size = 1 << 20};
+        struct ntbfab_lend_export e = {.group_fd = -1,
+                                       .pci_rid = NTBFAB_LEND_RID(0xfe, 0),
+                                       .iova_base = 1 << 30,
+                                       .iova_size = 1 << 30};
+        struct ntbfab_lend_detach dt = {.shadow_id = 12345};
+        struct ntbfab_lend_cfg_set cs = {.shadow_id = 12345};
+        struct ntbfab_lend_msg m;
+        int bad = 0;
+        bad += refused(ro, NTBFAB_LEND_IOC_ATTACH, &a, EPERM, "ATTACH on a read-only open");
+        bad += refused(fd, NTBFAB_LEND_IOC_ATTACH, &a, ENOENT, "ATTACH of an unknown export");
+        a.flags |= 0x80;
+        bad += refused(fd, NTBFAB_LEND_IOC_ATTACH, &a, EINVAL, "ATTACH with an unknown flag");
+        a.flags = NTBFAB_LEND_ATTACH_LOOPBACK;
+        a.reserved[1] = 1;
+        bad += refused(fd, NTBFAB_LEND_IOC_ATTACH, &a, EINVAL, "ATTACH with a reserved field set");
+        a.reserved[1] = 0;
+        a.config_size = 100;
+        bad += refused(fd, NTBFAB_LEND_IOC_ATTACH, &a, EINVAL, "ATTACH of 100 config bytes");
+        a.config_size = sizeof(cfg);
+        a.dma_size = 1000;
+        bad += refused(fd, NTBFAB_LEND_IOC_ATTACH, &a, EINVAL, "ATTACH of a DMA window of 1000 B");
+        e.flags = 2;
+        bad += refused(fd, NTBFAB_LEND_IOC_EXPORT, &e, EINVAL, "EXPORT with an unknown flag");
+        e.flags = 0;
+        bad += refused(fd, NTBFAB_LEND_IOC_EXPORT, &e, ENODEV, "EXPORT of no device");
+        bad += refused(fd, NTBFAB_LEND_IOC_DETACH, &dt, ENOENT, "DETACH of an unknown shadow");
+        dt.flags = 4;
+        bad += refused(fd, NTBFAB_LEND_IOC_DETACH, &dt, EINVAL, "DETACH with an unknown flag");
+        bad += refused(fd, NTBFAB_LEND_IOC_CFG_SET, &cs, ENOENT, "CFG_SET of an unknown shadow");
+        bad += refused(fd, _IOW(NTBFAB_LEND_IOC_MAGIC, 0x3f, uint64_t), &m, ENOTTY,
+                       "an unknown ioctl");
+        errno = 0;
+        if (read(fd, &m, sizeof(m) - 1) != -1 || errno != EINVAL) {
+                printf("RESULT uapi-refusals FAIL a read smaller than a record: %s\n",
+                       strerror(errno));
+                bad++;
+        } else if (read(fd, &m, sizeof(m)) != -1 || errno != EAGAIN) {
+                printf("RESULT uapi-refusals FAIL a read with no record: %s\n", strerror(errno));
+                bad++;
+        }
+        close(fd);
+        close(ro);
+        if (!bad)
+                printf("RESULT uapi-refusals ok version %u; read-only opens may not attach "
+                       "(EPERM); unknown flags, set reserved fields, bad sizes (EINVAL), "
+                       "unknown exports and shadows (ENOENT), no device (ENODEV), unknown "
+                       "ioctls (ENOTTY), short reads (EINVAL) and empty ones (EAGAIN) refused\n",
+                       v.version);
+        return bad ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
+        if (argc == 2 && !strcmp(argv[1], "uapi"))
+                return uapi();
         if (argc == 5 && !strcmp(argv[1], "bench"))
                 return bench(argv[2], argv[3], (unsigned)strtoul(argv[4], NULL, 0));
         if (argc == 5 && (!strcmp(argv[1], "fill") || !strcmp(argv[1], "check")))

@@ -30,7 +30,7 @@ import vmtier  # noqa: E402  (the VM tier's kernel download, tools and result pa
 # The Debian modules the guest loads (dependencies are added from each .ko's depends=).
 MODULES = ["crct10dif_generic", "crc64_rocksoft_generic", "crc32c_generic", "vfio_iommu_type1",
            "vfio-pci", "nvme", "ext4", "nvmet_tcp", "nvme_tcp"]
-EXPECTED = ["attach", "nvme-binds-shadow", "budgets-taken", "refuses-other-way", "mkfs-ext4",
+EXPECTED = ["uapi-refusals", "attach", "nvme-binds-shadow", "budgets-taken", "refuses-other-way", "mkfs-ext4",
             "files-64mib", "dma-through-window", "daemon-death-removes", "restart-reattaches",
             "detach"]
 RAM = 512 << 20        # the guest's RAM, and the window onto it (a power of two, as BARs are)
