@@ -1298,6 +1298,9 @@ static void op_devseg_gone(struct ntbf__fm *fm, struct fm_op *op)
  */
 static void register_mems(struct ntbf__fm *fm, uint32_t from, struct json_object *mems)
 {
+        /* The segments to drop are queued once the registry is walked: a queued mutation may
+         * run at once and change it. */
+        struct json_object *gone = json_object_new_array();
         for (struct sx_export *e = fm->sx->ex; e; e = e->next) {
                 if (e->kind != SXE_DEVSEG || e->node != from || !e->addr)
                         continue;
@@ -1308,11 +1311,16 @@ static void register_mems(struct ntbf__fm *fm, uint32_t from, struct json_object
                         continue;
                 LOG_W("device segment %u of 0x%04x: '%s' no longer holds its memory; it goes",
                       e->id, e->fdid, nname(fm, from));
+                json_object_array_add(gone, json_object_new_uint64(e->tag));
+        }
+        for (size_t i = 0; i < json_object_array_length(gone); i++) {
                 struct json_object *q = json_object_new_object();
-                ntbf__jput_u(q, "tag", e->tag);
+                json_object_object_add(q, "tag",
+                                       json_object_get(json_object_array_get_idx(gone, i)));
                 ntbf__fm_enqueue(fm, from, "sx_devseg_gone", q, ignore, NULL);
                 json_object_put(q);
         }
+        json_object_put(gone);
         for (size_t i = 0; mems && i < json_object_array_length(mems); i++) {
                 struct json_object *m = json_object_array_get_idx(mems, i);
                 uint64_t addr = u(m, "addr", 0);
