@@ -25,6 +25,9 @@ test: _build _asan _fuzz
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:halt_on_error=1 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		meson test -C $(ASAN) --suite unit --print-errorlogs --num-processes 2
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:halt_on_error=1 \
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 CHAOS_SECONDS=30 \
+		meson test -C $(ASAN) --suite daemon --print-errorlogs --num-processes 1
 	sh tests/fuzz/run.sh $(FUZZ) $(FUZZ_SECONDS)
 
 # Install what is missing: one `apt-get update`, then one `apt-get install`.

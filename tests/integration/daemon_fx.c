@@ -79,6 +79,28 @@ void dfx_up(struct dfx *f, const char *yaml_name)
                 assert_int_equal(f->ops->probe(f->b, a, &f->h[a]), 0);
 }
 
+/*
+ * A sanitizer report of a daemon, the device host or a client the test started: their
+ * standard error is in DIR/log (NODE.err, simd.log, the tests' *.out). In a sanitizer build
+ * (make test runs the daemon tests there too) any report fails the test that saw it.
+ */
+static void no_sanitizer_reports(struct dfx *f)
+{
+        char cmd[600], hit[1024] = "";
+        snprintf(cmd, sizeof(cmd),
+                 "grep -s -H -m1 -E 'ERROR: (Address|Leak)Sanitizer|runtime error:' %s/log/* "
+                 "2>/dev/null | head -1",
+                 f->dir);
+        FILE *p = popen(cmd, "r");
+        if (p) {
+                if (!fgets(hit, sizeof(hit), p))
+                        hit[0] = 0;
+                pclose(p);
+        }
+        if (hit[0])
+                fail_msg("a sanitizer reported an error (logs kept in %s/log): %s", f->dir, hit);
+}
+
 void dfx_down(struct dfx *f)
 {
         for (uint32_t a = 0; a < 16; a++)
@@ -90,6 +112,7 @@ void dfx_down(struct dfx *f)
         int st = dfx_cli(f, out, sizeof(out), "down");
         if (st)
                 fail_msg("ntbfab down failed (%d): %s", st, out);
+        no_sanitizer_reports(f); /* after down: the daemons' exit (leaks) too */
         char cmd[512];
         /* What down keeps (logs, key, images) goes with the test's directory. */
         snprintf(cmd, sizeof(cmd), "rm -rf %s", f->dir);
@@ -276,4 +299,26 @@ void dfx_restart(struct dfx *f, const char *node, const char *crash_at)
                 fail_msg("ntbfab up (restarting %s): %d: %s", node, st, out);
         if (!dfx_wait_all(f, 10000))
                 fail_msg("the daemons do not all see each other after %s restarted", node);
+}
+
+int dfx_log_count(struct dfx *f, const char *node, const char *text)
+{
+        char p[600], line[4096];
+        snprintf(p, sizeof(p), "%s/log/%s.log", f->dir, node);
+        FILE *x = fopen(p, "r");
+        if (!x)
+                return 0;
+        int n = 0;
+        while (fgets(line, sizeof(line), x))
+                n += strstr(line, text) != NULL;
+        fclose(x);
+        return n;
+}
+
+void dfx_assert_budgets(struct dfx *f, const char *baseline)
+{
+        char *now = dfx_budgets(f);
+        if (strcmp(now, baseline))
+                fail_msg("budgets differ from the start:\n%s\nbaseline:\n%s", now, baseline);
+        free(now);
 }

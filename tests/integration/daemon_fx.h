@@ -39,6 +39,10 @@ void dfx_wait_gone(int pid);
 bool dfx_wait_ready(struct dfx *f, const char *node, int ms);
 /* Wait until fdid is in state (device.list) (ms at most). */
 bool dfx_wait_state(struct dfx *f, uint32_t fdid, const char *state, int ms);
+/* Lines of node's log (DIR/log/NODE.log) that contain text. */
+int dfx_log_count(struct dfx *f, const char *node, const char *text);
+/* Assert the budgets (dfx_budgets) are baseline, printing both when not. */
+void dfx_assert_budgets(struct dfx *f, const char *baseline);
 /* Kill node's daemon (SIGKILL) if it runs, start it again with `ntbfab up` (with
  * NTBFAB_CRASH_AT=crash_at in its environment unless NULL), and wait until it and every other
  * daemon see each other and the manager. */

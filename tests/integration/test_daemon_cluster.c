@@ -53,10 +53,7 @@ static int group_down(void **state)
 
 static void assert_baseline(void)
 {
-        char *now = dfx_budgets(&F);
-        if (strcmp(now, baseline))
-                fail_msg("budgets differ from the start:\n%s\nbaseline:\n%s", now, baseline);
-        free(now);
+        dfx_assert_budgets(&F, baseline);
 }
 
 /* ---- a borrowed accelerator, driven from the borrower --------------------------------------- */

@@ -107,21 +107,6 @@ static long rss_kib(int pid)
         return kib;
 }
 
-/* Lines of node's log that contain text. */
-static int log_count(const char *node, const char *text)
-{
-        char p[600], line[4096];
-        snprintf(p, sizeof(p), "%s/log/%s.log", F.dir, node);
-        FILE *f = fopen(p, "r");
-        if (!f)
-                return 0;
-        int n = 0;
-        while (fgets(line, sizeof(line), f))
-                n += strstr(line, text) != NULL;
-        fclose(f);
-        return n;
-}
-
 /* The node serves its operators: a status and a borrow/return through the manager. */
 static void operators_served(void)
 {
@@ -153,8 +138,8 @@ static void test_replayed_hello(void **state)
         uint8_t *hello;
         size_t n;
         genuine_hello(ID_FM, ID_BORROWER, &hello, &n);
-        int replaced = log_count("borrower", "replaced by a new session");
-        int lost = log_count("borrower", "session with node 'fm'");
+        int replaced = dfx_log_count(&F, "borrower", "replaced by a new session");
+        int lost = dfx_log_count(&F, "borrower", "session with node 'fm'");
         /* Rounds of 20 at once (under the cap of connections in the handshake). */
         for (int round = 0; round < 4; round++) {
                 int fds[20];
@@ -172,8 +157,8 @@ static void test_replayed_hello(void **state)
         }
         free(hello);
         operators_served();
-        assert_int_equal(log_count("borrower", "replaced by a new session"), replaced);
-        assert_int_equal(log_count("borrower", "session with node 'fm'"), lost);
+        assert_int_equal(dfx_log_count(&F, "borrower", "replaced by a new session"), replaced);
+        assert_int_equal(dfx_log_count(&F, "borrower", "session with node 'fm'"), lost);
 }
 
 /* A HELLO that names a node of no cluster, or the server itself, or another server, gets no
@@ -301,8 +286,8 @@ static void test_refusals_rate_limited(void **state)
         (void)state;
         /* Start in a fresh window: the last one's summary is out. */
         dfx_nap(10500);
-        int summaries = log_count("borrower", "not logged in the last");
-        int before = log_count("borrower", "peer 127.0.0.1");
+        int summaries = dfx_log_count(&F, "borrower", "not logged in the last");
+        int before = dfx_log_count(&F, "borrower", "peer 127.0.0.1");
         for (int i = 0; i < 1000; i++) {
                 int fd = tcp(PORT_BORROWER);
                 assert_true(fd >= 0);
@@ -312,14 +297,15 @@ static void test_refusals_rate_limited(void **state)
                 assert_true(closed_within(fd, 5000, NULL));
                 close(fd);
         }
-        int after = log_count("borrower", "peer 127.0.0.1");
+        int after = dfx_log_count(&F, "borrower", "peer 127.0.0.1");
         print_message("%d log lines for 1000 refused connections\n", after - before);
         assert_true(after - before > 0);
         assert_true(after - before <= 10);
-        for (int t = 0; t < 12000 && log_count("borrower", "not logged in the last") == summaries;
+        for (int t = 0;
+             t < 12000 && dfx_log_count(&F, "borrower", "not logged in the last") == summaries;
              t += 100)
                 dfx_nap(100);
-        assert_int_equal(log_count("borrower", "not logged in the last"), summaries + 1);
+        assert_int_equal(dfx_log_count(&F, "borrower", "not logged in the last"), summaries + 1);
         operators_served();
 }
 
@@ -422,7 +408,7 @@ static void test_client_not_reading(void **state)
                       before, after);
         assert_true(dropped);
         assert_true(after - before < 32 * 1024);
-        assert_true(log_count("borrower", "does not read") > 0);
+        assert_true(dfx_log_count(&F, "borrower", "does not read") > 0);
         operators_served();
 }
 

@@ -43,29 +43,6 @@ static int group_down(void **state)
         return 0;
 }
 
-static void assert_baseline(void)
-{
-        char *now = dfx_budgets(&F);
-        if (strcmp(now, baseline))
-                fail_msg("budgets differ from the start:\n%s\nbaseline:\n%s", now, baseline);
-        free(now);
-}
-
-/* Lines of node's log that contain text. */
-static int log_count(const char *node, const char *text)
-{
-        char p[600], line[4096];
-        snprintf(p, sizeof(p), "%s/log/%s.log", F.dir, node);
-        FILE *f = fopen(p, "r");
-        if (!f)
-                return 0;
-        int n = 0;
-        while (fgets(line, sizeof(line), f))
-                n += strstr(line, text) != NULL;
-        fclose(f);
-        return n;
-}
-
 static void kill_daemon(const char *node)
 {
         int pid = dfx_pid(&F, node);
@@ -85,7 +62,7 @@ static void exclusive_borrow_works(void)
                          SCIGetErrorString((sci_error_t)e), e);
         sfx_quit(p);
         assert_true(dfx_wait_state(&F, NVME, "available", 10000));
-        assert_baseline();
+        dfx_assert_budgets(&F, baseline);
 }
 
 /* The borrower's daemon dies with its SISCI process: the borrow nobody holds is returned when
@@ -157,7 +134,7 @@ static void test_devseg_manager_restarts(void **state)
                          "segment was made and its process ended",
                          held, before);
         assert_true(dfx_wait_state(&F, NVME, "available", 5000));
-        assert_baseline();
+        dfx_assert_budgets(&F, baseline);
 }
 
 /* A device.borrow whose client hangs up before the answer: the borrow is returned (policy:
@@ -188,7 +165,8 @@ static void test_borrow_client_gone(void **state)
                 /* Returned once the answer finds nobody to take it (the log says so). */
                 bool gone = false;
                 for (int t = 0; t < 5000 && !gone; t += 20) {
-                        gone = log_count("borrower", "client hung up before the answer") == i + 1;
+                        gone = dfx_log_count(&F, "borrower", "client hung up before the answer") ==
+                               i + 1;
                         if (!gone)
                                 dfx_nap(20);
                 }
@@ -202,7 +180,7 @@ static void test_borrow_client_gone(void **state)
         snprintf(cmd, sizeof(cmd), "grep -q 'client hung up before the answer' %s/log/borrower.log",
                  F.dir);
         assert_int_equal(system(cmd), 0);
-        assert_baseline();
+        dfx_assert_budgets(&F, baseline);
         /* A borrow whose answer reached its client stays after the client left. */
         char p[64];
         snprintf(p, sizeof(p), "{\"fdid\":%u}", NVME);
@@ -210,7 +188,7 @@ static void test_borrow_client_gone(void **state)
         dfx_nap(200);
         assert_true(dfx_wait_state(&F, NVME, "exclusive", 1));
         json_object_put(dfx_ok(&F, "borrower", "device.return", p));
-        assert_baseline();
+        dfx_assert_budgets(&F, baseline);
 }
 
 int main(void)
