@@ -676,11 +676,13 @@ static void clear_unknown_slots(struct ntbf__d *d, const struct ntbf__ent *v, si
                 if (!d->h[a] || !d->ops->xlat_get || !d->ops->xlat_clear ||
                     !(ad->p.xlat & NTBF_XLAT_OUTBOUND))
                         continue;
-                for (uint32_t slot = 0; slot < ad->p.lut_entries; slot++) {
+                for (uint32_t slot = 0; slot < ad->nslots; slot++) {
                         struct ntbf_xlat x;
-                        bool valid = false;
-                        if (d->ops->xlat_get(d->h[a], slot, &x, &valid) || !valid)
-                                continue;
+                        bool valid = false, kept = false;
+                        for (uint32_t w = 0; w < ad->nwin; w++)
+                                kept |= slot - ad->win[w].first_slot < ad->win[w].reserved;
+                        if (kept || d->ops->xlat_get(d->h[a], slot, &x, &valid) || !valid)
+                                continue; /* the hardware's own slots are not ours to clear */
                         bool wanted = false;
                         for (size_t k = 0; k < n && !wanted; k++)
                                 wanted = v[k].kind == NTBF_ENT_SLOT && v[k].obj == a &&

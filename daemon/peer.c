@@ -42,7 +42,7 @@ struct pconn {
         uint64_t deadline;               /* ... which must end by then */
         struct peer *peer;               /* outbound: from the start; inbound: after PROOF */
         struct ntbf__pp pp;
-        bool outbound, open, closing, counted;
+        bool outbound, open, closing;
         uint64_t gen;
         char addr[96];
         char hsbuf[RBUF_HS];
@@ -421,8 +421,7 @@ static void schedule_dial(struct peer *p);
 static void closed(uv_handle_t *h)
 {
         struct pconn *c = h->data;
-        if (c->counted)
-                c->ps->nconns--;
+        c->ps->nconns--;
         ntbf__pp_free(&c->pp);
         free(c->rbuf);
         free(c);
@@ -628,7 +627,6 @@ static struct pconn *conn_new(struct ntbf__peers *ps, bool outbound)
                 return NULL;
         }
         c->tcp.data = c;
-        c->counted = true;
         ps->nconns++;
         uv_tcp_nodelay(&c->tcp, 1);
         return c;
@@ -678,6 +676,7 @@ static void on_connection(uv_stream_t *server, int status)
                             "refusing a peer connection at once: %s (at most %u in the "
                             "handshake at a time, %d descriptors kept for the rest)",
                             ps->nunauth >= cap ? "too many connections in the handshake"
+                            : full             ? "too many peer connections"
                                                : "descriptors are short",
                             cap, NTBF_PEER_FD_RESERVE);
                 c->closing = true;
