@@ -18,6 +18,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -27,6 +28,15 @@
 #include "peerproto.h"
 
 static struct dfx F;
+
+/* Under AddressSanitizer freed memory waits in a quarantine (256 MiB by default): a process's
+ * resident size then says nothing about what it holds, and the memory bounds are not checked
+ * (the rest of each test is). */
+#ifdef __SANITIZE_ADDRESS__
+#define RSS_MEANINGFUL false
+#else
+#define RSS_MEANINGFUL true
+#endif
 static uint8_t KEY[32];
 static uint32_t NVME;
 
@@ -209,7 +219,7 @@ static void test_oversized_frames(void **state)
         long after = rss_kib(pid);
         print_message("borrower RSS %ld KiB before, %ld KiB after 100 oversized headers\n", before,
                       after);
-        assert_true(after - before < 8 * 1024);
+        assert_true(!RSS_MEANINGFUL || after - before < 8 * 1024);
         operators_served();
 }
 
@@ -288,6 +298,8 @@ static void test_refusals_rate_limited(void **state)
         dfx_nap(10500);
         int summaries = dfx_log_count(&F, "borrower", "not logged in the last");
         int before = dfx_log_count(&F, "borrower", "peer 127.0.0.1");
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         for (int i = 0; i < 1000; i++) {
                 int fd = tcp(PORT_BORROWER);
                 assert_true(fd >= 0);
@@ -297,10 +309,15 @@ static void test_refusals_rate_limited(void **state)
                 assert_true(closed_within(fd, 5000, NULL));
                 close(fd);
         }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
         int after = dfx_log_count(&F, "borrower", "peer 127.0.0.1");
-        print_message("%d log lines for 1000 refused connections\n", after - before);
+        /* 10 lines per window of 10 s: the windows the flood took (one, unless this machine
+         * is slow), each holding at most 10. */
+        long windows = 1 + (long)(t1.tv_sec - t0.tv_sec) / 10;
+        print_message("%d log lines for 1000 refused connections (%ld window%s of 10 s)\n",
+                      after - before, windows, windows == 1 ? "" : "s");
         assert_true(after - before > 0);
-        assert_true(after - before <= 10);
+        assert_true(after - before <= 10 * windows);
         for (int t = 0;
              t < 12000 && dfx_log_count(&F, "borrower", "not logged in the last") == summaries;
              t += 100)
@@ -407,7 +424,7 @@ static void test_client_not_reading(void **state)
         print_message("borrower RSS %ld KiB before, %ld KiB after a client that does not read\n",
                       before, after);
         assert_true(dropped);
-        assert_true(after - before < 32 * 1024);
+        assert_true(!RSS_MEANINGFUL || after - before < 32 * 1024);
         assert_true(dfx_log_count(&F, "borrower", "does not read") > 0);
         operators_served();
 }
