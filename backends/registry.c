@@ -1,4 +1,14 @@
-/* backends/registry.c: the one table of backends compiled into libntbfab, by name. */
+/*
+ * backends/registry.c: the one table of backends, by name (include/ntbfab/backend.h,
+ * "The registry of backends"; docs/writing-a-backend.md, "Registering the backend").
+ *
+ * Every backend the project knows is listed here and nowhere else: the cluster file's
+ * loader, its "did you mean", `ntbfab up`, the daemon, the conformance suite and the tests
+ * take the names from this table. A backend not built on this platform keeps its entry with
+ * ops NULL and a sentence saying why; its meson.build, when it builds it, passes
+ * -DNTBF_HAVE_<NAME> to this file alone, and the single #if below picks its vtable.
+ */
+#include <stdio.h>
 #include <string.h>
 
 #include "ntbfab/backend.h"
@@ -6,21 +16,74 @@
 extern const struct ntbf_backend_ops ntbf__sim_ops;
 extern const struct ntbf_backend_ops ntbf__ivshmem_ops;
 
-/* Add a backend here (and nowhere else): the simulated fabric is the default and first. */
-static const struct ntbf_backend_ops *const backends[] = {
-    &ntbf__sim_ops,
-    &ntbf__ivshmem_ops,
+#define PLANNED "planned (issue 11): no such backend is built into this libntbfab yet"
+
+/* The simulated fabric is the default and first. */
+static const struct ntbf_backend_entry entries[] = {
+    {.name = "sim",
+     .ops = &ntbf__sim_ops,
+     .about = "the simulated fabric, in shared memory on one host (docs/sim.md)",
+     .helper = "ntbfab-simd"},
+    {.name = "linux-ntb",
+     .about = "Linux's NTB framework: Intel, AMD, IDT, Switchtec and EPF NTBs",
+     .unbuilt = PLANNED},
+    {.name = "switchtec",
+     .about = "Microchip Switchtec NT partitions, through the switch's registers",
+     .unbuilt = PLANNED},
+    {.name = "dolphin",
+     .about = "Dolphin PXH and MXH adapters, through Dolphin's driver",
+     .unbuilt = PLANNED},
+    {.name = "ivshmem",
+     .ops = &ntbf__ivshmem_ops,
+     .about = "a region two QEMU guests share (ivshmem-plain), or a file (docs/vm.md)"},
 };
+#define NENTRIES (sizeof(entries) / sizeof(entries[0]))
+
+const struct ntbf_backend_entry *ntbf_backend_entry_at(size_t i)
+{
+        return i < NENTRIES ? &entries[i] : NULL;
+}
+
+const struct ntbf_backend_entry *ntbf_backend_entry(const char *name)
+{
+        for (size_t i = 0; name && i < NENTRIES; i++)
+                if (!strcmp(entries[i].name, name))
+                        return &entries[i];
+        return NULL;
+}
 
 const struct ntbf_backend_ops *ntbf_backend_at(size_t i)
 {
-        return i < sizeof(backends) / sizeof(backends[0]) ? backends[i] : NULL;
+        for (size_t k = 0; k < NENTRIES; k++)
+                if (entries[k].ops && !i--)
+                        return entries[k].ops;
+        return NULL;
 }
 
 const struct ntbf_backend_ops *ntbf_backend_find(const char *name)
 {
-        for (size_t i = 0; name && i < sizeof(backends) / sizeof(backends[0]); i++)
-                if (!strcmp(backends[i]->name, name))
-                        return backends[i];
+        const struct ntbf_backend_entry *e = ntbf_backend_entry(name);
+        return e ? e->ops : NULL;
+}
+
+const struct ntbf_backend_ops *ntbf_backend_open_ops(const char *name, char *why, size_t whylen)
+{
+        const struct ntbf_backend_entry *e = ntbf_backend_entry(name);
+        if (e && e->ops)
+                return e->ops;
+        if (!whylen)
+                return NULL;
+        if (e) {
+                snprintf(why, whylen, "backend '%s' is registered but not built: %s", e->name,
+                         e->unbuilt);
+                return NULL;
+        }
+        size_t o = (size_t)snprintf(why, whylen,
+                                    "no backend '%s' is registered; the registered "
+                                    "ones are",
+                                    name ? name : "");
+        for (size_t i = 0; i < NENTRIES && o < whylen; i++)
+                o += (size_t)snprintf(why + o, whylen - o, "%s %s%s", i ? "," : "", entries[i].name,
+                                      entries[i].ops ? "" : " (not built)");
         return NULL;
 }

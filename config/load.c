@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ntbfab/backend.h"
 #include "ntbfab/config.h"
 #include "ntbfab/error.h"
 #include "ntbfab/units.h"
@@ -762,7 +763,16 @@ static const struct key link_keys[] = {
 };
 static const struct schema link_schema = {"in link", link_keys, L_N, NULL, NULL, NULL};
 
-static const char *const backends[] = {"sim", "linux-ntb", "switchtec", "dolphin", "ivshmem"};
+/* The backends' names: every entry of the registry (backends/registry.c), built or not. */
+#define MAX_BACKENDS 32
+static size_t backend_names(const char **names)
+{
+        size_t n = 0;
+        for (const struct ntbf_backend_entry *e;
+             n < MAX_BACKENDS && (e = ntbf_backend_entry_at(n));)
+                names[n++] = e->name;
+        return n;
+}
 static const char *const xlats[] = {"outbound", "inbound", "both"};
 static const uint32_t xlat_bits[] = {NTBF_XLAT_OUTBOUND, NTBF_XLAT_INBOUND,
                                      NTBF_XLAT_OUTBOUND | NTBF_XLAT_INBOUND};
@@ -902,8 +912,9 @@ static void load_cluster(struct ld *ld, uint32_t v)
         need(ld, v, &cluster_schema, vals, "'cluster'");
         if (get_name(ld, vals[C_NAME], "cluster", sizeof(ld->t->name) - 1, &s) == GOT)
                 snprintf(ld->t->name, sizeof(ld->t->name), "%s", s);
-        if (get_choice(ld, vals[C_BACKEND], "'backend'", "backend", backends, ARRAY_LEN(backends),
-                       &i) == GOT)
+        const char *backends[MAX_BACKENDS];
+        size_t nb = backend_names(backends);
+        if (get_choice(ld, vals[C_BACKEND], "'backend'", "backend", backends, nb, &i) == GOT)
                 snprintf(ld->t->backend, sizeof(ld->t->backend), "%s", backends[i]);
         if (get_text(ld, vals[C_KEY_FILE], "'key_file'", "a file path", &s) == GOT) {
                 free(ld->t->key_file);
@@ -1296,10 +1307,12 @@ static bool load_adapter(struct ld *ld, uint32_t v, uint32_t node, const char *n
                 p.windows[0].base = base; /* a model's windows: window_base is its first BAR's */
                 base = 0;
         }
-        char backend[NTBF_NAME_MAX + 1] = "", bdf[16] = "";
-        if (get_choice(ld, vals[A_BACKEND], "'backend'", "backend", backends, ARRAY_LEN(backends),
-                       &i) == GOT)
-                snprintf(backend, sizeof(backend), "%s", backends[i]);
+        char bdf[16] = "";
+        /* One backend drives every adapter of a cluster (docs/config.md, cluster.backend). */
+        if (vals[A_BACKEND] != NONE)
+                err(ld, at(ld, vals[A_BACKEND]),
+                    "'backend' is a key of 'cluster', not of an adapter: one backend drives "
+                    "every adapter of the cluster; remove it here (and set cluster.backend)");
         if (get_text(ld, vals[A_BDF], "'bdf'", "a PCI address like 0000:03:00.0", &s) == GOT) {
                 uint16_t dom;
                 uint8_t bus, dev, fn;
@@ -1323,7 +1336,6 @@ static bool load_adapter(struct ld *ld, uint32_t v, uint32_t node, const char *n
         struct ntbf_adapter *a = &ld->t->adapters[idx];
         tidy_name(a->name);
         a->window_base = base;
-        snprintf(a->backend, sizeof(a->backend), "%s", backend);
         snprintf(a->bdf, sizeof(a->bdf), "%s", bdf);
         a->loc = at(ld, vals[A_NAME]);
         if (vals[A_WINDOW] != NONE)

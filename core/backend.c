@@ -2,6 +2,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include "ntbfab/backend.h"
 #include "say.h"
@@ -353,4 +354,11 @@ bool ntbf_caps_valid(const struct ntbf_backend_ops *ops, const struct ntbf_caps 
         if (why && whylen)
                 snprintf(why, whylen, "valid");
         return true;
+}
+
+const char *ntbf_instance_dir_default(const struct ntbf_topo *t, char *buf, size_t len)
+{
+        snprintf(buf, len, "/dev/shm/ntbfab-%u-%s", (unsigned)getuid(),
+                 t && t->name[0] ? t->name : "cluster");
+        return buf;
 }

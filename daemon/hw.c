@@ -56,12 +56,10 @@ static void on_poll(uv_poll_t *p, int status, int events)
 int ntbf__hw_open(struct ntbf__d *d, char *why, size_t whylen)
 {
         const struct ntbf_topo *t = d->t;
-        d->ops = ntbf_backend_find(t->backend);
+        char no[512];
+        d->ops = ntbf_backend_open_ops(t->backend, no, sizeof(no));
         if (!d->ops) {
-                snprintf(why, whylen,
-                         "the cluster's backend '%s' is not built into this ntbfabd; this build "
-                         "has the simulated fabric ('sim')",
-                         t->backend);
+                snprintf(why, whylen, "cannot drive the cluster's adapters: %s", no);
                 return NTBF_EUNSUPPORTED;
         }
         struct ntbf_backend_env env = {t, d->dir, d->self};

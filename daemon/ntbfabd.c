@@ -16,7 +16,6 @@
 #include "log.h"
 #include "ntbfab/config.h"
 #include "ntbfab/error.h"
-#include "ntbfab/sim.h"
 
 #ifndef NTBF_VERSION
 #define NTBF_VERSION "0"
@@ -193,7 +192,7 @@ static int start(struct ntbf__d *d, const char *config, const char *node, const 
         d->manager = pick_manager(d->t);
         char defdir[PATH_MAX / 2];
         snprintf(d->dir, sizeof(d->dir), "%s",
-                 dir ? dir : ntbf_sim_default_dir(d->t, defdir, sizeof(defdir)));
+                 dir ? dir : ntbf_instance_dir_default(d->t, defdir, sizeof(defdir)));
         if ((r = mkdirs(d->dir, why, whylen)) || (r = take_lock(d, node, why, whylen)))
                 return r;
         char p[PATH_MAX];

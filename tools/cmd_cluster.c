@@ -1,4 +1,5 @@
 /* tools/cmd_cluster.c: verbs that run a simulated cluster: up, down, status, fault, keygen. */
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -18,7 +19,7 @@
 #include "proc.h"
 #include "ntbfab/config.h"
 #include "ntbfab/error.h"
-#include "ntbfab/sim.h"
+#include "ntbfab/backend.h"
 #include "ntbfab/units.h"
 
 #define UP_WAIT_MS   20000
@@ -71,6 +72,25 @@ static int find_program(const char *env, const char *name, const char *const *re
         }
         cli_error("cannot find %s next to ntbfab or in PATH; set %s to its path", name, env);
         return -ENOENT;
+}
+
+/*
+ * A backend's helper program (ntbf_backend_entry.helper, "ntbfab-simd"): found as
+ * find_program finds it, its path overridden by the variable named after it (NTBFAB_SIMD);
+ * short is its name without "ntbfab-" ("simd"), naming its pid file and log.
+ */
+static int find_helper(const char *name, char *out, size_t len, char *shortname, size_t slen)
+{
+        char env[64], rel1[80], rel2[96];
+        size_t i = 0;
+        for (; name[i] && i < sizeof(env) - 1; i++)
+                env[i] = name[i] == '-' ? '_' : (char)toupper((unsigned char)name[i]);
+        env[i] = 0;
+        snprintf(shortname, slen, "%s", strncmp(name, "ntbfab-", 7) ? name : name + 7);
+        snprintf(rel1, sizeof(rel1), "../%s", name);
+        snprintf(rel2, sizeof(rel2), "../libexec/%s", name);
+        const char *const rel[] = {name, rel1, rel2, NULL};
+        return find_program(env, name, rel, out, len);
 }
 
 /* Start a program detached from this terminal, its output into log; returns its pid. */
@@ -240,9 +260,19 @@ static int run_up(int argc, char **argv)
                 cli_error("%s is not a valid cluster file; fix the errors above", file);
                 return EXIT_FAIL;
         }
-        if (strcmp(f.t->backend, "sim")) {
-                cli_error("'ntbfab up' starts simulated clusters; %s uses the '%s' backend: start "
-                          "ntbfabd on each node instead",
+        /* Any backend that runs on one machine (it has create): the registry says. */
+        char no[512];
+        const struct ntbf_backend_ops *ops = ntbf_backend_open_ops(f.t->backend, no, sizeof(no));
+        const struct ntbf_backend_entry *be = ntbf_backend_entry(f.t->backend);
+        if (!ops) {
+                cli_error("%s: %s", file, no);
+                fab_close(&f);
+                return EXIT_FAIL;
+        }
+        if (!ops->create) {
+                cli_error("'ntbfab up' starts clusters whose backend runs on one machine; %s uses "
+                          "the '%s' backend, which drives hardware: start ntbfabd on each node "
+                          "instead",
                           file, f.t->backend);
                 fab_close(&f);
                 return EXIT_FAIL;
@@ -254,7 +284,7 @@ static int run_up(int argc, char **argv)
         else if (env && env[0])
                 snprintf(f.dir, sizeof(f.dir), "%s", env);
         else
-                ntbf_sim_default_dir(f.t, f.dir, sizeof(f.dir));
+                ntbf_instance_dir_default(f.t, f.dir, sizeof(f.dir));
         snprintf(f.file, sizeof(f.file), "%s/cluster.yaml", f.dir);
         if (!realpath(file, f.origin))
                 snprintf(f.origin, sizeof(f.origin), "%s", file);
@@ -291,8 +321,12 @@ static int run_up(int argc, char **argv)
                         return EXIT_FAIL;
                 }
         }
-        r = ntbf_sim_fabric_create(f.t, f.dir, why, sizeof(why));
+        why[0] = 0;
+        r = ops->create(f.t, f.dir, why, sizeof(why));
         if (r) {
+                if (!why[0])
+                        snprintf(why, sizeof(why), "cannot create the %s fabric in %.700s: %s",
+                                 ops->name, f.dir, ntbf_strerror(r));
                 cli_error("%s", why);
                 free(text);
                 fab_close(&f);
@@ -326,25 +360,23 @@ static int run_up(int argc, char **argv)
                 fab_close(&f);
                 return EXIT_FAIL;
         }
-        static const char *const simd_rel[] = {"ntbfab-simd", "../ntbfab-simd",
-                                               "../libexec/ntbfab-simd", NULL};
         static const char *const d_rel[] = {"ntbfabd", "../daemon/ntbfabd", "../sbin/ntbfabd",
                                             NULL};
-        char simd[PATH_MAX], daemon[PATH_MAX];
-        if (find_program("NTBFAB_SIMD", "ntbfab-simd", simd_rel, simd, sizeof(simd)) ||
+        char helper[PATH_MAX], daemon[PATH_MAX], hname[64] = "";
+        if ((be->helper && find_helper(be->helper, helper, sizeof(helper), hname, sizeof(hname))) ||
             find_program("NTBFAB_DAEMON", "ntbfabd", d_rel, daemon, sizeof(daemon))) {
                 fab_close(&f);
                 return EXIT_FAIL;
         }
         /* Start what is not running: up is idempotent. */
         int started = 0;
-        if (!fab_pid(f.dir, "simd")) {
-                char *a[] = {simd, "--config", f.file, "--dir", f.dir, "--quiet", NULL};
-                snprintf(p, sizeof(p), "%s/log/simd.log", f.dir);
+        if (be->helper && !fab_pid(f.dir, hname)) {
+                char *a[] = {helper, "--config", f.file, "--dir", f.dir, "--quiet", NULL};
+                snprintf(p, sizeof(p), "%s/log/%s.log", f.dir, hname);
                 int pid = spawn(a, p);
                 if (pid > 0) {
                         char pp[PATH_MAX], s[32];
-                        snprintf(pp, sizeof(pp), "%s/run/simd.pid", f.dir);
+                        snprintf(pp, sizeof(pp), "%s/run/%s.pid", f.dir, hname);
                         snprintf(s, sizeof(s), "%d\n", pid);
                         write_file(pp, s, strlen(s), 0640);
                         started++;
@@ -495,9 +527,16 @@ static int run_down(int argc, char **argv)
                 if (stop_pid(pid, DOWN_WAIT_MS))
                         json_object_array_add(killed, json_str(f.t->nodes[n].name));
         }
-        if (stop_pid(fab_pid(f.dir, "simd"), DOWN_WAIT_MS))
-                json_object_array_add(killed, json_str("simd"));
-        r = ntbf_sim_fabric_destroy(f.dir);
+        /* The backend's helper, then what its create made. */
+        const struct ntbf_backend_entry *be = ntbf_backend_entry(f.t->backend);
+        if (be && be->helper) {
+                char hname[64];
+                snprintf(hname, sizeof(hname), "%s",
+                         strncmp(be->helper, "ntbfab-", 7) ? be->helper : be->helper + 7);
+                if (stop_pid(fab_pid(f.dir, hname), DOWN_WAIT_MS))
+                        json_object_array_add(killed, json_str(hname));
+        }
+        r = be && be->ops && be->ops->destroy ? be->ops->destroy(f.t, f.dir) : -ENOENT;
         char p[PATH_MAX];
         snprintf(p, sizeof(p), "%s/run", f.dir);
         rm_tree(p);
@@ -826,11 +865,21 @@ static int run_fault(int argc, char **argv)
                 ft = (struct ntbf_fault){k == 4 ? NTBF_FAULT_HOST_DEATH : NTBF_FAULT_HOST_REVIVE,
                                          node};
         }
+        /* Through the backend's fault op: a backend that cannot inject faults says so. */
         struct ntbf_backend_env env = {f.t, f.dir, NTBF_NONE};
         struct ntbf_backend *b;
-        char why[1024];
-        const struct ntbf_backend_ops *ops = ntbf_backend_find("sim");
-        r = ntbf_sim_attach(&env, &b, why, sizeof(why));
+        char why[1024] = "";
+        const struct ntbf_backend_ops *ops = ntbf_backend_open_ops(f.t->backend, why, sizeof(why));
+        if (!ops) {
+                r = NTBF_EUNSUPPORTED;
+        } else if (!ops->fault) {
+                snprintf(why, sizeof(why), "the '%s' backend cannot inject faults (no fault op)",
+                         ops->name);
+                r = NTBF_EUNSUPPORTED;
+        } else if ((r = ops->open(&env, &b, why, sizeof(why))) && !why[0]) {
+                snprintf(why, sizeof(why), "cannot open the %s backend in %.700s: %s", ops->name,
+                         f.dir, ntbf_strerror(r));
+        }
         if (!r) {
                 r = ops->fault(b, &ft);
                 ops->close(b);
@@ -886,14 +935,17 @@ static int run_keygen(int argc, char **argv)
 }
 
 const struct verb verbs_cluster[] = {
-    {"up", "[--json] [--dir DIR] FILE", "Start a simulated cluster: fabric, device host, daemons.",
-     "\nCreates the simulated fabric of FILE in DIR (default /dev/shm/ntbfab-<uid>-<cluster>),\n"
-     "starts ntbfab-simd and one ntbfabd per node in the background (their logs in DIR/log),\n"
+    {"up", "[--json] [--dir DIR] FILE",
+     "Start a cluster on this machine: fabric, device host, daemons.",
+     "\nCreates the fabric of FILE in DIR (default /dev/shm/ntbfab-<uid>-<cluster>) with its\n"
+     "backend's create (the sim, or ivshmem with a file as the region), starts the backend's\n"
+     "helper (ntbfab-simd, the sim's device host) and one ntbfabd per node in the background\n"
+     "(their logs in DIR/log),\n"
      "waits until every daemon answers and reaches the fabric manager, and shows the nodes,\n"
      "links and lendable devices with their fdids. Running it again starts only what is not\n"
      "running. It refuses when another cluster is up in DIR.\n",
      run_up},
-    {"down", "[--json] [--dir DIR]", "Stop a simulated cluster and remove its fabric.",
+    {"down", "[--json] [--dir DIR]", "Stop a cluster started by up and remove its fabric.",
      "\nStops every daemon (borrows are returned, the fabric manager last), then the device\n"
      "host, and removes the fabric. NVMe images and logs stay in DIR.\n",
      run_down},

@@ -226,8 +226,6 @@ static int run_topology(int argc, char **argv)
                         json_object_object_add(j, "node", json_str(t->nodes[ad->node].name));
                         json_object_object_add(j, "name", json_str(ad->name));
                         json_object_object_add(j, "model", json_str(ad->p.model));
-                        json_object_object_add(j, "backend",
-                                               json_str(ad->backend[0] ? ad->backend : t->backend));
                         /* Window 0 in the single-window keys' terms, then every window. */
                         const struct ntbf_window *w0 = ad->nwin ? &ad->win[0] : NULL;
                         json_object_object_add(j, "window_base", json_u64(ad->window_base));

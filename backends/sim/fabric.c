@@ -518,13 +518,6 @@ static int make_file(const char *path, uint64_t size, bool keep, char *why, size
         return 0;
 }
 
-const char *ntbf_sim_default_dir(const struct ntbf_topo *t, char *buf, size_t len)
-{
-        snprintf(buf, len, "/dev/shm/ntbfab-%u-%s", (unsigned)getuid(),
-                 t && t->name[0] ? t->name : "cluster");
-        return buf;
-}
-
 /* Compare an existing control file with topology t: 0 if it is the same fabric. */
 static int check_existing(const char *dir, int fd, const struct ntbf_topo *t, uint64_t hash,
                           char *why, size_t whylen)

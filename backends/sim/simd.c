@@ -73,7 +73,7 @@ int main(int argc, char **argv)
         }
         char defdir[512], why[1024];
         if (!dir)
-                dir = ntbf_sim_default_dir(t, defdir, sizeof(defdir));
+                dir = ntbf_instance_dir_default(t, defdir, sizeof(defdir));
         r = ntbf_sim_fabric_create(t, dir, why, sizeof(why));
         if (r) {
                 fprintf(stderr, "ntbfab-simd: %s\n", why);

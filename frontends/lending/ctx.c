@@ -321,12 +321,11 @@ static int load_topology(struct ntbf_ctx *ctx)
 static int attach_backend(struct ntbf_ctx *ctx)
 {
         const struct ntbf_topo *t = ctx->topo;
-        ctx->ops = ntbf_backend_find(t->backend);
+        char no[512];
+        ctx->ops = ntbf_backend_open_ops(t->backend, no, sizeof(no));
         if (!ctx->ops)
-                return ntbf__fail(NULL, NTBF_EUNSUPPORTED,
-                                  "the cluster file %s names backend '%s', which this build of "
-                                  "libntbfab does not include",
-                                  ctx->config, t->backend);
+                return ntbf__fail(NULL, NTBF_EUNSUPPORTED, "the cluster file %s: %s", ctx->config,
+                                  no);
         struct ntbf_backend_env env = {t, ctx->dir, ctx->node_idx};
         char why[512] = "";
         int r;

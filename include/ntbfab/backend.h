@@ -492,9 +492,46 @@ NTBF_EXPORT const char *ntbf_cap_name(uint32_t flag);
 /* The first callback claiming flag needs that ops lacks ("peer_db_set"), or NULL. */
 NTBF_EXPORT const char *ntbf_cap_missing(const struct ntbf_backend_ops *ops, uint32_t flag);
 
-/* The registered backends, by name ("sim", ...); NULL if unknown. */
+/*
+ * The registry of backends (backends/registry.c, the one place a backend is registered).
+ *
+ * Every backend the project knows has an entry, built on this platform or not: the cluster
+ * file accepts exactly the registered names (its "did you mean" and its list of names come
+ * from here), and a backend that is registered but not built into this library has ops ==
+ * NULL and a sentence saying why (`unbuilt`). Such a cluster file still validates (ntbfab
+ * validate, topology, plan); whatever must open the backend (ntbfabd, ntbfab up, the
+ * conformance suite) refuses with that sentence.
+ *
+ * `helper` names a program `ntbfab up` starts beside the daemons of a cluster on one machine
+ * (with --config FILE --dir DIR --quiet), for a backend whose create() alone does not make
+ * the whole fabric: the sim's ntbfab-simd, which hosts its simulated devices. NULL: none.
+ * `ntbfab up` runs any built backend that has create (ops->create: it runs on one machine).
+ */
+struct ntbf_backend_entry {
+        const char *name;                   /* as cluster.backend names it */
+        const struct ntbf_backend_ops *ops; /* NULL: registered, not built here */
+        const char *about;                  /* what it drives, one line */
+        const char *unbuilt;                /* ops == NULL: why, and what would build it */
+        const char *helper;                 /* for ntbfab up, or NULL */
+};
+
+/* Every registered entry, built or not, in registry order: NULL past the end. */
+NTBF_EXPORT const struct ntbf_backend_entry *ntbf_backend_entry_at(size_t i);
+/* The entry named name (exact), built or not; NULL if no such backend is registered. */
+NTBF_EXPORT const struct ntbf_backend_entry *ntbf_backend_entry(const char *name);
+/* The built backends only: by name (NULL if unknown or not built), and by index. */
 NTBF_EXPORT const struct ntbf_backend_ops *ntbf_backend_find(const char *name);
-/* Iterate the registry: NULL past the end. */
 NTBF_EXPORT const struct ntbf_backend_ops *ntbf_backend_at(size_t i);
+/*
+ * The built backend named name, or NULL with a sentence in why: no such backend (listing
+ * the registered names), or registered but not built here (its `unbuilt`).
+ */
+NTBF_EXPORT const struct ntbf_backend_ops *ntbf_backend_open_ops(const char *name, char *why,
+                                                                 size_t whylen);
+/*
+ * The default instance directory of a cluster (where ntbfab up, ntbfabd and the sim keep
+ * run/, state/, log/ and a simulated fabric): /dev/shm/ntbfab-UID-NAME. Returns buf.
+ */
+NTBF_EXPORT const char *ntbf_instance_dir_default(const struct ntbf_topo *t, char *buf, size_t len);
 
 #endif

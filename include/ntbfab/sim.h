@@ -17,9 +17,6 @@
  * return -EINVAL for any other.
  */
 
-/* The default instance directory of a cluster: /dev/shm/ntbfab-<uid>-<cluster>. */
-NTBF_EXPORT const char *ntbf_sim_default_dir(const struct ntbf_topo *t, char *buf, size_t len);
-
 /*
  * Create a fabric instance for the finalized topology t in dir (created if missing):
  * the control file, RAM and BAR files, and NVMe namespace images (kept if present).

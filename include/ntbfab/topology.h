@@ -185,7 +185,6 @@ struct ntbf_node {
 struct ntbf_adapter {
         char name[NTBF_NAME_MAX + 1];
         uint32_t node;
-        char backend[NTBF_NAME_MAX + 1]; /* "" means the cluster's backend */
         struct ntbf_adapter_params p;
         uint64_t window_base;    /* 0 means assign automatically; filled by finalize */
         uint64_t lut_entry_size; /* window / lut_entries; filled by finalize */

@@ -679,12 +679,10 @@ int main(int argc, char **argv)
         }
         const char *name = o.backend ? o.backend : t->backend;
         struct cf_ctx cx = {.t = t, .timeout_ms = o.timeout_ms, .quiet_ms = 50};
-        cx.ops = ntbf_backend_find(name);
+        char no[512];
+        cx.ops = ntbf_backend_open_ops(name, no, sizeof(no));
         if (!cx.ops) {
-                fprintf(stderr, "ntbfab-conformance: no backend '%s' is registered; known:", name);
-                for (size_t i = 0; ntbf_backend_at(i); i++)
-                        fprintf(stderr, " %s", ntbf_backend_at(i)->name);
-                fprintf(stderr, "\n");
+                fprintf(stderr, "ntbfab-conformance: %s\n", no);
                 ntbf_topo_free(t);
                 return 2;
         }

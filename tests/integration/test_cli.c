@@ -365,6 +365,85 @@ static void test_usage(void **state)
         done(&r);
 }
 
+/*
+ * `ntbfab up` with any backend that runs on one machine (the registry's create): two daemons
+ * on the ivshmem backend, whose region is the file its create made in the instance directory.
+ * Ports 18301-18302 (tests/README.md).
+ */
+static void test_up_ivshmem(void **state)
+{
+        (void)state;
+        char dir[] = "/dev/shm/ntbfab-cliup-XXXXXX", file[128], cmd[512], p[256];
+        assert_non_null(mkdtemp(dir));
+        snprintf(file, sizeof(file), "%s.yaml", dir);
+        FILE *f = fopen(file, "w");
+        assert_non_null(f);
+        fputs("cluster: {name: cli-up-ivshmem, backend: ivshmem, manager: a}\n"
+              "nodes:\n"
+              "  - {name: a, id: 4, address: 127.0.0.1:18301, iommu: false,\n"
+              "     adapters: [{name: ivs0, model: ivshmem}]}\n"
+              "  - {name: b, id: 8, address: 127.0.0.1:18302, iommu: false,\n"
+              "     adapters: [{name: ivs0, model: ivshmem}]}\n"
+              "links: [[a.ivs0, b.ivs0]]\n",
+              f);
+        fclose(f);
+        snprintf(cmd, sizeof(cmd), "up --dir %s/i %s", dir, file);
+        struct run r = run(cmd);
+        bool up = r.status == 0;
+        char err[4096];
+        snprintf(err, sizeof(err), "%s", r.err);
+        if (up) {
+                assert_non_null(strstr(r.out, "cluster 'cli-up-ivshmem' is up in"));
+                snprintf(p, sizeof(p), "%s/i/ivshmem", dir); /* the backend's create made it */
+                up = access(p, F_OK) == 0;
+        }
+        done(&r);
+        /* Both daemons opened the same region: the link between them comes up. */
+        bool link = false;
+        snprintf(cmd, sizeof(cmd), "status --json --dir %s/i", dir);
+        for (int i = 0; up && i < 200 && !link; i++) {
+                r = run(cmd);
+                struct json_object *o = r.status ? NULL : json_tokener_parse(r.out), *cs, *ls, *st;
+                if (o && json_object_object_get_ex(o, "cluster", &cs) &&
+                    json_object_object_get_ex(cs, "links", &ls) &&
+                    json_object_array_length(ls) == 1 &&
+                    json_object_object_get_ex(json_object_array_get_idx(ls, 0), "up", &st))
+                        link = json_object_get_boolean(st);
+                json_object_put(o);
+                done(&r);
+                if (!link)
+                        usleep(50 * 1000);
+        }
+        /* No fault op on ivshmem: refused, through the vtable. */
+        snprintf(cmd, sizeof(cmd), "fault --dir %s/i link-down a.ivs0", dir);
+        r = run(cmd);
+        int fault_status = r.status;
+        bool fault_said = strstr(r.err, "the 'ivshmem' backend cannot inject faults") != NULL;
+        done(&r);
+        snprintf(cmd, sizeof(cmd), "down --dir %s/i", dir);
+        r = run(cmd);
+        int down_status = r.status;
+        done(&r);
+        snprintf(p, sizeof(p), "%s/i/ivshmem", dir);
+        bool region_left = access(p, F_OK) == 0;
+        snprintf(cmd, sizeof(cmd), "rm -rf %s %s", dir, file);
+        assert_int_equal(system(cmd), 0);
+        if (!up)
+                fail_msg("ntbfab up failed: %s", err);
+        assert_true(link);
+        assert_int_equal(fault_status, 1);
+        assert_true(fault_said);
+        assert_int_equal(down_status, 0);
+        assert_false(region_left); /* down ran the backend's destroy */
+        /* A backend that drives hardware (or is not built here) is not started by up. */
+        r = run("up --dir /dev/shm/ntbfab-cliup-none config/examples/intel-b2b.yaml");
+        assert_int_equal(r.status, 1);
+        assert_true(strstr(r.err, "backend 'linux-ntb' is registered but not built") ||
+                    strstr(r.err, "the 'linux-ntb' backend, which drives hardware"));
+        done(&r);
+        assert_int_equal(access("/dev/shm/ntbfab-cliup-none", F_OK), -1);
+}
+
 int main(int argc, char **argv)
 {
         if (argc < 2) {
@@ -382,6 +461,7 @@ int main(int argc, char **argv)
             cmocka_unit_test(test_plan),
             cmocka_unit_test(test_plan_count),
             cmocka_unit_test(test_usage),
+            cmocka_unit_test(test_up_ivshmem),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

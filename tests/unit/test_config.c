@@ -8,6 +8,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "ntbfab/backend.h"
 #include "ntbfab/config.h"
 #include "ntbfab/error.h"
 #include "ntbfab/units.h"
@@ -211,7 +212,6 @@ static void test_overrides_and_units(void **state)
                     "        dma_channels: 0\n"
                     "        hop_ns: 99\n"
                     "        xlat: inbound\n"
-                    "        backend: linux-ntb\n"
                     "        bdf: '5e:00.1'\n"
                     "      - {name: ntb1, model: mxh930, window: 64MiB, window_below_4g: true}\n"
                     "  - name: b\n"
@@ -248,7 +248,6 @@ static void test_overrides_and_units(void **state)
         assert_int_equal(a->p.dma_channels, 0);
         assert_int_equal(a->p.hop_ns, 99);
         assert_int_equal(a->p.xlat, NTBF_XLAT_INBOUND);
-        assert_string_equal(a->backend, "linux-ntb");
         assert_string_equal(a->bdf, "0000:5e:00.1");
         assert_int_equal(a->loc_window_base.line, 17);
         assert_int_equal(a->loc_lut.line, 18);
@@ -257,7 +256,6 @@ static void test_overrides_and_units(void **state)
         assert_true(a1->p.window_below_4g);
         assert_true(a1->window_base < UINT64_C(0x100000000));
         assert_int_equal(a1->p.xlat, NTBF_XLAT_INBOUND | NTBF_XLAT_OUTBOUND); /* preset */
-        assert_string_equal(a1->backend, "");
         assert_string_equal(t->nodes[1].address, "host-b.example:1");
         ntbf_topo_free(t);
 }
@@ -267,6 +265,48 @@ static void test_overrides_and_units(void **state)
  * one BAR), a fixed BAR base, defaults; a model's windows, and the single-window keys as
  * shorthand that replaces them.
  */
+static void test_backend_names_from_registry(void **state)
+{
+        (void)state;
+        /* Every registered backend is a valid cluster.backend, built here or not, and the list
+         * of names an unknown backend gets is the registry's, in its order. */
+        char names[512] = "";
+        size_t o = 0, n = 0;
+        for (const struct ntbf_backend_entry *e; (e = ntbf_backend_entry_at(n)); n++) {
+                char y[512];
+                snprintf(y, sizeof(y),
+                         "cluster: {name: c, backend: %s}\n"
+                         "nodes:\n"
+                         "  - {name: a, id: 4, address: 'x:1', adapters: [{name: n, model: "
+                         "pxh830}]}\n"
+                         "  - {name: b, id: 8, address: 'x:2', adapters: [{name: n, model: "
+                         "pxh830}]}\n"
+                         "links: [[a.n, b.n]]\n",
+                         e->name);
+                struct ntbf_topo *t = load_ok(y);
+                assert_string_equal(t->backend, e->name);
+                ntbf_topo_free(t);
+                o += (size_t)snprintf(names + o, sizeof(names) - o, "%s%s", n ? ", " : "", e->name);
+        }
+        assert_true(n >= 2);
+        const char *bad = "cluster: {name: c, backend: qemu}\nnodes: []\n";
+        char *e = load_errors(bad, strlen(bad));
+        char want[640];
+        snprintf(want, sizeof(want), "unknown backend 'qemu'; use one of %s\n", names);
+        assert_non_null(strstr(e, want));
+        free(e);
+        /* The per-adapter key is refused: one backend drives the cluster. */
+        const char *ad = "cluster: {name: c, backend: sim}\n"
+                         "nodes:\n"
+                         "  - {name: a, id: 4, address: 'x:1', adapters: [{name: n, model: "
+                         "pxh830, backend: sim}]}\n";
+        e = load_errors(ad, strlen(ad));
+        assert_non_null(strstr(e, "t.yaml:3:83: error: 'backend' is a key of 'cluster', not of "
+                                  "an adapter: one backend drives every adapter of the "
+                                  "cluster; remove it here (and set cluster.backend)\n"));
+        free(e);
+}
+
 static void test_windows_keys(void **state)
 {
         (void)state;
@@ -648,6 +688,7 @@ int main(void)
             cmocka_unit_test(test_cluster_60),
             cmocka_unit_test(test_overrides_and_units),
             cmocka_unit_test(test_windows_keys),
+            cmocka_unit_test(test_backend_names_from_registry),
             cmocka_unit_test(test_bar_forms),
             cmocka_unit_test(test_sim_overrides),
             cmocka_unit_test(test_links_ports_latency),

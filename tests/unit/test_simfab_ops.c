@@ -39,6 +39,46 @@ static void test_ops_valid_rules(void **state)
         assert_true(ntbf_backend_ops_valid(ivs, NULL, 0));
         assert_null(ntbf_backend_at(2));
         assert_null(ntbf_backend_find("nope"));
+        /* The registry: every entry named once, its vtable (if built) of the same name and
+         * valid; an entry not built has a sentence; find and at see the built ones only. */
+        size_t n = 0, built = 0, lo = 0;
+        char list[512] = "", unbuilt[64] = "";
+        for (const struct ntbf_backend_entry *e; (e = ntbf_backend_entry_at(n)); n++) {
+                lo += (size_t)snprintf(list + lo, sizeof(list) - lo, "%s %s%s", n ? "," : "",
+                                       e->name, e->ops ? "" : " (not built)");
+                if (!e->ops && !unbuilt[0])
+                        snprintf(unbuilt, sizeof(unbuilt), "%s", e->name);
+                assert_ptr_equal(ntbf_backend_entry(e->name), e);
+                assert_non_null(e->about);
+                if (e->ops) {
+                        assert_string_equal(e->ops->name, e->name);
+                        assert_ptr_equal(ntbf_backend_find(e->name), e->ops);
+                        assert_ptr_equal(ntbf_backend_at(built++), e->ops);
+                        assert_true(ntbf_backend_ops_valid(e->ops, NULL, 0));
+                        assert_null(e->unbuilt);
+                } else {
+                        assert_non_null(e->unbuilt);
+                        assert_null(ntbf_backend_find(e->name));
+                }
+        }
+        assert_int_equal(built, 2);
+        assert_ptr_equal(ntbf_backend_entry_at(0)->ops, sim); /* the default comes first */
+        assert_string_equal(ntbf_backend_entry("sim")->helper, "ntbfab-simd");
+        assert_null(ntbf_backend_entry("ivshmem")->helper);
+        char msg[512];
+        assert_ptr_equal(ntbf_backend_open_ops("ivshmem", msg, sizeof(msg)), ivs);
+        char want[640];
+        if (unbuilt[0]) {
+                assert_null(ntbf_backend_open_ops(unbuilt, msg, sizeof(msg)));
+                snprintf(want, sizeof(want), "backend '%s' is registered but not built: %s",
+                         unbuilt, ntbf_backend_entry(unbuilt)->unbuilt);
+                assert_string_equal(msg, want);
+        }
+        assert_null(ntbf_backend_open_ops("qemu", msg, sizeof(msg)));
+        snprintf(want, sizeof(want), "no backend 'qemu' is registered; the registered ones are%s",
+                 list);
+        assert_string_equal(msg, want);
+        assert_null(ntbf_backend_open_ops("qemu", NULL, 0));
         char why[256];
         assert_true(ntbf_backend_ops_valid(sim, why, sizeof(why)));
         assert_true(ntbf_backend_ops_valid(sim, NULL, 0));
