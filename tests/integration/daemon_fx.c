@@ -52,6 +52,36 @@ int dfx_cli(struct dfx *f, char *out, size_t len, const char *fmt, ...)
         return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+int dfx_scale(void)
+{
+        const char *e = getenv("DFX_SCALE");
+        int s = e ? atoi(e) : 1;
+        return s < 1 ? 1 : s > 20 ? 20 : s;
+}
+
+/* The cluster file with its lease multiplied by dfx_scale(), written into dir as
+ * cluster.yaml: the test's view of time stretches with the daemons' (docs: tests/README.md). */
+static void scaled_copy(struct dfx *f)
+{
+        FILE *in = fopen(f->yaml, "r");
+        assert_non_null(in);
+        char out[sizeof(f->yaml)], line[1024];
+        snprintf(out, sizeof(out), "%.*s/cluster.yaml", (int)sizeof(f->dir) - 1, f->dir);
+        FILE *o = fopen(out, "w");
+        assert_non_null(o);
+        while (fgets(line, sizeof(line), in)) {
+                unsigned v;
+                char unit[8];
+                if (sscanf(line, " lease: %u%7[a-z]", &v, unit) == 2 && !strcmp(unit, "s"))
+                        fprintf(o, "  lease: %us\n", v * (unsigned)dfx_scale());
+                else
+                        fputs(line, o);
+        }
+        fclose(in);
+        assert_int_equal(fclose(o), 0);
+        snprintf(f->yaml, sizeof(f->yaml), "%s", out);
+}
+
 void dfx_up(struct dfx *f, const char *yaml_name)
 {
         memset(f, 0, sizeof(*f));
@@ -59,6 +89,8 @@ void dfx_up(struct dfx *f, const char *yaml_name)
                  getenv("NTBFAB_SRC") ? getenv("NTBFAB_SRC") : ".", yaml_name);
         snprintf(f->dir, sizeof(f->dir), "/dev/shm/ntbfab-itest-XXXXXX");
         assert_non_null(mkdtemp(f->dir));
+        if (dfx_scale() > 1)
+                scaled_copy(f);
         struct ntbf_diags d;
         ntbf_diags_init(&d);
         if (ntbf_config_load(f->yaml, &f->t, &d)) {
@@ -187,6 +219,7 @@ void dfx_wait_gone(int pid)
 
 bool dfx_wait_ready(struct dfx *f, const char *node, int ms)
 {
+        ms *= dfx_scale();
         for (int t = 0; t < ms; t += 20) {
                 int err;
                 struct json_object *s = dfx_call(f, node, "node.status", NULL, &err, NULL, 0), *v;
@@ -202,6 +235,7 @@ bool dfx_wait_ready(struct dfx *f, const char *node, int ms)
 
 bool dfx_wait_state(struct dfx *f, uint32_t fdid, const char *state, int ms)
 {
+        ms *= dfx_scale();
         const char *fm = f->t->opts.manager[0] ? f->t->opts.manager : f->t->nodes[0].name;
         for (int t = 0; t < ms; t += 50) {
                 int err;
@@ -272,6 +306,7 @@ static bool all_peers(struct dfx *f, const char *node)
 
 bool dfx_wait_all(struct dfx *f, int ms)
 {
+        ms *= dfx_scale();
         for (int t = 0; t < ms; t += 20) {
                 bool ok = true;
                 for (uint32_t n = 0; n < f->t->nnodes && ok; n++)

@@ -18,6 +18,10 @@ struct dfx {
         struct ntbf_adapter_h *h[16];
 };
 
+/* How much slower than a plain build the daemons run (DFX_SCALE, 1 by default; the sanitizer
+ * build sets it for tests that wait on leases): leases in the cluster file and the dfx_wait_*
+ * bounds are multiplied by it. */
+int dfx_scale(void);
 /* `ntbfab up` of a cluster file of tests/integration in a fresh directory; asserts it works. */
 void dfx_up(struct dfx *f, const char *yaml_name);
 /* `ntbfab down`, then remove the directory. */
