@@ -6,6 +6,7 @@
 
 #include "fake_dma.h"
 #include "ntbf_nvme.h"
+#include "nvme.h" /* the simulated controller (backends/sim) */
 
 /*
  * One simulated controller whose DMA reaches [NFX_BASE, NFX_BASE + NFX_SIZE) of fake memory,

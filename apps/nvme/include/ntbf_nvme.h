@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "nvme.h" /* registers, opcodes, status codes and queue entries (backends/sim/nvme.h) */
+#include "nvme/nvme_defs.h" /* registers, opcodes, status codes and queue entries */
 
 /*
  * The driver core of the distributed NVMe driver (docs/nvme.md; article 6.2). It is given a
