@@ -11,7 +11,7 @@
 #include "log.h"
 #include "ntbfab/error.h"
 #include "vfio.h"
-#include "../frontends/lending/vfio.h"
+#include "hostvfio.h"
 
 /*
  * IOVA shares: every handle of a device gets one, disjoint from the others' (they share the

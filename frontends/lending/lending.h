@@ -13,7 +13,7 @@
 #include "dmamem.h"
 #include "iova.h"
 #include "maptab.h"
-#include "vfio.h"
+#include "hostvfio.h"
 
 struct json_object;
 

@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "ntbfab/error.h"
-#include "vfio.h"
+#include "hostvfio.h"
 
 /*
  * A temporary directory holds sys/ and dev/ as a host with an IOMMU and vfio loaded would

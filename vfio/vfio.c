@@ -1,4 +1,4 @@
-/* frontends/lending/vfio.c: VFIO fds: container and device setup, BARs, config, DMA, MSI-X. */
+/* vfio/vfio.c: VFIO fds: container and device setup, BARs, config, DMA, MSI-X. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/vfio.h>
@@ -11,7 +11,7 @@
 
 #include "ntbfab/error.h"
 #include "say.h"
-#include "vfio.h"
+#include "hostvfio.h"
 
 /* The sentence into why (ntbf__say), and the code to return. */
 #define say(why, whylen, code, ...) (ntbf__say(why, whylen, __VA_ARGS__), (code))

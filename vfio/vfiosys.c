@@ -1,4 +1,4 @@
-/* frontends/lending/vfiosys.c: VFIO through sysfs: host checks, group viability, binding. */
+/* vfio/vfiosys.c: VFIO through sysfs: host checks, group viability, binding. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -13,7 +13,7 @@
 
 #include "ntbfab/error.h"
 #include "say.h"
-#include "vfio.h"
+#include "hostvfio.h"
 
 #define SYSPCI "/sys/bus/pci"
 

@@ -1,6 +1,6 @@
-/* frontends/lending/vfio.h: real local PCIe devices through vfio-pci: sysfs binding, VFIO fds. */
-#ifndef NTBF_LENDING_VFIO_H
-#define NTBF_LENDING_VFIO_H
+/* vfio/hostvfio.h: real local PCIe devices through vfio-pci: sysfs binding, VFIO fds. */
+#ifndef NTBF_HOSTVFIO_H
+#define NTBF_HOSTVFIO_H
 
 #include <stdbool.h>
 #include <stddef.h>
