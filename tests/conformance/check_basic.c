@@ -562,5 +562,22 @@ int cf_check_mem(struct cf_run *r)
         if (o->mem_map)
                 CF_RC(r, -EFAULT, o->mem_map(ad->h, gone, gone_size, &q),
                       "%s: mem_map of memory that was freed", n);
+        /* Reused memory holds nothing of its previous owner either: the same requests again
+         * get (most likely) the memory just written and freed, and it must read zero. */
+        for (int i = 0; i < N; i++) {
+                CF_TRY(cf_mem(r, ad, req[i].size, req[i].align, &m[i]));
+                const uint8_t *z = m[i].addr;
+                for (uint64_t k = 0; k < m[i].size; k++)
+                        if (z[k])
+                                CF_FAIL(r,
+                                        "%s: allocation %d made again after a free, at %#llx: "
+                                        "byte %llu is %#x, expected 0 (data of the previous "
+                                        "owner)",
+                                        n, i, (unsigned long long)m[i].bus_addr,
+                                        (unsigned long long)k, z[k]);
+        }
+        for (int i = N; i-- > 0;)
+                CF_OK(r, cf_mem_free(r, ad, &m[i]), "%s: mem_free of allocation %d made again", n,
+                      i);
         return 0;
 }

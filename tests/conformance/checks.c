@@ -20,7 +20,8 @@ const struct cf_check cf_checks[] = {
     {"mem", CF_ADAPTER, cf_check_mem,
      "mem_alloc honours size and alignment, returns zeroed, disjoint memory inside the host's "
      "RAM that keeps its bytes; its fd maps it, and so does mem_map by its bus address (only "
-     "while it is allocated); bad arguments are refused"},
+     "while it is allocated); bad arguments are refused; memory freed and allocated again "
+     "reads zero"},
     {"xlat.outbound", CF_PAIR, cf_check_xlat_outbound,
      "every slot of A programmed by A reaches exactly its far-side block at both ends, reads "
      "back, and once cleared reads all ones and loses writes; bad addresses and slots are "
@@ -30,6 +31,15 @@ const struct cf_check cf_checks[] = {
     {"xlat.size", CF_PAIR, cf_check_xlat_size,
      "a translation smaller than its slot carries its bytes and drops the rest of the slot; a "
      "size that is not a multiple of size_align is refused"},
+    {"map.offset", CF_PAIR, cf_check_map_offset,
+     "a mapping of one page in the middle of a slot reaches the far-side block at that "
+     "offset, and nothing at the slot's start"},
+    {"map.live", CF_PAIR, cf_check_map_live,
+     "a mapping made before a slot is programmed onto another block follows it: stores and "
+     "loads reach the new block, the old one is left alone"},
+    {"map.process", CF_PAIR, cf_check_map_process,
+     "a second process that opens the backend itself maps and uses a slot this process "
+     "programmed, and its exit leaves the slot programmed"},
     {"rid.table", CF_ADAPTER, cf_check_rid_table,
      "the requester table holds exactly rid_table - rid_reserved entries; -ENOSPC, -EEXIST, "
      "-ENOENT, -EPERM for the CPU's entries; a delete frees one"},

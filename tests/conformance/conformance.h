@@ -75,6 +75,7 @@ struct cf_check {
 struct cf_ctx {
         const struct ntbf_backend_ops *ops;
         struct ntbf_backend *b;
+        struct ntbf_backend_env env; /* what b was opened with (a second process opens it too) */
         const struct ntbf_topo *t;
         bool sim;      /* the simulated fabric: transactions as any requester */
         bool dma_only; /* --access dma: data and counted accesses through the DMA engine */

@@ -722,9 +722,9 @@ int main(int argc, char **argv)
                 return 1;
         }
         const char *dir = cx.ops->create ? in.dir : o.dir;
-        struct ntbf_backend_env env = {t, dir, NTBF_NONE};
+        cx.env = (struct ntbf_backend_env){t, dir, NTBF_NONE};
         char e[64], owhy[512] = "";
-        rc = cx.ops->open(&env, &cx.b, owhy, sizeof(owhy));
+        rc = cx.ops->open(&cx.env, &cx.b, owhy, sizeof(owhy));
         if (rc) {
                 fprintf(stderr, "ntbfab-conformance: %s: open(%s) returned %s: %s\n", cx.ops->name,
                         dir ? dir : "no directory", cf_err(rc, e, sizeof(e)),
