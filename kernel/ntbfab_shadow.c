@@ -33,8 +33,8 @@
  * kept alive by the exported group file) and points into the window, and the
  * interrupt is the lender's VFIO vector, relayed from its eventfd.
  *
- * Objects: struct lend_file per open file (its records, its shadows and
- * exports); struct lend_export per device offered by a lender's daemon;
+ * Objects: struct ntbfab_lend_file per open file (its records, its shadows and
+ * exports); struct ntbfab_export per device offered by a lender's daemon;
  * struct lend_shadow per attached device.  lend_lock (a mutex) guards the
  * lists and every attach and removal.
  */
@@ -64,6 +64,7 @@
 #include <linux/wait.h>
 
 #include "ntbfab_lend.h"
+#include "ntbfab_lend_core.h"
 
 #define LEND_RING		1024	/* records a file holds before OVERFLOW */
 #define LEND_DOMAIN_BASE	0x10000	/* first PCI domain tried for a bridge */
@@ -79,7 +80,7 @@ static uint loopback_window_bar = 2;
 module_param(loopback_window_bar, uint, 0444);
 MODULE_PARM_DESC(loopback_window_bar, "Which BAR of loopback_window is the window (default 2)");
 
-struct lend_file {
+struct ntbfab_lend_file {
 	raw_spinlock_t lock;		/* the ring */
 	struct ntbfab_lend_msg ring[LEND_RING];
 	unsigned int head, count;
@@ -89,10 +90,10 @@ struct lend_file {
 	struct irq_work wake;		/* wakes readers outside raw locks */
 };
 
-struct lend_export;
+struct ntbfab_export;
 
 struct lend_relay {
-	struct lend_export *ex;
+	struct ntbfab_export *ex;
 	u32 index;
 	struct eventfd_ctx *ctx;
 	wait_queue_entry_t wait;
@@ -101,9 +102,9 @@ struct lend_relay {
 	struct irq_work fire;		/* runs the shadow's handler after the eventfd's wakeup */
 };
 
-struct lend_export {
+struct ntbfab_export {
 	struct list_head node;
-	struct lend_file *owner;
+	struct ntbfab_lend_file *owner;
 	u64 id;
 	struct pci_dev *pdev;
 	struct file *group;
@@ -111,9 +112,9 @@ struct lend_export {
 	u32 nr_irqs;
 	struct msi_msg *msgs;		/* the lender-side message of each vector */
 	struct lend_relay *relays;
-	raw_spinlock_t irq_lock;	/* virq[] */
-	unsigned int *virq;		/* the shadow's interrupt for vector i, 0: none */
-	struct lend_shadow *shadow;
+	raw_spinlock_t irq_lock;	/* uops, uctx as the relays read them */
+	const struct ntbfab_lend_user_ops *uops;	/* its user: a shadow or an mdev instance */
+	void *uctx;
 };
 
 struct lend_peer {
@@ -131,10 +132,13 @@ struct lend_bar {
 struct lend_shadow {
 	struct pci_sysdata sysdata;	/* first: bus->sysdata leads here */
 	struct list_head node;
-	struct lend_file *owner;
-	struct lend_export *ex;
+	struct ntbfab_lend_file *owner;
+	struct ntbfab_export *ex;
 	u32 id, fdid;
 	int domain;
+
+	raw_spinlock_t virq_lock;	/* virq[] */
+	unsigned int *virq;		/* the interrupt of the lender's vector i, 0: none */
 
 	raw_spinlock_t cfg_lock;	/* cfg, dw_seq, bars, dead */
 	u8 cfg[NTBFAB_LEND_CFG_SIZE];
@@ -165,6 +169,8 @@ struct lend_shadow {
 };
 
 static DEFINE_MUTEX(lend_lock);
+static DECLARE_RWSEM(lend_fe_sem);	/* lend_fe[], held while a frontend runs */
+static const struct ntbfab_lend_frontend *lend_fe[2];
 static LIST_HEAD(lend_exports);
 static LIST_HEAD(lend_shadows);
 static DEFINE_IDA(lend_ida);
@@ -176,13 +182,14 @@ static struct miscdevice lend_misc;
 
 static void lend_wake(struct irq_work *w)
 {
-	struct lend_file *f = container_of(w, struct lend_file, wake);
+	struct ntbfab_lend_file *f = container_of(w, struct ntbfab_lend_file, wake);
 
 	wake_up_interruptible(&f->wait);
 }
 
 /* Queue a record; callable under raw spinlocks.  Returns its seq. */
-static u64 lend_post(struct lend_file *f, u32 kind, u32 shadow_id, u32 off, u32 size, u32 val)
+u64 ntbfab_lend_post(struct ntbfab_lend_file *f, u32 kind, u32 shadow_id, u32 off, u32 size,
+		     u32 val)
 {
 	struct ntbfab_lend_msg *m;
 	unsigned long flags;
@@ -201,6 +208,7 @@ static u64 lend_post(struct lend_file *f, u32 kind, u32 shadow_id, u32 off, u32 
 	irq_work_queue(&f->wake);
 	return seq;
 }
+EXPORT_SYMBOL_GPL(ntbfab_lend_post);
 
 /* ---- config space -------------------------------------------------------------------- */
 
@@ -317,8 +325,8 @@ static int lend_cfg_write(struct pci_bus *bus, unsigned int devfn, int where, in
 	dw = (cfg_dword(s, off) & ~keep) | (wval & keep);
 	for (i = 0; i < 4; i++)
 		s->cfg[off + i] = dw >> 8 * i;
-	s->dw_seq[off / 4] = lend_post(s->owner, NTBFAB_LEND_MSG_CFG_WRITE, s->id, where, size,
-				       (fwd & mask) >> shift);
+	s->dw_seq[off / 4] = ntbfab_lend_post(s->owner, NTBFAB_LEND_MSG_CFG_WRITE, s->id, where,
+					      size, (fwd & mask) >> shift);
 out:
 	raw_spin_unlock_irqrestore(&s->cfg_lock, flags);
 	return PCIBIOS_SUCCESSFUL;
@@ -410,15 +418,14 @@ static int lend_msi_init(struct irq_domain *domain, struct msi_domain_info *info
 			 unsigned int virq, irq_hw_number_t hwirq, msi_alloc_info_t *arg)
 {
 	struct lend_shadow *s = info->data;
-	struct lend_export *ex = s->ex;
 	u32 i = hwirq & 0x7ff;
 	unsigned long flags;
 
 	irq_domain_set_info(domain, virq, hwirq, info->chip, s, handle_simple_irq, NULL, NULL);
-	if (i < ex->nr_irqs) {
-		raw_spin_lock_irqsave(&ex->irq_lock, flags);
-		ex->virq[i] = virq;
-		raw_spin_unlock_irqrestore(&ex->irq_lock, flags);
+	if (i < s->ex->nr_irqs) {
+		raw_spin_lock_irqsave(&s->virq_lock, flags);
+		s->virq[i] = virq;
+		raw_spin_unlock_irqrestore(&s->virq_lock, flags);
 	}
 	return 0;
 }
@@ -427,15 +434,14 @@ static void lend_msi_free(struct irq_domain *domain, struct msi_domain_info *inf
 			  unsigned int virq)
 {
 	struct lend_shadow *s = info->data;
-	struct lend_export *ex = s->ex;
 	unsigned long flags;
 	u32 i;
 
-	raw_spin_lock_irqsave(&ex->irq_lock, flags);
-	for (i = 0; i < ex->nr_irqs; i++)
-		if (ex->virq[i] == virq)
-			ex->virq[i] = 0;
-	raw_spin_unlock_irqrestore(&ex->irq_lock, flags);
+	raw_spin_lock_irqsave(&s->virq_lock, flags);
+	for (i = 0; i < s->ex->nr_irqs; i++)
+		if (s->virq[i] == virq)
+			s->virq[i] = 0;
+	raw_spin_unlock_irqrestore(&s->virq_lock, flags);
 }
 
 static int lend_msi_check(struct irq_domain *domain, struct msi_domain_info *info,
@@ -453,17 +459,37 @@ static struct msi_domain_ops lend_msi_ops = {
 	.msi_check	= lend_msi_check,
 };
 
+/* The lender's vector fired: a shadow runs its vector's handler. */
+static void shadow_irq(void *ctx, u32 vector)
+{
+	struct lend_shadow *s = ctx;
+	unsigned int virq;
+
+	raw_spin_lock(&s->virq_lock);
+	virq = s->virq[vector];
+	if (virq)
+		generic_handle_irq_safe(virq);
+	raw_spin_unlock(&s->virq_lock);
+}
+
+/*
+ * The export's user hears of its vector.  ntbfab_lend_export_release() clears
+ * the user, then waits for every relay's irq_work: no call reaches a user that
+ * let go.
+ */
 static void relay_fire(struct irq_work *w)
 {
 	struct lend_relay *r = container_of(w, struct lend_relay, fire);
-	struct lend_export *ex = r->ex;
-	unsigned int virq;
+	struct ntbfab_export *ex = r->ex;
+	const struct ntbfab_lend_user_ops *ops;
+	void *ctx;
 
 	raw_spin_lock(&ex->irq_lock);
-	virq = ex->virq[r->index];
-	if (virq)
-		generic_handle_irq_safe(virq);
+	ops = ex->uops;
+	ctx = ex->uctx;
 	raw_spin_unlock(&ex->irq_lock);
+	if (ops && ops->irq)
+		ops->irq(ctx, r->index);
 }
 
 /* The eventfd was signalled (the lender's vector fired): run the shadow's handler. */
@@ -772,7 +798,8 @@ out:
 	return ret;
 }
 
-static int window_get(phys_addr_t *phys, resource_size_t *size)
+/* With lend_lock held. */
+int ntbfab_lend_window(phys_addr_t *phys, resource_size_t *size)
 {
 	unsigned int dom, bus, dev, fn;
 	struct pci_dev *pdev;
@@ -811,6 +838,7 @@ static int window_get(phys_addr_t *phys, resource_size_t *size)
 			loopback_window_bar, ret);
 	return ret;
 }
+EXPORT_SYMBOL_GPL(ntbfab_lend_window);
 
 /* ---- shadow devices ------------------------------------------------------------------ */
 
@@ -904,17 +932,18 @@ static u64 shadow_remove(struct lend_shadow *s, bool surprise, u32 why)
 	pr_info("shadow %u (fdid 0x%04x) at %04x:00:00.0 removed%s\n", s->id, s->fdid, s->domain,
 		surprise ? " (surprise: the device is gone)" : "");
 	list_del(&s->node);
-	s->ex->shadow = NULL;
+	ntbfab_lend_export_release(s->ex);
 	if (why)
-		lend_post(s->owner, NTBFAB_LEND_MSG_REMOVED, s->id, 0, 0, why);
+		ntbfab_lend_post(s->owner, NTBFAB_LEND_MSG_REMOVED, s->id, 0, 0, why);
 	ida_free(&lend_ida, s->id);
+	kfree(s->virq);
 	kfree(s);
 	return left;
 }
 
-static struct lend_export *find_export(u64 id)
+static struct ntbfab_export *find_export(u64 id)
 {
-	struct lend_export *ex;
+	struct ntbfab_export *ex;
 
 	list_for_each_entry(ex, &lend_exports, node)
 		if (ex->id == id)
@@ -922,9 +951,89 @@ static struct lend_export *find_export(u64 id)
 	return NULL;
 }
 
-static int shadow_attach(struct lend_file *f, struct ntbfab_lend_attach *a)
+/* ---- exports for their users (a shadow device here, an mdev instance in ntbfab_mdev) -- */
+
+void ntbfab_lend_lock(void)
 {
-	struct lend_export *ex;
+	mutex_lock(&lend_lock);
+}
+EXPORT_SYMBOL_GPL(ntbfab_lend_lock);
+
+void ntbfab_lend_unlock(void)
+{
+	mutex_unlock(&lend_lock);
+}
+EXPORT_SYMBOL_GPL(ntbfab_lend_unlock);
+
+struct ntbfab_export *ntbfab_lend_export_claim(u64 id, const struct ntbfab_lend_user_ops *ops,
+					       void *ctx)
+{
+	struct ntbfab_export *ex;
+	unsigned long flags;
+
+	lockdep_assert_held(&lend_lock);
+	ex = find_export(id);
+	if (!ex)
+		return ERR_PTR(-ENOENT);
+	if (ex->uops)
+		return ERR_PTR(-EBUSY);
+	raw_spin_lock_irqsave(&ex->irq_lock, flags);
+	ex->uops = ops;
+	ex->uctx = ctx;
+	raw_spin_unlock_irqrestore(&ex->irq_lock, flags);
+	return ex;
+}
+EXPORT_SYMBOL_GPL(ntbfab_lend_export_claim);
+
+void ntbfab_lend_export_release(struct ntbfab_export *ex)
+{
+	unsigned long flags;
+	u32 i;
+
+	lockdep_assert_held(&lend_lock);
+	raw_spin_lock_irqsave(&ex->irq_lock, flags);
+	ex->uops = NULL;
+	ex->uctx = NULL;
+	raw_spin_unlock_irqrestore(&ex->irq_lock, flags);
+	for (i = 0; i < ex->nr_irqs && ex->relays; i++)
+		if (ex->relays[i].ctx)
+			irq_work_sync(&ex->relays[i].fire);
+}
+EXPORT_SYMBOL_GPL(ntbfab_lend_export_release);
+
+struct pci_dev *ntbfab_lend_export_pdev(struct ntbfab_export *ex)
+{
+	return ex->pdev;
+}
+EXPORT_SYMBOL_GPL(ntbfab_lend_export_pdev);
+
+u32 ntbfab_lend_export_irqs(struct ntbfab_export *ex)
+{
+	return ex->nr_irqs;
+}
+EXPORT_SYMBOL_GPL(ntbfab_lend_export_irqs);
+
+struct iommu_domain *ntbfab_lend_export_domain(struct ntbfab_export *ex)
+{
+	struct iommu_domain *dom = iommu_get_domain_for_dev(&ex->pdev->dev);
+
+	return dom && dom->type == IOMMU_DOMAIN_UNMANAGED ? dom : NULL;
+}
+EXPORT_SYMBOL_GPL(ntbfab_lend_export_domain);
+
+static void shadow_gone(void *ctx)
+{
+	shadow_remove(ctx, true, NTBFAB_LEND_GONE_EXPORT);
+}
+
+static const struct ntbfab_lend_user_ops shadow_user_ops = {
+	.irq = shadow_irq,
+	.gone = shadow_gone,
+};
+
+static int shadow_attach(struct ntbfab_lend_file *f, struct ntbfab_lend_attach *a)
+{
+	struct ntbfab_export *ex;
 	struct lend_shadow *s;
 	struct pci_dev *real;
 	LIST_HEAD(resources);
@@ -938,7 +1047,7 @@ static int shadow_attach(struct lend_file *f, struct ntbfab_lend_attach *a)
 	ex = find_export(a->export_id);
 	if (!ex)
 		return -ENOENT;
-	if (ex->shadow)
+	if (ex->uops)
 		return -EBUSY;
 	if (a->dma_size > ex->iova_size)
 		return -ENOSPC;
@@ -956,10 +1065,16 @@ static int shadow_attach(struct lend_file *f, struct ntbfab_lend_attach *a)
 	s->ex = ex;
 	s->fdid = a->fdid;
 	s->cfg_size = a->config_size;
+	raw_spin_lock_init(&s->virq_lock);
 	raw_spin_lock_init(&s->cfg_lock);
 	spin_lock_init(&s->peer_lock);
 	INIT_LIST_HEAD(&s->peers);
 	atomic_long_set(&s->mappings, 0);
+	s->virq = kcalloc(ex->nr_irqs ?: 1, sizeof(*s->virq), GFP_KERNEL);
+	if (!s->virq) {
+		ret = -ENOMEM;
+		goto fail_id;
+	}
 	if (copy_from_user(s->cfg, u64_to_user_ptr(a->config), a->config_size)) {
 		ret = -EFAULT;
 		goto fail_id;
@@ -987,11 +1102,11 @@ static int shadow_attach(struct lend_file *f, struct ntbfab_lend_attach *a)
 	cfg_hide_ext_cap(s, PCI_EXT_CAP_ID_SRIOV);
 	s->cfg[PCI_HEADER_TYPE] &= ~0x80;
 
-	ret = window_get(&s->win_phys, &s->win_size);
+	ret = ntbfab_lend_window(&s->win_phys, &s->win_size);
 	if (ret)
 		goto fail_id;
-	s->dom = iommu_get_domain_for_dev(&real->dev);
-	if (!s->dom || s->dom->type != IOMMU_DOMAIN_UNMANAGED) {
+	s->dom = ntbfab_lend_export_domain(ex);
+	if (!s->dom) {
 		pci_err(real, "not in an IOMMU domain of VFIO's: lend it through vfio-pci with an IOMMU\n");
 		ret = -ENXIO;
 		goto fail_id;
@@ -1046,7 +1161,7 @@ static int shadow_attach(struct lend_file *f, struct ntbfab_lend_attach *a)
 							 IORESOURCE_PREFETCH : 0) };
 		pci_add_resource(&resources, &s->win[i]);
 	}
-	ex->shadow = s;
+	ntbfab_lend_export_claim(ex->id, &shadow_user_ops, s);
 	list_add(&s->node, &lend_shadows);
 	s->bus = pci_create_root_bus(lend_misc.this_device, 0, &lend_pci_ops, &s->sysdata,
 				     &resources);
@@ -1080,18 +1195,19 @@ static int shadow_attach(struct lend_file *f, struct ntbfab_lend_attach *a)
 
 fail_listed:
 	list_del(&s->node);
-	ex->shadow = NULL;
+	ntbfab_lend_export_release(ex);
 fail:
 	shadow_teardown(s);
 fail_id:
 	ida_free(&lend_ida, s->id);
+	kfree(s->virq);
 	kfree(s);
 	return ret;
 }
 
 /* ---- exports (loopback: the lender's side in this kernel) ---------------------------- */
 
-static void export_free(struct lend_export *ex)
+static void export_free(struct ntbfab_export *ex)
 {
 	u32 i;
 
@@ -1099,17 +1215,22 @@ static void export_free(struct lend_export *ex)
 		relay_stop(&ex->relays[i]);
 	kfree(ex->relays);
 	kfree(ex->msgs);
-	kfree(ex->virq);
 	if (ex->group)
 		fput(ex->group);
 	pci_dev_put(ex->pdev);
 	kfree(ex);
 }
 
-static void export_withdraw(struct lend_export *ex)
+static void export_withdraw(struct ntbfab_export *ex)
 {
-	if (ex->shadow)
-		shadow_remove(ex->shadow, true, NTBFAB_LEND_GONE_EXPORT);
+	const struct ntbfab_lend_user_ops *ops = ex->uops;
+	void *ctx = ex->uctx;
+
+	/* Its user undoes what it made in the device's IOMMU domain while that lives. */
+	if (ops) {
+		ntbfab_lend_export_release(ex);
+		ops->gone(ctx);
+	}
 	list_del(&ex->node);
 	pci_info(ex->pdev, "export %llu withdrawn\n", ex->id);
 	export_free(ex);
@@ -1130,9 +1251,9 @@ static bool export_group_ok(struct pci_dev *pdev, struct file *group)
 	return ok;
 }
 
-static int export_add(struct lend_file *f, struct ntbfab_lend_export *e)
+static int export_add(struct ntbfab_lend_file *f, struct ntbfab_lend_export *e)
 {
-	struct lend_export *ex;
+	struct ntbfab_export *ex;
 	s32 __user *ufds = u64_to_user_ptr(e->irq_fds);
 	u32 i;
 	int ret, virq, fd;
@@ -1170,10 +1291,9 @@ static int export_add(struct lend_file *f, struct ntbfab_lend_export *e)
 	}
 	ex->nr_irqs = e->nr_irqs;
 	ex->msgs = kcalloc(ex->nr_irqs, sizeof(*ex->msgs), GFP_KERNEL);
-	ex->virq = kcalloc(ex->nr_irqs, sizeof(*ex->virq), GFP_KERNEL);
 	ex->relays = kcalloc(ex->nr_irqs, sizeof(*ex->relays), GFP_KERNEL);
 	ret = -ENOMEM;
-	if (ex->nr_irqs && (!ex->msgs || !ex->virq || !ex->relays))
+	if (ex->nr_irqs && (!ex->msgs || !ex->relays))
 		goto fail;
 	for (i = 0; i < ex->nr_irqs; i++) {
 		ex->relays[i].ex = ex;
@@ -1203,11 +1323,90 @@ fail:
 	return ret;
 }
 
+/* ---- frontends: ioctls and files of /dev/ntbfab-lend they serve ---------------------- */
+
+int ntbfab_lend_frontend_register(const struct ntbfab_lend_frontend *fe)
+{
+	int i, ret = -ENOSPC;
+
+	if (fe->first_nr < 0x10 || fe->last_nr < fe->first_nr || fe->last_nr > 0xff)
+		return -EINVAL;
+	down_write(&lend_fe_sem);
+	for (i = 0; i < ARRAY_SIZE(lend_fe) && ret; i++)
+		if (lend_fe[i] && fe->first_nr <= lend_fe[i]->last_nr &&
+		    lend_fe[i]->first_nr <= fe->last_nr)
+			ret = -EBUSY;
+	for (i = 0; i < ARRAY_SIZE(lend_fe) && ret == -ENOSPC; i++)
+		if (!lend_fe[i]) {
+			lend_fe[i] = fe;
+			ret = 0;
+		}
+	up_write(&lend_fe_sem);
+	return ret;
+}
+EXPORT_SYMBOL_GPL(ntbfab_lend_frontend_register);
+
+/* Waits for the frontend's running ioctls. */
+void ntbfab_lend_frontend_unregister(const struct ntbfab_lend_frontend *fe)
+{
+	int i;
+
+	down_write(&lend_fe_sem);
+	for (i = 0; i < ARRAY_SIZE(lend_fe); i++)
+		if (lend_fe[i] == fe)
+			lend_fe[i] = NULL;
+	up_write(&lend_fe_sem);
+}
+EXPORT_SYMBOL_GPL(ntbfab_lend_frontend_unregister);
+
+static u32 frontend_features(void)
+{
+	u32 feat = 0;
+	int i;
+
+	down_read(&lend_fe_sem);
+	for (i = 0; i < ARRAY_SIZE(lend_fe); i++)
+		if (lend_fe[i])
+			feat |= lend_fe[i]->feature;
+	up_read(&lend_fe_sem);
+	return feat;
+}
+
+/* A frontend's ioctl: *handled says whether one took it. */
+static long frontend_ioctl(struct ntbfab_lend_file *f, unsigned int cmd, void __user *arg,
+			   bool *handled)
+{
+	long ret = -ENOTTY;
+	int i;
+
+	*handled = _IOC_NR(cmd) >= 0x10;
+	if (!*handled)
+		return 0;
+	down_read(&lend_fe_sem);
+	for (i = 0; i < ARRAY_SIZE(lend_fe); i++)
+		if (lend_fe[i] && _IOC_NR(cmd) >= lend_fe[i]->first_nr &&
+		    _IOC_NR(cmd) <= lend_fe[i]->last_nr)
+			ret = lend_fe[i]->ioctl(f, cmd, arg);
+	up_read(&lend_fe_sem);
+	return ret;
+}
+
+static void frontend_release(struct ntbfab_lend_file *f)
+{
+	int i;
+
+	down_read(&lend_fe_sem);
+	for (i = 0; i < ARRAY_SIZE(lend_fe); i++)
+		if (lend_fe[i] && lend_fe[i]->release)
+			lend_fe[i]->release(f);
+	up_read(&lend_fe_sem);
+}
+
 /* ---- the character device ------------------------------------------------------------ */
 
 static int lend_open(struct inode *inode, struct file *file)
 {
-	struct lend_file *f = kzalloc(sizeof(*f), GFP_KERNEL);
+	struct ntbfab_lend_file *f = kzalloc(sizeof(*f), GFP_KERNEL);
 
 	if (!f)
 		return -ENOMEM;
@@ -1220,10 +1419,11 @@ static int lend_open(struct inode *inode, struct file *file)
 
 static int lend_release(struct inode *inode, struct file *file)
 {
-	struct lend_file *f = file->private_data;
+	struct ntbfab_lend_file *f = file->private_data;
 	struct lend_shadow *s, *sn;
-	struct lend_export *ex, *en;
+	struct ntbfab_export *ex, *en;
 
+	frontend_release(f);
 	mutex_lock(&lend_lock);
 	/* The daemon is gone: nobody forwards config writes or keeps the borrow. */
 	list_for_each_entry_safe(s, sn, &lend_shadows, node)
@@ -1240,7 +1440,7 @@ static int lend_release(struct inode *inode, struct file *file)
 
 static ssize_t lend_read(struct file *file, char __user *buf, size_t len, loff_t *ppos)
 {
-	struct lend_file *f = file->private_data;
+	struct ntbfab_lend_file *f = file->private_data;
 	struct ntbfab_lend_msg m;
 	size_t done = 0;
 	unsigned long flags;
@@ -1280,13 +1480,13 @@ static ssize_t lend_read(struct file *file, char __user *buf, size_t len, loff_t
 
 static __poll_t lend_poll(struct file *file, poll_table *pt)
 {
-	struct lend_file *f = file->private_data;
+	struct ntbfab_lend_file *f = file->private_data;
 
 	poll_wait(file, &f->wait, pt);
 	return READ_ONCE(f->count) || READ_ONCE(f->overflow) ? EPOLLIN | EPOLLRDNORM : 0;
 }
 
-static struct lend_shadow *own_shadow(struct lend_file *f, u32 id)
+static struct lend_shadow *own_shadow(struct ntbfab_lend_file *f, u32 id)
 {
 	struct lend_shadow *s;
 
@@ -1296,7 +1496,7 @@ static struct lend_shadow *own_shadow(struct lend_file *f, u32 id)
 	return NULL;
 }
 
-static int lend_cfg_set(struct lend_file *f, struct ntbfab_lend_cfg_set *c)
+static int lend_cfg_set(struct ntbfab_lend_file *f, struct ntbfab_lend_cfg_set *c)
 {
 	struct lend_shadow *s = own_shadow(f, c->shadow_id);
 	unsigned long flags;
@@ -1314,7 +1514,7 @@ static int lend_cfg_set(struct lend_file *f, struct ntbfab_lend_cfg_set *c)
 	return 0;
 }
 
-static int lend_peer_add(struct lend_file *f, struct ntbfab_lend_peer *p)
+static int lend_peer_add(struct ntbfab_lend_file *f, struct ntbfab_lend_peer *p)
 {
 	struct lend_shadow *s = own_shadow(f, p->shadow_id);
 	struct lend_peer *e;
@@ -1337,7 +1537,7 @@ static int lend_peer_add(struct lend_file *f, struct ntbfab_lend_peer *p)
 
 static long lend_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 {
-	struct lend_file *f = file->private_data;
+	struct ntbfab_lend_file *f = file->private_data;
 	void __user *up = (void __user *)arg;
 	union {
 		struct ntbfab_lend_version v;
@@ -1348,23 +1548,29 @@ static long lend_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		struct ntbfab_lend_cfg_set c;
 		struct ntbfab_lend_peer p;
 	} x;
-	struct lend_export *ex;
+	struct ntbfab_export *ex;
 	struct lend_shadow *s;
+	bool handled;
 	long ret;
 
-	if (_IOC_TYPE(cmd) != NTBFAB_LEND_IOC_MAGIC || _IOC_SIZE(cmd) > sizeof(x))
+	if (_IOC_TYPE(cmd) != NTBFAB_LEND_IOC_MAGIC)
 		return -ENOTTY;
 	if (cmd == NTBFAB_LEND_IOC_VERSION) {
 		x.v = (struct ntbfab_lend_version){
 			.version = NTBFAB_LEND_VERSION,
 			.msg_size = sizeof(struct ntbfab_lend_msg),
-			.features = loopback_window && *loopback_window ?
-				    NTBFAB_LEND_FEAT_LOOPBACK : 0,
+			.features = (loopback_window && *loopback_window ?
+				     NTBFAB_LEND_FEAT_LOOPBACK : 0) | frontend_features(),
 		};
 		return copy_to_user(up, &x.v, sizeof(x.v)) ? -EFAULT : 0;
 	}
+	if (_IOC_NR(cmd) < 0x10 && _IOC_SIZE(cmd) > sizeof(x))
+		return -ENOTTY;
 	if (!(file->f_mode & FMODE_WRITE))
-		return -EPERM;
+		return _IOC_NR(cmd) < 0x10 || frontend_features() ? -EPERM : -ENOTTY;
+	ret = frontend_ioctl(f, cmd, up, &handled);
+	if (handled)
+		return ret;
 	if (copy_from_user(&x, up, _IOC_SIZE(cmd)))
 		return -EFAULT;
 	mutex_lock(&lend_lock);

@@ -28,6 +28,18 @@ static void test_sizes(void **state)
         assert_int_equal(sizeof(struct ntbfab_lend_cfg_set), 24);
         assert_int_equal(sizeof(struct ntbfab_lend_peer), 32);
         assert_int_equal(sizeof(struct ntbfab_lend_msg), 32);
+        assert_int_equal(sizeof(struct ntbfab_lend_mdev_type), 64);
+        assert_int_equal(sizeof(struct ntbfab_lend_mdev_pool), 64);
+        assert_int_equal(sizeof(struct ntbfab_lend_mdev_entry), 32);
+        assert_int_equal(sizeof(struct ntbfab_lend_mdev_list), 16);
+        assert_int_equal(sizeof(struct ntbfab_lend_mdev_range), 16);
+        assert_int_equal(sizeof(struct ntbfab_lend_mdev_info), 168);
+        assert_int_equal(sizeof(struct ntbfab_lend_mdev_config), 256);
+        assert_int_equal(sizeof(struct ntbfab_lend_mdev_window), 16);
+        assert_int_equal(sizeof(struct ntbfab_lend_mdev_peer), 24);
+        assert_int_equal(sizeof(struct ntbfab_lend_mdev_grant), 264);
+        assert_int_equal(sizeof(struct ntbfab_lend_mdev_done), 24);
+        assert_int_equal(sizeof(struct ntbfab_lend_mdev_peer_add), 32);
 }
 
 static void test_offsets(void **state)
@@ -89,6 +101,79 @@ static void test_offsets(void **state)
         FIELD(ntbfab_lend_msg, reserved, 28, 4);
 }
 
+/* ntbfab_mdev's requests (VM pass-through). */
+static void test_mdev_offsets(void **state)
+{
+        (void)state;
+        FIELD(ntbfab_lend_mdev_type, fdid, 0, 4);
+        FIELD(ntbfab_lend_mdev_type, vendor, 4, 2);
+        FIELD(ntbfab_lend_mdev_type, device, 6, 2);
+        FIELD(ntbfab_lend_mdev_type, class_code, 8, 4);
+        FIELD(ntbfab_lend_mdev_type, reserved, 12, 4);
+        FIELD(ntbfab_lend_mdev_type, name, 16, 48);
+        FIELD(ntbfab_lend_mdev_pool, flags, 0, 4);
+        FIELD(ntbfab_lend_mdev_pool, count, 4, 4);
+        FIELD(ntbfab_lend_mdev_pool, types, 8, 8);
+        FIELD(ntbfab_lend_mdev_pool, node, 16, 32);
+        FIELD(ntbfab_lend_mdev_pool, reserved, 48, 16);
+        FIELD(ntbfab_lend_mdev_entry, instance, 0, 4);
+        FIELD(ntbfab_lend_mdev_entry, fdid, 4, 4);
+        FIELD(ntbfab_lend_mdev_entry, uuid, 8, 16);
+        FIELD(ntbfab_lend_mdev_entry, state, 24, 4);
+        FIELD(ntbfab_lend_mdev_entry, reserved, 28, 4);
+        FIELD(ntbfab_lend_mdev_list, count, 0, 4);
+        FIELD(ntbfab_lend_mdev_list, reserved, 4, 4);
+        FIELD(ntbfab_lend_mdev_list, entries, 8, 8);
+        FIELD(ntbfab_lend_mdev_range, gpa, 0, 8);
+        FIELD(ntbfab_lend_mdev_range, size, 8, 8);
+        FIELD(ntbfab_lend_mdev_info, instance, 0, 4);
+        FIELD(ntbfab_lend_mdev_info, fdid, 4, 4);
+        FIELD(ntbfab_lend_mdev_info, uuid, 8, 16);
+        FIELD(ntbfab_lend_mdev_info, state, 24, 4);
+        FIELD(ntbfab_lend_mdev_info, nr_ranges, 28, 4);
+        FIELD(ntbfab_lend_mdev_info, ranges, 32, 8);
+        FIELD(ntbfab_lend_mdev_info, pinned, 40, 8);
+        FIELD(ntbfab_lend_mdev_info, bars, 48, 48);
+        FIELD(ntbfab_lend_mdev_info, bar_sizes, 96, 48);
+        FIELD(ntbfab_lend_mdev_info, vm, 144, 8);
+        FIELD(ntbfab_lend_mdev_info, reserved, 152, 16);
+        FIELD(ntbfab_lend_mdev_config, instance, 0, 4);
+        FIELD(ntbfab_lend_mdev_config, status, 4, 4);
+        FIELD(ntbfab_lend_mdev_config, seq, 8, 8);
+        FIELD(ntbfab_lend_mdev_config, config, 16, 8);
+        FIELD(ntbfab_lend_mdev_config, config_size, 24, 4);
+        FIELD(ntbfab_lend_mdev_config, reserved0, 28, 4);
+        FIELD(ntbfab_lend_mdev_config, bar_sizes, 32, 48);
+        FIELD(ntbfab_lend_mdev_config, why, 80, 160);
+        FIELD(ntbfab_lend_mdev_config, reserved, 240, 16);
+        FIELD(ntbfab_lend_mdev_window, gpa, 0, 8);
+        FIELD(ntbfab_lend_mdev_window, size, 8, 8);
+        FIELD(ntbfab_lend_mdev_peer, gpa, 0, 8);
+        FIELD(ntbfab_lend_mdev_peer, size, 8, 8);
+        FIELD(ntbfab_lend_mdev_peer, dev_addr, 16, 8);
+        FIELD(ntbfab_lend_mdev_grant, instance, 0, 4);
+        FIELD(ntbfab_lend_mdev_grant, status, 4, 4);
+        FIELD(ntbfab_lend_mdev_grant, seq, 8, 8);
+        FIELD(ntbfab_lend_mdev_grant, flags, 16, 4);
+        FIELD(ntbfab_lend_mdev_grant, nr_peers, 20, 4);
+        FIELD(ntbfab_lend_mdev_grant, export_id, 24, 8);
+        FIELD(ntbfab_lend_mdev_grant, config, 32, 8);
+        FIELD(ntbfab_lend_mdev_grant, config_size, 40, 4);
+        FIELD(ntbfab_lend_mdev_grant, reserved0, 44, 4);
+        FIELD(ntbfab_lend_mdev_grant, windows, 48, 32);
+        FIELD(ntbfab_lend_mdev_grant, peers, 80, 8);
+        FIELD(ntbfab_lend_mdev_grant, why, 88, 160);
+        FIELD(ntbfab_lend_mdev_grant, reserved, 248, 16);
+        FIELD(ntbfab_lend_mdev_done, instance, 0, 4);
+        FIELD(ntbfab_lend_mdev_done, status, 4, 4);
+        FIELD(ntbfab_lend_mdev_done, seq, 8, 8);
+        FIELD(ntbfab_lend_mdev_done, value, 16, 4);
+        FIELD(ntbfab_lend_mdev_done, reserved, 20, 4);
+        FIELD(ntbfab_lend_mdev_peer_add, instance, 0, 4);
+        FIELD(ntbfab_lend_mdev_peer_add, reserved, 4, 4);
+        FIELD(ntbfab_lend_mdev_peer_add, peer, 8, 24);
+}
+
 /* The numbers user space calls: type 0xB9, the command, the direction and the size. */
 static void test_ioctl_numbers(void **state)
 {
@@ -103,6 +188,13 @@ static void test_ioctl_numbers(void **state)
             {NTBFAB_LEND_IOC_DETACH, 4, _IOC_READ | _IOC_WRITE, 16},
             {NTBFAB_LEND_IOC_CFG_SET, 5, _IOC_WRITE, 24},
             {NTBFAB_LEND_IOC_PEER_ADD, 6, _IOC_WRITE, 32},
+            {NTBFAB_LEND_IOC_MDEV_POOL, 0x10, _IOC_WRITE, 64},
+            {NTBFAB_LEND_IOC_MDEV_LIST, 0x11, _IOC_READ | _IOC_WRITE, 16},
+            {NTBFAB_LEND_IOC_MDEV_INFO, 0x12, _IOC_READ | _IOC_WRITE, 168},
+            {NTBFAB_LEND_IOC_MDEV_CONFIG, 0x13, _IOC_WRITE, 256},
+            {NTBFAB_LEND_IOC_MDEV_GRANT, 0x14, _IOC_WRITE, 264},
+            {NTBFAB_LEND_IOC_MDEV_DONE, 0x15, _IOC_WRITE, 24},
+            {NTBFAB_LEND_IOC_MDEV_PEER, 0x16, _IOC_WRITE, 32},
         };
         for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
                 assert_int_equal(_IOC_TYPE(v[i].cmd), 0xB9);
@@ -110,7 +202,7 @@ static void test_ioctl_numbers(void **state)
                 assert_int_equal(_IOC_DIR(v[i].cmd), v[i].dir);
                 assert_int_equal(_IOC_SIZE(v[i].cmd), v[i].size);
         }
-        assert_int_equal(NTBFAB_LEND_VERSION, 1);
+        assert_int_equal(NTBFAB_LEND_VERSION, 2);
         assert_int_equal(NTBFAB_LEND_RID(0x12, 0x34), 0x1234);
 }
 
@@ -119,6 +211,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_sizes),
             cmocka_unit_test(test_offsets),
+            cmocka_unit_test(test_mdev_offsets),
             cmocka_unit_test(test_ioctl_numbers),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
