@@ -41,6 +41,7 @@ struct ntbf__borrow {
         struct ntbf__icpt icpt;   /* config-space interception state */
         bool sisci;               /* held for SISCI sessions ("sisci": true in json) */
         int64_t shadow;           /* attached to this kernel: the module's id; -1: not */
+        int64_t mdev;             /* held for a VM: ntbfab_mdev's instance id; -1: not */
 };
 
 /* A mapping for a device's DMA made through device.map_peer. */

@@ -556,7 +556,7 @@ static int get_fdid(struct json_object *p, uint32_t *fdid)
 /* How a borrow is used, for refusals that name who holds a device and how. */
 static const char *how(const struct fm_alloc *a)
 {
-        return a->kernel ? "(attached to its kernel as a shadow device)"
+        return a->kernel ? "(attached to its kernel: a shadow device or a VM's mdev instance)"
                          : "(through the device API)";
 }
 

@@ -117,6 +117,9 @@ static void drain(struct ntbf__d *d, struct ntbf__borrow *leaving)
                                       "attached devices may differ from what their drivers set");
                         } else if (m[i].kind == NTBFAB_LEND_MSG_CFG_WRITE && b) {
                                 forward(d, &m[i], b);
+                        } else if (m[i].kind >= NTBFAB_LEND_MSG_MDEV_DESCRIBE &&
+                                   m[i].kind <= NTBFAB_LEND_MSG_MDEV_RETURN) {
+                                ntbf__kmdev_msg(d, &m[i]);
                         } else if (m[i].kind == NTBFAB_LEND_MSG_REMOVED && b) {
                                 LOG_W("shadow of 0x%04x was removed by the kernel: its lender "
                                       "withdrew the device",
@@ -175,6 +178,16 @@ int ntbf__kern_open(struct ntbf__d *d, char *why, size_t whylen)
         return 0;
 }
 
+int ntbf__kern_fd(struct ntbf__d *d)
+{
+        return d->kern ? d->kern->fd : -1;
+}
+
+const char *ntbf__kern_boot_id(struct ntbf__d *d)
+{
+        return d->kern ? d->kern->boot_id : "";
+}
+
 void ntbf__kern_close(struct ntbf__d *d)
 {
         if (!d->kern)
@@ -218,26 +231,35 @@ static int hexval(char c)
         return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
+int ntbf__kern_cfg_parse(struct json_object *res, uint8_t cfg[4096], uint32_t *n,
+                         const char **msg)
+{
+        const char *hex = "";
+        if (!ntbf__jget_s(res, "hex", &hex))
+                return *msg = "the lender's config dump has no 'hex'", NTBF_EPROTO;
+        *n = (uint32_t)(strlen(hex) / 2);
+        if (*n != 256 && *n != KERN_CFG)
+                return *msg = "the lender's config dump is neither 256 nor 4096 bytes", NTBF_EPROTO;
+        for (size_t i = 0; i < *n; i++) {
+                int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
+                if (hi < 0 || lo < 0)
+                        return *msg = "the lender's config dump is not hex", NTBF_EPROTO;
+                cfg[i] = (uint8_t)(hi << 4 | lo);
+        }
+        return 0;
+}
+
 static void dumped(void *arg, int err, const char *msg, struct json_object *res)
 {
         struct attach *a = arg;
         struct ntbf__d *d = a->d;
         struct ntbf__borrow *b = ntbf__node_borrow(d, a->fdid);
-        const char *hex = "";
+        uint32_t n = 0;
         char why[512];
         if (!err && !b)
                 err = NTBF_ENOTFOUND, msg = "the borrow ended while it was being attached";
-        if (!err && !ntbf__jget_s(res, "hex", &hex))
-                err = NTBF_EPROTO, msg = "the lender's config dump has no 'hex'";
-        size_t n = strlen(hex) / 2;
-        if (!err && n != 256 && n != KERN_CFG)
-                err = NTBF_EPROTO, msg = "the lender's config dump is neither 256 nor 4096 bytes";
-        for (size_t i = 0; !err && i < n; i++) {
-                int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
-                if (hi < 0 || lo < 0)
-                        err = NTBF_EPROTO, msg = "the lender's config dump is not hex";
-                a->cfg[i] = (uint8_t)(hi << 4 | lo);
-        }
+        if (!err)
+                err = ntbf__kern_cfg_parse(res, a->cfg, &n, &msg);
         json_object_put(res);
         if (err)
                 return attach_done(a, err, msg);
@@ -332,6 +354,8 @@ static void ignore(void *arg, int err, const char *msg, struct json_object *res)
 
 void ntbf__kern_detach(struct ntbf__d *d, struct ntbf__borrow *b, bool surprise)
 {
+        if (b->mdev >= 0)
+                return ntbf__kmdev_lost(d, b);
         if (b->shadow < 0 || !d->kern || d->kern->fd < 0)
                 return;
         struct ntbfab_lend_detach dt = {.shadow_id = (uint32_t)b->shadow,

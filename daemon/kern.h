@@ -51,4 +51,46 @@ void ntbf__kern_export(struct ntbf__d *d, uint32_t from, struct json_object *p, 
 void ntbf__kern_unexport(struct ntbf__d *d, uint32_t from, struct json_object *p, ntbf__done_fn cb,
                          void *arg);
 
+/* The device file (-1: not open) and this kernel's boot id, for kmdev.c. */
+int ntbf__kern_fd(struct ntbf__d *d);
+const char *ntbf__kern_boot_id(struct ntbf__d *d);
+/* A lender's `cfg` dump answer into cfg (n: 256 or 4096 bytes); else an error and msg. */
+int ntbf__kern_cfg_parse(struct json_object *res, uint8_t cfg[4096], uint32_t *n, const char **msg);
+
+/*
+ * VM pass-through (kmdev.c, ntbfab_mdev, docs/kernel.md): the module offers one mdev type per
+ * device of this node's pool (the devices of the other nodes) and asks the daemon with
+ * records: DESCRIBE when a VMM opens an instance (the lender's config space, read before any
+ * borrow), BORROW when the guest enables bus mastering (an ordinary exclusive borrow, the
+ * lender's export, the low and high DMA windows of the guest's memory as the module found
+ * it), CFG_WRITE while borrowed (to the lender, as a shadow device's), RETURN when the guest
+ * or the VM lets go (the export withdrawn, the borrow returned).
+ */
+struct ntbfab_lend_msg;
+struct ntbfab_lend_mdev_range;
+struct ntbfab_lend_mdev_window;
+void ntbf__kmdev_msg(struct ntbf__d *d, const struct ntbfab_lend_msg *m);
+/* Borrow b of an instance is gone here (lost lease, daemon stopping): the export goes, and
+ * the module removes the device from the guest. */
+void ntbf__kmdev_lost(struct ntbf__d *d, struct ntbf__borrow *b);
+/* At start: the pool is named again if the module serves VMs (a restart takes over its
+ * instances). */
+void ntbf__kmdev_start(struct ntbf__d *d);
+/* Operators (RPC mdev.*): 0 and *out, or an error and why. */
+int ntbf__kmdev_list(struct ntbf__d *d, struct json_object **out, char *why, size_t whylen);
+int ntbf__kmdev_create(struct ntbf__d *d, uint32_t fdid, const char *uuid,
+                       struct json_object **out, char *why, size_t whylen);
+int ntbf__kmdev_remove(struct ntbf__d *d, const char *uuid, char *why, size_t whylen);
+/* Name this node's pool to the module (creating its mdev parent); why says what failed. */
+int ntbf__kmdev_pool(struct ntbf__d *d, char *why, size_t whylen);
+
+/*
+ * The DMA windows of a guest's memory (article 5.2): the ranges the module pinned (ascending,
+ * disjoint, page aligned) split at 4 GiB, each window spanning its side's ranges, aligned out
+ * to align (a power of two). 0, or -EINVAL (ranges out of order or overlapping, none at all),
+ * -ERANGE (a window would pass limit, the device's reach).
+ */
+int ntbf__kmdev_windows(const struct ntbfab_lend_mdev_range *r, uint32_t n, uint64_t align,
+                        uint64_t limit, struct ntbfab_lend_mdev_window *w);
+
 #endif

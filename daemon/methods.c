@@ -468,6 +468,42 @@ static void m_borrows(void *ctx, struct ntbf__rpc_call *call, struct json_object
         ntbf__rpc_result(call, a);
 }
 
+/* ---- VM pass-through: mdev instances (kmdev.c) --------------------------------------------- */
+
+static void m_mdev_list(void *ctx, struct ntbf__rpc_call *call, struct json_object *p)
+{
+        (void)p;
+        struct json_object *out = NULL;
+        char why[512];
+        int r = ntbf__kmdev_list(ctx, &out, why, sizeof(why));
+        if (r)
+                return failed(call, r, why);
+        ntbf__rpc_result(call, out);
+}
+
+static void m_mdev_create(void *ctx, struct ntbf__rpc_call *call, struct json_object *p)
+{
+        struct json_object *out = NULL;
+        const char *uuid = NULL;
+        char why[512];
+        ntbf__jget_s(p, "uuid", &uuid);
+        int r = ntbf__kmdev_create(ctx, (uint32_t)u(p, "fdid", 0), uuid, &out, why, sizeof(why));
+        if (r)
+                return failed(call, r, why);
+        ntbf__rpc_result(call, out);
+}
+
+static void m_mdev_remove(void *ctx, struct ntbf__rpc_call *call, struct json_object *p)
+{
+        const char *uuid = "";
+        char why[512];
+        ntbf__jget_s(p, "uuid", &uuid);
+        int r = ntbf__kmdev_remove(ctx, uuid, why, sizeof(why));
+        if (r)
+                return failed(call, r, why);
+        ntbf__rpc_result(call, json_object_new_object());
+}
+
 static struct json_object *local_fn_json(struct ntbf__d *d, uint32_t dev, uint32_t f)
 {
         const struct ntbf_device *x = &d->t->devices[dev];
@@ -1075,6 +1111,11 @@ const struct ntbf__rpc_method ntbf__methods[] = {
       {"attach", NTBF_P_BOOL, false, 0, 0, NULL}}},
     {"device.return", m_return, {FDID}},
     {"device.borrows", m_borrows, {{NULL}}},
+    {"mdev.list", m_mdev_list, {{NULL}}},
+    {"mdev.create",
+     m_mdev_create,
+     {FDID, {"uuid", NTBF_P_STR, false, 0, 0, NULL}}},
+    {"mdev.remove", m_mdev_remove, {{"uuid", NTBF_P_STR, true, 0, 0, NULL}}},
     {"device.lspci", m_lspci, {{NULL}}},
     {"device.open",
      m_open,

@@ -119,6 +119,7 @@ struct ntbf__borrow *ntbf__node_add_borrow(struct ntbf__d *d, struct json_object
                 b->lender = d->t->devices[dev].node;
                 b->slot = UINT32_MAX;
                 b->shadow = -1;
+                b->mdev = -1;
                 b->next = d->borrows;
                 d->borrows = b;
         }
@@ -512,7 +513,10 @@ static void do_cfg(struct ntbf__d *d, uint32_t from, struct json_object *p, ntbf
             d->t->devices[dev].node != d->self)
                 return cb(arg, NTBF_ENOTFOUND, "no such device of this node", NULL);
         struct ntbf__lend *l = ntbf__node_lend(d, (uint32_t)fdid);
-        if (from != d->self && (!l || !(l->borrowers >> from & 1)))
+        /* A lent device's config space may be read whole by any node of the fabric: a VM's
+         * instance shows it before anything is borrowed (kmdev.c); all else needs a borrow. */
+        bool describe = !strcmp(op, "dump") && l;
+        if (from != d->self && !describe && (!l || !(l->borrowers >> from & 1)))
                 return cb(arg, -EPERM, "the device is not borrowed by the asking node", NULL);
         uint32_t probe;
         if (ntbf__node_cfg(d, dev, fn, false, 0, 2, &probe) == NTBF_EUNSUPPORTED)
@@ -543,6 +547,15 @@ static void do_cfg(struct ntbf__d *d, uint32_t from, struct json_object *p, ntbf
                 }
                 hex[2 * (n < 4096 ? 256 : 4096)] = '\0';
                 ntbf__jput_s(o, "hex", hex);
+                /* The BARs' sizes: what VFIO says of a real device, else the model's. */
+                uint64_t sizes[6] = {0};
+                struct json_object *bs = json_object_new_array();
+                if (!ntbf__vfiod_bar_sizes(d, dev, fn, sizes) && fn < d->t->devices[dev].functions)
+                        for (unsigned b = 0; b < 6; b++)
+                                sizes[b] = d->t->devices[dev].bars[b].size;
+                for (unsigned b = 0; b < 6; b++)
+                        json_object_array_add(bs, json_object_new_uint64(sizes[b]));
+                json_object_object_add(o, "bar_sizes", bs);
                 return cb(arg, 0, NULL, o);
         }
         ntbf__jget_u(p, "off", &off);
@@ -804,6 +817,7 @@ static void synced(void *arg, int err, const char *msg, struct json_object *res)
                 nb++;
         d->fm_ready = true;
         ntbf__kern_resume(d);
+        ntbf__kmdev_start(d);
         LOG_I("joined the fabric manager on '%s': %zu entr%s programmed, %u borrow%s",
               node_name(d, d->manager), d->programmed.n, d->programmed.n == 1 ? "y" : "ies", nb,
               nb == 1 ? "" : "s");

@@ -497,6 +497,16 @@ void ntbf__vfiod_kexport_set(struct ntbf__d *d, uint32_t dev, uint32_t fn, uint6
         kx_close_fds(v);
 }
 
+bool ntbf__vfiod_bar_sizes(struct ntbf__d *d, uint32_t dev, uint32_t fn, uint64_t sizes[6])
+{
+        struct vdev *v = find(d, dev, fn, false);
+        if (!v || v->v.device < 0)
+                return false;
+        for (unsigned b = 0; b < 6; b++)
+                sizes[b] = v->v.regions[b].size;
+        return true;
+}
+
 uint64_t ntbf__vfiod_kexport_id(struct ntbf__d *d, uint32_t dev, uint32_t fn)
 {
         struct vdev *v = find(d, dev, fn, false);

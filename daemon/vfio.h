@@ -73,6 +73,8 @@ int ntbf__vfiod_kexport(struct ntbf__d *d, uint32_t dev, uint32_t fn, struct ntb
                         char *why, size_t whylen);
 void ntbf__vfiod_kexport_set(struct ntbf__d *d, uint32_t dev, uint32_t fn, uint64_t id);
 uint64_t ntbf__vfiod_kexport_id(struct ntbf__d *d, uint32_t dev, uint32_t fn);
+/* The sizes of a held device's six BARs, as VFIO reports them; false: not held. */
+bool ntbf__vfiod_bar_sizes(struct ntbf__d *d, uint32_t dev, uint32_t fn, uint64_t sizes[6]);
 void ntbf__vfiod_kunexport(struct ntbf__d *d, uint32_t dev, uint32_t fn);
 
 #endif
