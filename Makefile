@@ -14,14 +14,14 @@ DEPS := gcc make meson ninja-build pkg-config clang libclang-rt-14-dev \
 	libyaml-dev libuv1-dev libjson-c-dev libsqlite3-dev libsodium-dev libcmocka-dev \
 	zlib1g-dev qemu-system-x86 busybox-static cpio xz-utils e2fsprogs
 
-.PHONY: run test _deps _build _asan _fuzz
+.PHONY: run test test-mdev _deps _build _asan _fuzz
 .DEFAULT_GOAL := run
 
 run: _build
 	@sh tools/run-demo.sh $(BUILD)
 
 test: _build _asan _fuzz
-	meson test -C $(BUILD) --print-errorlogs --num-processes 2
+	meson test -C $(BUILD) --print-errorlogs --num-processes 2 --no-suite kernel-nested
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:halt_on_error=1 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		meson test -C $(ASAN) --suite unit --print-errorlogs --num-processes 2
@@ -29,6 +29,11 @@ test: _build _asan _fuzz
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 CHAOS_SECONDS=30 \
 		meson test -C $(ASAN) --suite daemon --print-errorlogs --num-processes 1
 	sh tests/fuzz/run.sh $(FUZZ) $(FUZZ_SECONDS)
+
+# The nested-VM test of VM pass-through (tests/mdev, docs/kernel.md): a guest that runs a guest,
+# several minutes on a loaded 2-core machine, so not part of `make test`.
+test-mdev: _build
+	meson test -C $(BUILD) --suite kernel-nested --print-errorlogs
 
 # Install what is missing: one `apt-get update`, then one `apt-get install`.
 _deps:

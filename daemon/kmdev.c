@@ -57,15 +57,16 @@ int ntbf__kmdev_windows(const struct ntbfab_lend_mdev_range *r, uint32_t n, uint
                         hi[1] = e;
                 }
         }
+        struct ntbfab_lend_mdev_window out[2] = {{0, 0}, {0, 0}};
         for (int k = 0; k < 2; k++) {
                 if (lo[k] == UINT64_MAX)
                         continue;
                 uint64_t a = lo[k] & ~(align - 1), e = (hi[k] + align - 1) & ~(align - 1);
                 if (e < hi[k] || e > limit)
                         return -ERANGE;
-                w[k].gpa = a;
-                w[k].size = e - a;
+                out[k] = (struct ntbfab_lend_mdev_window){a, e - a};
         }
+        memcpy(w, out, sizeof(out));
         return 0;
 }
 
@@ -107,9 +108,18 @@ int ntbf__kmdev_pool(struct ntbf__d *d, char *why, size_t whylen)
                         char nm[2 * NTBF_NAME_MAX + 16];
                         snprintf(nm, sizeof(nm), "%s.%s%s%.0u", t->nodes[x->node].name, x->name,
                                  fn ? ".fn" : "", fn);
-                        memcpy(ty[n].name, nm, sizeof(ty[n].name) - 1); /* NUL: calloc */
+                        /* Zeros after the name (calloc): the module compares whole entries. */
+                        memcpy(ty[n].name, nm, strnlen(nm, sizeof(ty[n].name) - 1));
                         n++;
                 }
+        }
+        if (!n) {
+                free(ty);
+                snprintf(why, whylen,
+                         "no device of another node in the cluster: '%s' has nothing to borrow "
+                         "for its VMs",
+                         t->nodes[d->self].name);
+                return NTBF_ENOTFOUND;
         }
         struct ntbfab_lend_mdev_pool p = {.count = n, .types = (uint64_t)(uintptr_t)ty};
         snprintf(p.node, sizeof(p.node), "%s", t->nodes[d->self].name);

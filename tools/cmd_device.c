@@ -357,6 +357,90 @@ static int run_return(int argc, char **argv)
         return EXIT_OK;
 }
 
+/* ---- mdev: VM pass-through instances ------------------------------------------------------- */
+
+struct mdev_opts {
+        const char *node, *uuid;
+};
+
+static int mdev_opt(int c, const char *arg, void *ctx)
+{
+        struct mdev_opts *m = ctx;
+        if (c == 'n')
+                m->node = arg;
+        else if (c == 'u')
+                m->uuid = arg;
+        return EXIT_OK;
+}
+
+static int run_mdev(int argc, char **argv)
+{
+        const struct verb *v = find("mdev");
+        struct fab_opts o = {0};
+        struct mdev_opts mo = {0};
+        static const struct option ex[] = {{"node", required_argument, NULL, 'n'},
+                                           {"uuid", required_argument, NULL, 'u'}};
+        int r = fab_parse(v, argc, argv, ex, 2, &o, mdev_opt, &mo);
+        if (r)
+                return r;
+        if (!mo.node)
+                return cli_usage(v, "say whose VMs with --node NODE");
+        const char *sub = optind < argc ? argv[optind] : "";
+        bool list = !strcmp(sub, "list"), create = !strcmp(sub, "create"),
+             remove = !strcmp(sub, "remove");
+        if (!list && !create && !remove)
+                return cli_usage(v, "say list, create FDID or remove UUID");
+        if (optind + (list ? 1 : 2) != argc)
+                return cli_usage(v, list     ? "list takes no arguments"
+                                    : create ? "give one FDID"
+                                             : "give one UUID (see 'ntbfab mdev list')");
+        if (mo.uuid && !create)
+                return cli_usage(v, "--uuid is for create");
+        struct fab f;
+        if (fab_find(&o, &f))
+                return EXIT_FAIL;
+        if (fab_node(&f, mo.node) == NTBF_NONE) {
+                fab_close(&f);
+                return EXIT_USAGE;
+        }
+        struct json_object *p = json_object_new_object(), *res;
+        uint32_t fdid = 0;
+        if (create && parse_fdid(&f, argv[optind + 1], &fdid)) {
+                json_object_put(p);
+                fab_close(&f);
+                return cli_usage(v, "'%s' is not an fdid (like 0x4001) nor NODE.DEVICE",
+                                 argv[optind + 1]);
+        }
+        if (create)
+                json_object_object_add(p, "fdid", json_u64(fdid));
+        if (mo.uuid)
+                json_object_object_add(p, "uuid", json_str(mo.uuid));
+        if (remove)
+                json_object_object_add(p, "uuid", json_str(argv[optind + 1]));
+        if (fab_call(&f, mo.node, list ? "mdev.list" : create ? "mdev.create" : "mdev.remove", p,
+                     &res))
+                return failed(&f);
+        if (o.json) {
+                json_print(json_object_get(res));
+        } else if (list) {
+                for (size_t i = 0; i < json_object_array_length(res); i++) {
+                        struct json_object *e = json_object_array_get_idx(res, i);
+                        printf("%s 0x%04" PRIx64 " %s %s\n", js(e, "uuid"), ju(e, "fdid"),
+                               js(e, "state"), js(e, "sysfsdev"));
+                }
+        } else if (create) {
+                printf("%s created instance %s of 0x%04x; give it to a VM with\n"
+                       "  -device vfio-pci,sysfsdev=%s\n"
+                       "(borrowed when the guest enables the device, returned when it lets go)\n",
+                       mo.node, js(res, "uuid"), fdid, js(res, "sysfsdev"));
+        } else {
+                printf("%s removed instance %s\n", mo.node, argv[optind + 1]);
+        }
+        json_object_put(res);
+        fab_close(&f);
+        return EXIT_OK;
+}
+
 /* ---- lspci --------------------------------------------------------------------------------- */
 
 static int run_lspci(int argc, char **argv)
@@ -446,6 +530,16 @@ const struct verb verbs_device[] = {
      run_borrow},
     {"return", "[--json] [--dir DIR] FDID --node NODE", "Return a borrowed device.", "",
      run_return},
+    {"mdev", "[--json] [--dir DIR] --node NODE list|create FDID [--uuid UUID]|remove UUID",
+     "Devices of the pool for NODE's virtual machines (mdev instances).",
+     "\nNeeds the ntbfab_mdev module on NODE (docs/kernel.md). An instance borrows nothing\n"
+     "until its VM's guest enables the device; it is returned when the guest lets go or the\n"
+     "VM stops. Give it to QEMU with -device vfio-pci,sysfsdev=/sys/bus/mdev/devices/UUID.\n"
+     "  list              the instances: UUID, fdid, state (idle, open, borrowing, borrowed,\n"
+     "                    lost), sysfs path\n"
+     "  create FDID       a new instance of a device of another node (--uuid: its UUID)\n"
+     "  remove UUID       remove an instance no VM has open\n",
+     run_mdev},
     {"lspci", "[--json] [--dir DIR] --node NODE",
      "List NODE's devices: local ones and borrowed ones at their local addresses.",
      "\nBorrowed devices appear at shadow addresses (0000:f0:..) with BARs at NODE's addresses\n"

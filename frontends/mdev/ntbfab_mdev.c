@@ -79,6 +79,8 @@
 #define MDEV_HIGH		(4ULL << 30)	/* where x86 guests' high memory starts */
 #define MDEV_PIN_MAX		VFIO_PIN_PAGES_MAX_ENTRIES
 #define MDEV_GPA_LIMIT		BIT_ULL(48)
+#define MDEV_GAPS		16	/* guest ranges the VMM unmapped, waiting to come back */
+#define MDEV_REPIN_TRIES	12	/* from 100 ms, doubling up to 2 s: about 20 s */
 
 static uint timeout_s = 60;
 module_param(timeout_s, uint, 0644);
@@ -169,6 +171,9 @@ struct mdev_inst {
 	struct mdev_run *runs;
 	u32 nr_runs, cap_runs;
 	u64 pinned;
+	struct ntbfab_lend_mdev_range gaps[MDEV_GAPS];	/* unmapped by the VMM meanwhile */
+	u32 nr_gaps, repin_tries;
+	struct delayed_work repin;
 	struct ntbfab_export *ex;	/* ntbfab_lend_lock() */
 	struct iommu_domain *dom;
 	phys_addr_t win_phys;
@@ -820,6 +825,7 @@ static void inst_unborrow_locked(struct mdev_inst *inst)
 		iommu_unmap(inst->dom, inst->peers[i].gpa, inst->peers[i].size);
 	inst->nr_peers = 0;
 	runs_drop_all(inst);
+	inst->nr_gaps = 0;
 	inst->ex = NULL;
 	inst->dom = NULL;
 	memset(inst->win, 0, sizeof(inst->win));
@@ -1536,6 +1542,151 @@ static void inst_close(struct vfio_device *vdev)
 }
 
 /* The VMM pinned pages are going away: unpin them, and unmap them from the device first. */
+/* Map run r for the device at its guest-physical address, or leave it unpinned. */
+static void run_remap(struct mdev_inst *inst, struct mdev_run *r)
+{
+	u64 size = r->npages << PAGE_SHIFT;
+
+	r->mapped = false;
+	if (!r->npages || !inst->dom)
+		return;
+	if (!iommu_map(inst->dom, r->gpa, inst->win_phys + ((u64)r->pfn << PAGE_SHIFT), size,
+		       IOMMU_READ | IOMMU_WRITE | IOMMU_CACHE)) {
+		r->mapped = true;
+		return;
+	}
+	unpin_range(inst, r->gpa, r->npages);
+	inst->pinned -= size;
+	r->npages = 0;
+}
+
+/* The VMM unmapped [s, e) of mapped guest RAM: it is pinned again when it comes back. */
+static void gap_add(struct mdev_inst *inst, u64 s, u64 e)
+{
+	u32 i;
+
+	for (i = 0; i < inst->nr_gaps; i++) {
+		struct ntbfab_lend_mdev_range *g = &inst->gaps[i];
+
+		if (s <= g->gpa + g->size && e >= g->gpa) {
+			u64 end = max(g->gpa + g->size, e);
+
+			g->gpa = min(g->gpa, s);
+			g->size = end - g->gpa;
+			return;
+		}
+	}
+	if (inst->nr_gaps < MDEV_GAPS)
+		inst->gaps[inst->nr_gaps++] = (struct ntbfab_lend_mdev_range){ s, e - s };
+	else
+		dev_warn(inst->vdev.dev, "the VMM unmapped too many ranges: 0x%llx+0x%llx stays out of the device's reach\n",
+			 s, e - s);
+}
+
+/*
+ * Guest memory maps change under a running guest (q35's TSEG and the BIOS areas
+ * are carved out of RAM, and QEMU then unmaps a whole RAM section and maps
+ * what is left): VFIO tells an mdev of the unmap only.  So the ranges unmapped
+ * while borrowed are pinned and mapped again once the VMM has mapped them
+ * again (a range with at least one page back is done: the VMM maps a section
+ * whole), retried from 100 ms to about 20 s.
+ */
+static void inst_repin(struct work_struct *work)
+{
+	struct mdev_inst *inst = container_of(to_delayed_work(work), struct mdev_inst, repin);
+	struct page **pages = kmalloc_array(MDEV_PIN_MAX, sizeof(*pages), GFP_KERNEL);
+	u64 before;
+	u32 i, j, first, left = 0;
+
+	mutex_lock(&inst->lock);
+	if (inst_state(inst) != NTBFAB_LEND_MDEV_BORROWED || !pages) {
+		inst->nr_gaps = 0;
+		goto out;
+	}
+	ntbfab_lend_lock();
+	for (i = 0; i < inst->nr_gaps; i++) {
+		struct ntbfab_lend_mdev_range g = inst->gaps[i];
+
+		before = inst->pinned;
+		first = inst->nr_runs;
+		if (inst_pin_scan(inst, g.gpa, g.gpa + g.size, false, pages) ||
+		    inst->pinned == before) {
+			inst->gaps[left++] = g;
+			continue;
+		}
+		for (j = first; j < inst->nr_runs; j++) {
+			struct mdev_run *r = &inst->runs[j];
+			u64 size = r->npages << PAGE_SHIFT;
+
+			if (in_window(&inst->win[0], r->gpa, size) ||
+			    in_window(&inst->win[1], r->gpa, size)) {
+				run_remap(inst, r);
+			} else {
+				run_drop(inst, r);
+				r->npages = 0;
+			}
+		}
+		dev_dbg(inst->vdev.dev, "0x%llx+0x%llx mapped for the device again (%llu KiB)\n",
+			g.gpa, g.size, (inst->pinned - before) >> 10);
+	}
+	ntbfab_lend_unlock();
+	inst->nr_gaps = left;
+	if (left && ++inst->repin_tries < MDEV_REPIN_TRIES) {
+		schedule_delayed_work(&inst->repin,
+				      msecs_to_jiffies(min(100U << inst->repin_tries, 2000U)));
+	} else if (left) {
+		dev_warn(inst->vdev.dev, "%u range(s) the VMM unmapped did not come back (first 0x%llx+0x%llx): out of the device's reach\n",
+			 left, inst->gaps[0].gpa, inst->gaps[0].size);
+		inst->nr_gaps = 0;
+	}
+out:
+	mutex_unlock(&inst->lock);
+	kfree(pages);
+}
+
+/*
+ * Pages [s, e) of run i go (the VMM unmapped them): the run is unmapped whole (its IOMMU
+ * mapping may use large pages) and what is left of it on each side is mapped again.
+ */
+static void run_cut(struct mdev_inst *inst, u32 i, u64 s, u64 e)
+{
+	struct mdev_run *r = &inst->runs[i], tail, *n;
+	u64 rend = r->gpa + (r->npages << PAGE_SHIFT);
+	bool mapped = r->mapped;
+
+	if (mapped && inst->dom)
+		iommu_unmap(inst->dom, r->gpa, rend - r->gpa);
+	unpin_range(inst, s, (e - s) >> PAGE_SHIFT);
+	inst->pinned -= e - s;
+	if (mapped)
+		gap_add(inst, s, e);
+	tail = (struct mdev_run){ .gpa = e, .pfn = r->pfn + ((e - r->gpa) >> PAGE_SHIFT),
+				  .npages = (rend - e) >> PAGE_SHIFT };
+	r->npages = (s - r->gpa) >> PAGE_SHIFT;
+	if (mapped)
+		run_remap(inst, r);
+	if (!tail.npages)
+		return;
+	if (inst->nr_runs == inst->cap_runs) {
+		n = kvrealloc(inst->runs, inst->cap_runs * sizeof(*n),
+			      (inst->cap_runs * 2 + 64) * sizeof(*n), GFP_KERNEL);
+		if (!n) {
+			/* No room to keep it: the tail goes too. */
+			unpin_range(inst, tail.gpa, tail.npages);
+			inst->pinned -= tail.npages << PAGE_SHIFT;
+			return;
+		}
+		inst->runs = n;
+		inst->cap_runs = inst->cap_runs * 2 + 64;
+	}
+	memmove(&inst->runs[i + 2], &inst->runs[i + 1],
+		(inst->nr_runs - i - 1) * sizeof(*inst->runs));
+	inst->nr_runs++;
+	inst->runs[i + 1] = tail;
+	if (mapped)
+		run_remap(inst, &inst->runs[i + 1]);
+}
+
 static void inst_dma_unmap(struct vfio_device *vdev, u64 iova, u64 length)
 {
 	struct mdev_inst *inst = container_of(vdev, struct mdev_inst, vdev);
@@ -1550,13 +1701,21 @@ static void inst_dma_unmap(struct vfio_device *vdev, u64 iova, u64 length)
 
 		if (!r->npages || rend <= iova || r->gpa >= end)
 			continue;
-		/* Whole runs go: the device loses the range, as the guest's memory did. */
-		dev_warn(vdev->dev, "the VMM unmapped 0x%llx+0x%llx while the device could reach it\n",
-			 iova, length);
-		run_drop(inst, r);
-		r->npages = 0;
+		/*
+		 * Only the pages unmapped go (QEMU remaps the BIOS areas as ROM while
+		 * the device may hold the RAM around them): the device loses the
+		 * range, as the guest's memory did.
+		 */
+		dev_dbg(vdev->dev, "the VMM unmapped 0x%llx+0x%llx while the device could reach it\n",
+			iova, length);
+		run_cut(inst, i, max(r->gpa, round_down(iova, PAGE_SIZE)),
+			min(rend, round_up(end, PAGE_SIZE)));
 	}
 	ntbfab_lend_unlock();
+	if (inst->nr_gaps) {
+		inst->repin_tries = 0;
+		mod_delayed_work(system_wq, &inst->repin, msecs_to_jiffies(100));
+	}
 	mutex_unlock(&inst->lock);
 }
 
@@ -1591,6 +1750,7 @@ static int inst_init(struct vfio_device *vdev)
 	init_waitqueue_head(&inst->req_wait);
 	INIT_LIST_HEAD(&inst->vmas);
 	INIT_LIST_HEAD(&inst->node);
+	INIT_DELAYED_WORK(&inst->repin, inst_repin);
 	inst->cfg_size = PCI_CFG_SPACE_SIZE;
 	inst->ans = kzalloc(sizeof(*inst->ans), GFP_KERNEL);
 	inst->dead = alloc_page(GFP_KERNEL);
@@ -1615,6 +1775,7 @@ static void inst_release(struct vfio_device *vdev)
 {
 	struct mdev_inst *inst = container_of(vdev, struct mdev_inst, vdev);
 
+	cancel_delayed_work_sync(&inst->repin);
 	ida_free(&mdev_ida, inst->id);
 	kfree(inst->ans);
 	__free_page(inst->dead);
@@ -1908,6 +2069,20 @@ out:
 	return ret;
 }
 
+/*
+ * The instance's UUID in the byte order of its name (the mdev core keeps a
+ * little-endian GUID: the first three fields are swapped).
+ */
+static void inst_uuid(struct mdev_inst *inst, u8 out[16])
+{
+	const u8 *g = to_mdev_device(inst->vdev.dev)->uuid.b;
+	static const u8 order[16] = { 3, 2, 1, 0, 5, 4, 7, 6, 8, 9, 10, 11, 12, 13, 14, 15 };
+	int i;
+
+	for (i = 0; i < 16; i++)
+		out[i] = g[order[i]];
+}
+
 /* An instance of f's parent by id (mdev_lock held). */
 static struct mdev_inst *inst_of(struct ntbfab_lend_file *f, u32 id)
 {
@@ -1943,7 +2118,7 @@ static long ioc_list(struct ntbfab_lend_file *f, struct ntbfab_lend_mdev_list *l
 			if (n < max) {
 				e[n].instance = inst->id;
 				e[n].fdid = inst->fdid;
-				memcpy(e[n].uuid, &to_mdev_device(inst->vdev.dev)->uuid, 16);
+				inst_uuid(inst, e[n].uuid);
 				e[n].state = inst_state(inst);
 			}
 			n++;
@@ -1986,7 +2161,7 @@ static long ioc_info(struct ntbfab_lend_file *f, struct ntbfab_lend_mdev_info *i
 		return -ENOENT;
 	}
 	in->fdid = inst->fdid;
-	memcpy(in->uuid, &to_mdev_device(inst->vdev.dev)->uuid, 16);
+	inst_uuid(inst, in->uuid);
 	in->state = inst_state(inst);
 	in->nr_ranges = inst_ranges(inst, r, max);
 	in->pinned = inst->pinned;

@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""tests/mdev/mdevtier.py: the kernel tier's mdev test (docs/kernel.md, "The kernel tier").
+
+One QEMU guest (L1) set up as the shadow test's (Intel's vIOMMU, QEMU's NVMe, an ivshmem
+window onto the guest's own RAM file, the fabric's ivshmem region) plus TCG's SVM for KVM and a
+read-only virtfs share of this machine's / . In L1, the lender's daemon lends the NVMe through
+vfio-pci, the borrower's daemon offers it as an ntbfab_mdev instance, and L1 runs this
+machine's own QEMU (chroot into the share) as a nested VM (L2, under KVM when L1 has it) with
+-device vfio-pci,sysfsdev=... L2 is Debian's kernel with its unchanged nvme driver.
+tests/mdev/init.sh is L1's /init, tests/mdev/l2init.sh L2's.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "vm"))
+sys.path.insert(0, os.path.join(HERE, "..", "shadow"))
+import vmtier  # noqa: E402
+import shadowtier  # noqa: E402  (headers, static programs, the fabric's files)
+
+L1_MODULES = ["crct10dif_generic", "crc64_rocksoft_generic", "crc32c_generic", "vfio_iommu_type1",
+              "vfio-pci", "mdev", "kvm_amd", "9p", "9pnet_virtio", "virtio_pci"]
+L2_MODULES = ["crct10dif_generic", "crc64_rocksoft_generic", "nvme"]
+EXPECTED = ["mdev-create", "mdev-list", "mdev-create-refused", "no-borrow-before-enable",
+            "borrow-while-running", "l2-nvme-identifies", "l2-write-verify", "l2-interrupts",
+            "returned-after-poweroff", "mdev-remove", "kernel-clean"]
+RAM = 1 << 30          # L1's RAM and the window onto it (a power of two, as BARs are)
+CONTROL = 64 << 20
+NVME_IMAGE = 64 << 20
+GUEST_TIMEOUT = 900
+
+
+def say(msg):
+    print(f"mdevtier: {msg}", flush=True)
+
+
+def fail(msg):
+    print(f"mdevtier: FAIL: {msg}", flush=True)
+    sys.exit(1)
+
+
+def build_modules(src, out, kdir):
+    """ntbfab_shadow.ko and ntbfab_mdev.ko through kernel/'s Makefile, from a copy laid out as
+    the DKMS tree is (kernel/ with frontends/mdev as its mdev/)."""
+    d = os.path.join(out, "kernel")
+    shutil.rmtree(d, ignore_errors=True)
+    ign = shutil.ignore_patterns("*.o", "*.ko", "*.mod*", ".*.cmd", "Module.symvers")
+    shutil.copytree(os.path.join(src, "kernel"), d, ignore=ign)
+    shutil.copytree(os.path.join(src, "frontends", "mdev"), os.path.join(d, "mdev"), ignore=ign)
+    r = subprocess.run(["make", "-C", d, f"KDIR={kdir}", "modules"], capture_output=True,
+                       text=True)
+    kos = [os.path.join(d, "ntbfab_shadow.ko"), os.path.join(d, "mdev", "ntbfab_mdev.ko")]
+    if r.returncode != 0 or not all(os.path.exists(k) for k in kos):
+        fail(f"building the modules against {kdir} failed:\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
+    if "warning:" in r.stderr:
+        fail(f"the modules build with warnings:\n{r.stderr[-2000:]}")
+    return kos
+
+
+def cpio(d, img):
+    files = subprocess.run(["find", "."], cwd=d, capture_output=True, text=True,
+                           check=True).stdout
+    with open(img, "wb") as f:
+        vmtier.run(["cpio", "-o", "-H", "newc", "--quiet"], cwd=d, input=files.encode(), stdout=f)
+    return img
+
+
+def modules_into(d, mods):
+    os.makedirs(os.path.join(d, "lib", "modules"), exist_ok=True)
+    names = []
+    for m in mods:
+        name = os.path.basename(m)[:-3]
+        shutil.copy(m, os.path.join(d, "lib", "modules", name + ".ko"))
+        names.append(name)
+    with open(os.path.join(d, "lib", "modules", "order"), "w") as f:
+        f.write("\n".join(names) + "\n")
+
+
+def l2_initramfs(out, busybox, mods):
+    d = os.path.join(out, "l2initrd")
+    shutil.rmtree(d, ignore_errors=True)
+    for sub in ["bin", "sbin", "proc", "sys", "dev", "tmp"]:
+        os.makedirs(os.path.join(d, sub))
+    shutil.copy(busybox, os.path.join(d, "bin", "busybox"))
+    modules_into(d, mods)
+    shutil.copy(os.path.join(HERE, "l2init.sh"), os.path.join(d, "init"))
+    os.chmod(os.path.join(d, "init"), 0o755)
+    return cpio(d, os.path.join(out, "l2initrd.cpio"))
+
+
+def l1_initramfs(out, src, busybox, progs, mods):
+    d = os.path.join(out, "initrd")
+    shutil.rmtree(d, ignore_errors=True)
+    for sub in ["bin", "sbin", "etc/ntbfab", "proc", "sys", "dev", "run", "tmp", "host"]:
+        os.makedirs(os.path.join(d, sub))
+    shutil.copy(busybox, os.path.join(d, "bin", "busybox"))
+    for name, path in progs.items():
+        if not vmtier.is_static(path):
+            fail(f"{path} is not statically linked")
+        shutil.copy(path, os.path.join(d, "bin", name))
+    modules_into(d, mods)
+    shutil.copy(os.path.join(HERE, "init.sh"), os.path.join(d, "init"))
+    os.chmod(os.path.join(d, "init"), 0o755)
+    shutil.copy(os.path.join(src, "tests", "shadow", "loopback.yaml"),
+                os.path.join(d, "etc", "ntbfab", "loopback.yaml"))
+    with open(os.path.join(d, "etc", "ntbfab", "cluster.key"), "w") as f:
+        f.write(os.urandom(32).hex() + "\n")
+    os.chmod(os.path.join(d, "etc", "ntbfab", "cluster.key"), 0o600)
+    return cpio(d, os.path.join(out, "initrd.cpio"))
+
+
+def boot(out, accel, kern, initrd, l2kern, l2initrd):
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") else out
+    ramdir = tempfile.mkdtemp(prefix="mdevtier-", dir=shm)
+    ram = os.path.join(ramdir, "ram")
+    control = os.path.join(out, "control.bin")
+    disk = os.path.join(out, "nvme.img")
+    for path, size in [(ram, RAM), (control, CONTROL), (disk, NVME_IMAGE)]:
+        with open(path, "wb") as f:
+            f.truncate(size)
+    log = os.path.join(out, "guest.log")
+    if os.path.exists(log):
+        os.unlink(log)
+    cmd = ["qemu-system-x86_64", "-accel", accel,
+           "-machine", "q35,kernel-irqchip=split,memory-backend=ram",
+           "-cpu", "host" if accel == "kvm" else "max", "-m", f"{RAM >> 20}M", "-smp", "2",
+           "-nodefaults", "-no-reboot", "-display", "none", "-monitor", "none",
+           "-serial", f"file:{log}", "-device", "intel-iommu,intremap=on,caching-mode=on",
+           "-object", f"memory-backend-file,id=ram,share=on,mem-path={ram},size={RAM}",
+           "-object", f"memory-backend-file,id=win,share=on,mem-path={ram},size={RAM}",
+           "-device", "ivshmem-plain,memdev=win",
+           "-object", f"memory-backend-file,id=ctl,share=on,mem-path={control},size={CONTROL}",
+           "-device", "ivshmem-plain,memdev=ctl",
+           "-drive", f"file={disk},if=none,id=nvm,format=raw",
+           "-device", "nvme,serial=mdev0001,drive=nvm",
+           "-virtfs", "local,path=/,mount_tag=host,security_model=none,readonly=on",
+           "-kernel", kern, "-initrd", initrd,
+           "-append", "console=ttyS0 intel_iommu=on no_timer_check panic=-1 quiet loglevel=4 "
+           f"mdevtier.l2kernel={l2kern} mdevtier.l2initrd={l2initrd}"]
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        _, err = p.communicate(timeout=GUEST_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        p.send_signal(signal.SIGKILL)  # the one we started, by its pid
+        _, err = p.communicate()
+        err = (err or b"") + f"\nmdevtier: killed after {GUEST_TIMEOUT} s".encode()
+    shutil.rmtree(ramdir, ignore_errors=True)
+    return log, time.monotonic() - t0, err.decode(errors="replace")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--src", required=True)
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--daemon")
+    ap.add_argument("--cli")
+    ap.add_argument("--missing")
+    args = ap.parse_args()
+    if args.missing:
+        fail(f"the guest programs cannot be linked statically: missing {args.missing}")
+    t0 = time.monotonic()
+    busybox = vmtier.ensure_tools()
+    out = os.path.abspath(args.out)
+    os.makedirs(out, exist_ok=True)
+    cache = os.path.abspath(os.environ.get("NTBFAB_CACHE") or os.path.join(args.build,
+                                                                           "vm-cache"))
+    vmtier.MODULES = L2_MODULES
+    _, _, l2mods = vmtier.kernel(cache)
+    vmtier.MODULES = L1_MODULES
+    kver, kern, mods = vmtier.kernel(cache)
+    kdir = shadowtier.headers(cache, kver)
+    kos = build_modules(args.src, out, kdir)
+    l2initrd = l2_initramfs(out, busybox, l2mods)
+    l2kern = os.path.join(out, "l2-vmlinux")
+    shutil.copy(kern, l2kern)  # under out/: a path the chroot in L1 sees as it is here
+    initrd = l1_initramfs(out, args.src, busybox, {"ntbfabd": args.daemon, "ntbfab": args.cli},
+                          mods + kos)
+    accel, why = vmtier.accelerator(out, kern, initrd)
+    say(f"kernel {kver}, ntbfab_shadow.ko and ntbfab_mdev.ko built, L1 under {accel} ({why})")
+    log, wall, err = boot(out, accel, kern, initrd, l2kern, l2initrd)
+    results, figures, text = vmtier.parse(log)
+    rows, failed = [], False
+    for name in EXPECTED:
+        ok, detail = results.get(name, (False, "missing: the guest never reported it"))
+        rows.append((name, ok, detail))
+        failed |= not ok
+    for name, (ok, detail) in results.items():
+        if name not in EXPECTED:
+            rows.append((name, ok, detail))
+            failed |= not ok
+    if "MDEVTIER DONE" not in text:
+        rows.append(("powered-off-cleanly", False, "L1 never finished"))
+        failed = True
+    for name, ok, detail in rows:
+        print(f"  {'ok  ' if ok else 'FAIL'} {name}: {detail[:300]}")
+    figures["guest_wall_s"] = (round(wall, 1), "s")
+    figures["tier_wall_s"] = (round(time.monotonic() - t0, 1), "s")
+    for name, (v, unit) in sorted(figures.items()):
+        print(f"  FIGURE {name} {v} {unit}")
+    with open(os.path.join(out, "mdev-results.json"), "w") as f:
+        json.dump({"accelerator": accel, "kernel": kver,
+                   "results": {n: {"ok": ok, "detail": d} for n, ok, d in rows},
+                   "figures": {k: {"value": v, "unit": u} for k, (v, u) in figures.items()}},
+                  f, indent=1)
+    if failed:
+        print("mdevtier: L1's last 120 lines:")
+        print("\n".join(text.splitlines()[-120:]))
+        print(err[-2000:])
+        sys.exit(1)
+    print(f"mdev: {sum(ok for _, ok, _ in rows)} passed, 0 failed")
+
+
+if __name__ == "__main__":
+    main()
