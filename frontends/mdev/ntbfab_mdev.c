@@ -1626,7 +1626,7 @@ static void inst_repin(struct work_struct *work)
 				r->npages = 0;
 			}
 		}
-		dev_dbg(inst->vdev.dev, "0x%llx+0x%llx mapped for the device again (%llu KiB)\n",
+		dev_info(inst->vdev.dev, "0x%llx+0x%llx mapped for the device again (%llu KiB)\n",
 			g.gpa, g.size, (inst->pinned - before) >> 10);
 	}
 	ntbfab_lend_unlock();

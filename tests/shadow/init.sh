@@ -232,7 +232,30 @@ else
 	result detach FAIL "rc $rc: $out; shadow $([ -d /sys/bus/pci/devices/${SHADOW:-none} ] && echo present || echo gone), budgets [$before] -> [$after], borrows $borrows; $(dmesg | grep -E -A3 'WARNING:|BUG:|Oops|Call Trace' | head -n 20)"
 fi
 
-kill -TERM $PID_borrower $PID_lender
+# ---- the lender dies: its exports go with its device file, the shadow is surprise-removed ----
+out=$(ntbfab borrow $F --node borrower --attach --json 2>&1)
+SHADOW=$(echo "$out" | tr -d ' \n' | sed -n 's/.*"attached":{"pci":"\([^"]*\)".*/\1/p')
+DISK=""
+if [ -n "$SHADOW" ] && wait_disk $SHADOW; then
+	removals=$(dmesg | grep -c 'surprise')
+	kill -KILL $PID_lender
+	wait $PID_lender 2>/dev/null
+	for i in $(seq 1 50); do [ -d /sys/bus/pci/devices/$SHADOW ] || break; sleep 0.1; done
+	for i in $(seq 1 50); do
+		grep -q "shadow of 0x1000 was removed by the kernel" $NTBFAB_DIR/log/borrower.log && break
+		sleep 0.1
+	done
+	if [ ! -d /sys/bus/pci/devices/$SHADOW ] && [ "$(dmesg | grep -c 'surprise')" -gt "$removals" ] &&
+		grep -q "shadow of 0x1000 was removed by the kernel" $NTBFAB_DIR/log/borrower.log; then
+		result lender-death-removes ok "SIGKILL of the lender's daemon withdrew its export: $SHADOW surprise-removed under nvme, the borrower's daemon told ($(grep -c 'removed by the kernel' $NTBFAB_DIR/log/borrower.log) record)"
+	else
+		result lender-death-removes FAIL "$SHADOW $([ -d /sys/bus/pci/devices/$SHADOW ] && echo present || echo gone); $(dmesg | tail -n 10)"
+	fi
+else
+	result lender-death-removes FAIL "no shadow disk to start from: $out"
+fi
+
+kill -TERM $PID_borrower $PID_lender 2>/dev/null
 wait
 echo "shadowtier: kernel log:"
 dmesg | grep -E 'ntbfab|nvme|DMAR|export|shadow|vfio|10000:' | tail -n 60

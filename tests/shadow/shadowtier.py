@@ -32,7 +32,7 @@ MODULES = ["crct10dif_generic", "crc64_rocksoft_generic", "crc32c_generic", "vfi
            "vfio-pci", "nvme", "ext4", "nvmet_tcp", "nvme_tcp"]
 EXPECTED = ["uapi-refusals", "attach", "nvme-binds-shadow", "budgets-taken", "refuses-other-way", "mkfs-ext4",
             "files-64mib", "dma-through-window", "daemon-death-removes", "restart-reattaches",
-            "detach"]
+            "detach", "lender-death-removes"]
 RAM = 512 << 20        # the guest's RAM, and the window onto it (a power of two, as BARs are)
 CONTROL = 64 << 20     # the ivshmem region of the two adapters (32 MiB windows)
 NVME_IMAGE = 256 << 20
