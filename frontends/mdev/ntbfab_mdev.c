@@ -1627,7 +1627,7 @@ static void inst_repin(struct work_struct *work)
 			}
 		}
 		dev_info(inst->vdev.dev, "0x%llx+0x%llx mapped for the device again (%llu KiB)\n",
-			g.gpa, g.size, (inst->pinned - before) >> 10);
+			 g.gpa, g.size, (inst->pinned - before) >> 10);
 	}
 	ntbfab_lend_unlock();
 	inst->nr_gaps = left;
