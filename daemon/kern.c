@@ -231,8 +231,7 @@ static int hexval(char c)
         return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
-int ntbf__kern_cfg_parse(struct json_object *res, uint8_t cfg[4096], uint32_t *n,
-                         const char **msg)
+int ntbf__kern_cfg_parse(struct json_object *res, uint8_t cfg[4096], uint32_t *n, const char **msg)
 {
         const char *hex = "";
         if (!ntbf__jget_s(res, "hex", &hex))

@@ -78,8 +78,8 @@ void ntbf__kmdev_lost(struct ntbf__d *d, struct ntbf__borrow *b);
 void ntbf__kmdev_start(struct ntbf__d *d);
 /* Operators (RPC mdev.*): 0 and *out, or an error and why. */
 int ntbf__kmdev_list(struct ntbf__d *d, struct json_object **out, char *why, size_t whylen);
-int ntbf__kmdev_create(struct ntbf__d *d, uint32_t fdid, const char *uuid,
-                       struct json_object **out, char *why, size_t whylen);
+int ntbf__kmdev_create(struct ntbf__d *d, uint32_t fdid, const char *uuid, struct json_object **out,
+                       char *why, size_t whylen);
 int ntbf__kmdev_remove(struct ntbf__d *d, const char *uuid, char *why, size_t whylen);
 /* Name this node's pool to the module (creating its mdev parent); why says what failed. */
 int ntbf__kmdev_pool(struct ntbf__d *d, char *why, size_t whylen);

@@ -26,7 +26,7 @@
 #include "ntbfab/error.h"
 #include "ntbfab_lend.h"
 
-#define GIB4 (UINT64_C(4) << 30)
+#define GIB4       (UINT64_C(4) << 30)
 #define MDEV_ALIGN (UINT64_C(2) << 20) /* window granularity */
 #define MDEV_REACH (UINT64_C(1) << 48)
 
@@ -212,8 +212,8 @@ static void described(void *arg, int err, const char *msg, struct json_object *r
         struct json_object *bs;
         if (!err && json_object_object_get_ex(res, "bar_sizes", &bs))
                 for (size_t i = 0; i < 6 && i < json_object_array_length(bs); i++)
-                        c.bar_sizes[i] = (uint64_t)json_object_get_uint64(
-                            json_object_array_get_idx(bs, i));
+                        c.bar_sizes[i] =
+                            (uint64_t)json_object_get_uint64(json_object_array_get_idx(bs, i));
         if (err) {
                 c.status = err < 0 && err > -4096 ? err : -EIO;
                 snprintf(c.why, sizeof(c.why), "0x%04x cannot be described: %s", q->fdid,
@@ -285,8 +285,8 @@ static void grant(struct req *q, int err, const char *msg)
                 err = -errno, msg = "the instance is gone";
         if (!err && in.nr_ranges > NTBFAB_LEND_MDEV_MAX_RANGES)
                 err = -E2BIG, msg = "the guest's memory is in more ranges than a grant maps";
-        int w = err ? 0
-                    : ntbf__kmdev_windows(ranges, in.nr_ranges, MDEV_ALIGN, MDEV_REACH, g.windows);
+        int w =
+            err ? 0 : ntbf__kmdev_windows(ranges, in.nr_ranges, MDEV_ALIGN, MDEV_REACH, g.windows);
         if (w) {
                 err = w;
                 msg = w == -ERANGE ? "the guest's memory is beyond the device's reach"
@@ -408,8 +408,7 @@ static void cfg_written(void *arg, int err, const char *msg, struct json_object 
                 LOG_W("config write of a VM to 0x%04x: %s", q->fdid,
                       msg ? msg : ntbf_strerror(err));
         json_object_put(res);
-        done(q->d, q->inst, q->seq, err ? (err < 0 && err > -4096 ? err : -EIO) : 0,
-             (uint32_t)dw);
+        done(q->d, q->inst, q->seq, err ? (err < 0 && err > -4096 ? err : -EIO) : 0, (uint32_t)dw);
         free(q);
 }
 
@@ -434,8 +433,11 @@ static void cfg_write(struct ntbf__d *d, const struct ntbfab_lend_msg *m)
 static void ret(struct ntbf__d *d, const struct ntbfab_lend_msg *m)
 {
         struct ntbf__borrow *b = by_inst(d, m->shadow_id);
-        static const char *const why[] = {"", "the guest released it", "the VMM reset it",
-                                          "the VM stopped", "its lender withdrew it",
+        static const char *const why[] = {"",
+                                          "the guest released it",
+                                          "the VMM reset it",
+                                          "the VM stopped",
+                                          "its lender withdrew it",
                                           "its instance was removed"};
         if (b) {
                 LOG_I("returning 0x%04x of a VM (instance %u): %s", b->fdid, m->shadow_id,
@@ -546,8 +548,8 @@ int ntbf__kmdev_list(struct ntbf__d *d, struct json_object **out, char *why, siz
         return 0;
 }
 
-int ntbf__kmdev_create(struct ntbf__d *d, uint32_t fdid, const char *uuid,
-                       struct json_object **out, char *why, size_t whylen)
+int ntbf__kmdev_create(struct ntbf__d *d, uint32_t fdid, const char *uuid, struct json_object **out,
+                       char *why, size_t whylen)
 {
         char u[40] = "", dir[160], path[512];
         int r = ntbf__kmdev_pool(d, why, whylen);
@@ -571,8 +573,8 @@ int ntbf__kmdev_create(struct ntbf__d *d, uint32_t fdid, const char *uuid,
                 fclose(f);
                 u[strcspn(u, "\n")] = '\0';
         }
-        snprintf(dir, sizeof(dir), "%s/class/mdev_bus/ntbfab-%s/mdev_supported_types",
-                 sysfs_root(), d->t->nodes[d->self].name);
+        snprintf(dir, sizeof(dir), "%s/class/mdev_bus/ntbfab-%s/mdev_supported_types", sysfs_root(),
+                 d->t->nodes[d->self].name);
         DIR *dd = opendir(dir);
         char suffix[8];
         snprintf(suffix, sizeof(suffix), "-%04x", fdid);
@@ -634,8 +636,7 @@ int ntbf__kmdev_remove(struct ntbf__d *d, const char *uuid, char *why, size_t wh
         snprintf(path, sizeof(path), "%s/bus/mdev/devices/%s/remove", sysfs_root(), uuid);
         r = write_file(path, "1");
         if (r) {
-                snprintf(why, whylen,
-                         "the kernel did not remove %s: %s%s", uuid, strerror(-r),
+                snprintf(why, whylen, "the kernel did not remove %s: %s%s", uuid, strerror(-r),
                          r == -EBUSY ? " (a VM has it open: stop the VM first)" : "");
                 return r;
         }

@@ -417,8 +417,11 @@ static int run_mdev(int argc, char **argv)
                 json_object_object_add(p, "uuid", json_str(mo.uuid));
         if (remove)
                 json_object_object_add(p, "uuid", json_str(argv[optind + 1]));
-        if (fab_call(&f, mo.node, list ? "mdev.list" : create ? "mdev.create" : "mdev.remove", p,
-                     &res))
+        if (fab_call(&f, mo.node,
+                     list     ? "mdev.list"
+                     : create ? "mdev.create"
+                              : "mdev.remove",
+                     p, &res))
                 return failed(&f);
         if (o.json) {
                 json_print(json_object_get(res));

@@ -390,10 +390,12 @@ static void test_frontends(void **state)
         snprintf(p, sizeof(p), "{\"fdid\":%u}", acc1);
         refused(call(f, b, "borrow", p), NTBF_EEXISTS,
                 "lender1.acc1 (0x8000) is already borrowed by 'borrower' (attached to its kernel: "
-                "a shadow device or a VM's mdev instance); return it first (ntbfab return) to borrow it the other way");
+                "a shadow device or a VM's mdev instance); return it first (ntbfab return) to "
+                "borrow it the other way");
         refused(call(f, l3, "borrow", p), NTBF_EBUSY,
                 "is borrowed exclusively by 'borrower' (attached to its kernel: a shadow "
-                "device or a VM's mdev instance); it must be returned there first (ntbfab return 0x8000 --node borrower)");
+                "device or a VM's mdev instance); it must be returned there first (ntbfab return "
+                "0x8000 --node borrower)");
         /* The record survives the manager's restart. */
         ntbf__fm_free(f->fm);
         fm_start(f);

@@ -12,8 +12,8 @@
 #include "kern.h"
 #include "ntbfab_lend.h"
 
-#define MIB (UINT64_C(1) << 20)
-#define GIB (UINT64_C(1) << 30)
+#define MIB   (UINT64_C(1) << 20)
+#define GIB   (UINT64_C(1) << 30)
 #define ALIGN (2 * MIB)
 #define REACH (UINT64_C(1) << 48)
 
