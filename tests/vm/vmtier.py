@@ -2,26 +2,27 @@
 """tests/vm/vmtier.py: the VM tier's harness: a guest kernel, an initramfs, two QEMU guests,
 their results, and the figures (docs/vm.md).
 
-Written from shared/spec/vm-tier.md. One run boots guest A (QEMU's NVMe, Intel vIOMMU,
-ivshmem) and guest B (ivshmem) once, in parallel, and runs every guest test in them; then
-the same driver runs against the simulated NVMe on the host for comparison. Exit status:
+One run boots guest A (QEMU's NVMe, Intel vIOMMU, ivshmem) and guest B (ivshmem) once, in
+parallel, and runs every guest test in them; then the same driver runs against the simulated
+NVMe on the host for comparison. What it shares with the kernel tier is in tests/guestkit.py. Exit status:
 0 when every expected result is ok, 1 when one is missing or failed (the guest log's tail
 is printed), 77 (meson: skipped) only when QEMU cannot be installed at all.
 """
 
 import argparse
 import json
-import lzma
 import os
-import re
 import shutil
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import guestkit as gk  # noqa: E402  (tests/guestkit.py: what the QEMU tiers share)
+from guestkit import fail, say  # noqa: E402
 
 # What each guest must report (tests/vm/init.sh, tests/vm/vmtest.c).
 EXPECTED = {
@@ -47,239 +48,33 @@ MODULES = ["crct10dif_generic", "crc64_rocksoft_generic", "vfio_iommu_type1", "v
 IVSHMEM_SIZE = 16 << 20
 NVME_IMAGE = 64 << 20
 GUEST_TIMEOUT = 240
-QEMU_PKGS = ["qemu-system-x86", "busybox-static", "cpio", "xz-utils"]
-
-
-def say(msg):
-    print(f"vmtier: {msg}", flush=True)
-
-
-def fail(msg):
-    print(f"vmtier: FAIL: {msg}", flush=True)
-    sys.exit(1)
-
-
-def run(cmd, **kw):
-    return subprocess.run(cmd, check=True, **kw)
-
-
-def sudo():
-    return [] if os.geteuid() == 0 else ["sudo", "-n"]
-
-
-# ---- tools ----------------------------------------------------------------------------------
-
-def ensure_tools():
-    """QEMU and busybox-static: install them if they are missing (make test lists them too)."""
-    need = [p for p, exe in [("qemu-system-x86", "qemu-system-x86_64"),
-                             ("busybox-static", "busybox"), ("cpio", "cpio")]
-            if not shutil.which(exe)]
-    if need:
-        say(f"installing {' '.join(QEMU_PKGS)}")
-        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        r = subprocess.run(sudo() + ["apt-get", "install", "-y", "--no-install-recommends"]
-                           + QEMU_PKGS, env=env, capture_output=True, text=True)
-        if r.returncode != 0:
-            subprocess.run(sudo() + ["apt-get", "update"], capture_output=True)
-            r = subprocess.run(sudo() + ["apt-get", "install", "-y", "--no-install-recommends"]
-                               + QEMU_PKGS, env=env, capture_output=True, text=True)
-    if not shutil.which("qemu-system-x86_64"):
-        print("vmtier: SKIPPED: QEMU cannot be installed here (apt-get install qemu-system-x86 "
-              "failed); the VM tier needs it", flush=True)
-        sys.exit(77)
-    # The guests' network is a -netdev dgram pair (QEMU 7.2 and later).
-    r = subprocess.run(["qemu-system-x86_64", "-netdev", "help"], capture_output=True, text=True)
-    if "dgram" not in r.stdout.split():
-        ver = subprocess.run(["qemu-system-x86_64", "--version"], capture_output=True,
-                             text=True).stdout.split("\n")[0]
-        fail(f"{ver} has no '-netdev dgram' (QEMU 7.2 or later): the guests' network needs it")
-    busybox = shutil.which("busybox")
-    if not busybox or not is_static(busybox):
-        fail(f"busybox ({busybox}) is not statically linked: install busybox-static")
-    return busybox
-
-
-def is_static(path):
-    """An ELF executable without a PT_INTERP program header (no dynamic loader)."""
-    with open(path, "rb") as f:
-        h = f.read(64)
-        if h[:4] != b"\x7fELF" or h[4] != 2:
-            return False
-        phoff, = struct.unpack_from("<Q", h, 32)
-        phentsize, phnum = struct.unpack_from("<HH", h, 54)
-        f.seek(phoff)
-        for _ in range(phnum):
-            ph = f.read(phentsize)
-            if struct.unpack_from("<I", ph, 0)[0] == 3:  # PT_INTERP
-                return False
-    return True
-
-
-# ---- the guest kernel -----------------------------------------------------------------------
-
-def kernel(cache):
-    """Debian's guest kernel package, fetched once with apt-get download and kept in cache,
-    with what the guests need taken out of it once: the PVH vmlinux and the modules."""
-    os.makedirs(cache, exist_ok=True)
-    debs = [f for f in os.listdir(cache) if f.startswith("linux-image-") and f.endswith(".deb")]
-    if not debs:
-        pkg = None
-        for attempt in range(2):
-            r = subprocess.run(["apt-cache", "depends", "linux-image-amd64"],
-                               capture_output=True, text=True)
-            m = re.search(r"Depends: (linux-image-[0-9]\S*)", r.stdout)
-            if m:
-                pkg = m.group(1)
-                break
-            subprocess.run(sudo() + ["apt-get", "update"], capture_output=True)
-        if not pkg:
-            fail("cannot find Debian's linux-image-amd64 package (apt-cache depends)")
-        say(f"downloading {pkg} (once; kept in {cache})")
-        r = subprocess.run(["apt-get", "download", pkg], cwd=cache, capture_output=True,
-                           text=True)
-        debs = [f for f in os.listdir(cache) if f.startswith(pkg + "_") and f.endswith(".deb")]
-        if not debs:
-            fail(f"apt-get download {pkg} failed: {r.stderr.strip()}")
-    deb = os.path.join(cache, sorted(debs)[-1])
-    kver = os.path.basename(deb).split("_")[0][len("linux-image-"):]
-    # The modules, resolved for this MODULES list; a new list extracts the package again.
-    mods_dir = os.path.join(cache, f"modules-{kver}-" + "-".join(m.replace("_", "-")
-                                                                for m in MODULES))
-    vmlinux = os.path.join(cache, "vmlinux-" + kver)
-    bzimage = os.path.join(cache, "vmlinuz-" + kver)
-    if not os.path.exists(os.path.join(mods_dir, "order")) or not os.path.exists(bzimage):
-        say(f"extracting {os.path.basename(deb)}")
-        root = tempfile.mkdtemp(prefix="kroot-", dir=cache)
-        try:
-            run(["dpkg-deb", "-x", deb, root])
-            shutil.copy(os.path.join(root, "boot", "vmlinuz-" + kver), bzimage)
-            order = modules(root, kver)
-            shutil.rmtree(mods_dir, ignore_errors=True)
-            os.makedirs(mods_dir)
-            for m in order:
-                shutil.copy(m, mods_dir)
-            with open(os.path.join(mods_dir, "order"), "w") as f:
-                f.write("\n".join(os.path.basename(m) for m in order) + "\n")
-        finally:
-            shutil.rmtree(root, ignore_errors=True)
-    mods = [os.path.join(mods_dir, line) for line in open(os.path.join(mods_dir, "order"))
-            .read().split()]
-    if not os.path.exists(vmlinux):
-        # The uncompressed PVH ELF boots about 3 s faster under TCG than the bzImage.
-        data = open(bzimage, "rb").read()
-        off = data.find(b"\xfd7zXZ\x00")
-        try:
-            elf = lzma.LZMADecompressor(format=lzma.FORMAT_XZ).decompress(data[off:])
-            if off < 0 or elf[:4] != b"\x7fELF":
-                raise ValueError("no ELF inside")
-            with open(vmlinux + ".tmp", "wb") as f:
-                f.write(elf)
-            os.rename(vmlinux + ".tmp", vmlinux)
-        except (lzma.LZMAError, ValueError) as e:
-            say(f"cannot extract the PVH vmlinux ({e}); booting the bzImage (slower)")
-            return kver, bzimage, mods
-    return kver, vmlinux, mods
-
-
-def modules(root, kver):
-    """The .ko files MODULES need, dependencies first (from each module's depends=)."""
-    base = os.path.join(root, "lib", "modules", kver, "kernel")
-    index = {}
-    for d, _, files in os.walk(base):
-        for f in files:
-            if f.endswith(".ko"):
-                index[f[:-3].replace("-", "_")] = os.path.join(d, f)
-    order, seen = [], set()
-
-    def add(name):
-        key = name.replace("-", "_")
-        if key in seen:
-            return
-        seen.add(key)
-        if key not in index:
-            fail(f"module {name} is not in the kernel package (built in?)")
-        m = re.search(rb"depends=([^\x00]*)\x00", open(index[key], "rb").read())
-        for dep in (m.group(1).decode().split(",") if m and m.group(1) else []):
-            add(dep)
-        order.append(index[key])
-
-    for name in MODULES:
-        add(name)
-    return order
 
 
 # ---- the initramfs --------------------------------------------------------------------------
 
 def initramfs(out, src, busybox, progs, mods):
-    d = os.path.join(out, "initrd")
-    shutil.rmtree(d, ignore_errors=True)
-    for sub in ["bin", "lib/modules", "etc/ntbfab", "proc", "sys", "dev", "run", "tmp"]:
-        os.makedirs(os.path.join(d, sub))
-    shutil.copy(busybox, os.path.join(d, "bin", "busybox"))
-    for name, path in progs.items():
-        if not is_static(path):
-            fail(f"{path} is not statically linked; the guests have no shared libraries")
-        shutil.copy(path, os.path.join(d, "bin", name))
-    names = []
-    for m in mods:
-        name = os.path.basename(m)[:-3]
-        shutil.copy(m, os.path.join(d, "lib", "modules", name + ".ko"))
-        names.append(name)
-    with open(os.path.join(d, "lib", "modules", "order"), "w") as f:
-        f.write("\n".join(names) + "\n")
-    shutil.copy(os.path.join(src, "tests", "vm", "init.sh"), os.path.join(d, "init"))
-    os.chmod(os.path.join(d, "init"), 0o755)
-    shutil.copy(os.path.join(src, "tests", "vm", "cluster.yaml"),
-                os.path.join(d, "etc", "ntbfab", "cluster.yaml"))
-    with open(os.path.join(d, "etc", "ntbfab", "cluster.key"), "w") as f:
-        f.write(os.urandom(32).hex() + "\n")  # what ntbfab keygen writes
-    os.chmod(os.path.join(d, "etc", "ntbfab", "cluster.key"), 0o600)
-    img = os.path.join(out, "initrd.cpio")
-    files = subprocess.run(["find", "."], cwd=d, capture_output=True, text=True,
-                           check=True).stdout
-    # Uncompressed: the guest would spend longer inflating it than QEMU spends loading it.
-    with open(img, "wb") as f:
-        run(["cpio", "-o", "-H", "newc", "--quiet"], cwd=d, input=files.encode(), stdout=f)
-    return img
+    key = os.urandom(32).hex() + "\n"  # what ntbfab keygen writes
+    return gk.initramfs(out, busybox, os.path.join(src, "tests", "vm", "init.sh"), progs=progs,
+                        files={"/etc/ntbfab/cluster.yaml": os.path.join(src, "tests", "vm",
+                                                                        "cluster.yaml"),
+                               "/etc/ntbfab/cluster.key": (key.encode(), 0o600)},
+                        mods=mods)
 
 
 # ---- KVM or TCG -----------------------------------------------------------------------------
 
 def accelerator(out, kern, initrd):
-    """KVM when it really works here, TCG otherwise (docs/vm.md, shared/spec/vm-tier.md):
-    /dev/kvm usable, the CPU advertising vmx or svm, and a probe guest reaching /init."""
-    if os.environ.get("VMTIER_ACCEL") in ("tcg", "kvm"):
-        return os.environ["VMTIER_ACCEL"], "VMTIER_ACCEL"
-    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
-        return "tcg", "no usable /dev/kvm"
-    flags = open("/proc/cpuinfo").read()
-    if not re.search(r"^flags\s*:.*\b(vmx|svm)\b", flags, re.M):
-        what = "kvm_pvm" if os.path.exists("/sys/module/kvm_pvm") else "a software backend"
-        return "tcg", (f"/dev/kvm is {what} and the CPU has no vmx/svm: a stock kernel cannot "
-                       f"run on it (shared/spec/vm-tier.md)")
-    # Hardware virtualization is advertised: boot a guest that only reaches /init.
+    """KVM when it really works here, TCG otherwise (docs/vm.md, guestkit.accelerator)."""
     log = os.path.join(out, "probe-kvm.log")
-    if os.path.exists(log):
-        os.unlink(log)
-    cmd = qemu_cmd("probe", "kvm", kern, initrd, None, None, log, None)
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        _, err = p.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        p.send_signal(signal.SIGKILL)  # the one we started, by its pid
-        p.communicate()
-        return "tcg", "a KVM guest did not reach /init within 60 s"
-    text = open(log, errors="replace").read() if os.path.exists(log) else ""
-    if "VMTIER PROBE OK" in text:
-        return "kvm", "a probe guest booted under KVM"
-    return "tcg", f"a KVM guest failed: {err.decode(errors='replace').strip()[-200:]}"
+    return gk.accelerator(qemu_cmd("probe", "kvm", kern, initrd, None, None, log, None), log,
+                          "VMTIER_ACCEL")
 
 
 # ---- the guests -----------------------------------------------------------------------------
 
 def qemu_cmd(role, accel, kern, initrd, shm, disk, log, only, net=None):
     cmd = ["qemu-system-x86_64", "-accel", accel, "-machine", "q35,kernel-irqchip=split",
-           "-cpu", "host" if accel == "kvm" else "max", "-m", "512M",
+           "-cpu", gk.cpu_for(accel), "-m", "512M",
            "-smp", "2" if role == "a" else "1", "-nodefaults", "-no-reboot",
            "-display", "none", "-monitor", "none", "-serial", f"file:{log}",
            "-device", "intel-iommu,intremap=on,caching-mode=on"]
@@ -288,12 +83,8 @@ def qemu_cmd(role, accel, kern, initrd, shm, disk, log, only, net=None):
                 f"memory-backend-file,id=hmem,share=on,mem-path={shm},size={IVSHMEM_SIZE}",
                 "-device", "ivshmem-plain,memdev=hmem"]
     if net:
-        # The guests' network: a datagram pair over two Unix sockets of this run (no host
-        # ports, nothing else on it); init.sh gives the guests 10.99.0.4 and 10.99.0.8.
-        me, peer = (net + "/a", net + "/b") if role == "a" else (net + "/b", net + "/a")
-        cmd += ["-netdev", f"dgram,id=n0,local.type=unix,local.path={me},"
-                f"remote.type=unix,remote.path={peer}",
-                "-device", f"virtio-net-pci,netdev=n0,mac=52:54:00:99:00:0{4 if role == 'a' else 8}"]
+        # The guests' network (init.sh gives the guests 10.99.0.4 and 10.99.0.8).
+        cmd += gk.guest_net(net, role, 4 if role == "a" else 8, "b" if role == "a" else "a")
     cmd += ["-kernel", kern, "-initrd", initrd,
            # loglevel=3: kernel errors (the expected DMAR faults) stay out of the result lines;
            # init prints them from dmesg. no_timer_check: on a loaded host a TCG guest can fail
@@ -315,41 +106,17 @@ def boot(out, accel, kern, initrd, only):
     for path, size in [(shm, IVSHMEM_SIZE), (disk, NVME_IMAGE)]:
         with open(path, "wb") as f:
             f.truncate(size)
-    net = tempfile.mkdtemp(prefix="vmtier-net-")  # short: Unix socket paths are limited
-    procs, logs, t0 = {}, {}, time.monotonic()
-    for role in ["b", "a"]:
-        logs[role] = os.path.join(out, f"guest-{role}.log")
-        if os.path.exists(logs[role]):
-            os.unlink(logs[role])
-        procs[role] = subprocess.Popen(qemu_cmd(role, accel, kern, initrd, shm, disk,
-                                                logs[role], only, net),
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    wall, errs = {}, {}
-    for role, p in procs.items():
-        left = max(1, GUEST_TIMEOUT - (time.monotonic() - t0))
-        try:
-            _, err = p.communicate(timeout=left)
-        except subprocess.TimeoutExpired:
-            p.send_signal(signal.SIGKILL)  # the one we started, by its pid
-            _, err = p.communicate()
-            err = (err or b"") + f"\nvmtier: killed after {GUEST_TIMEOUT} s".encode()
-        wall[role] = time.monotonic() - t0
-        errs[role] = err.decode(errors="replace")
-    shutil.rmtree(net, ignore_errors=True)
+    net = gk.short_tmpdir("vmtier-net-")
+    try:
+        cmds, logs = {}, {}
+        for role in ["b", "a"]:
+            logs[role] = os.path.join(out, f"guest-{role}.log")
+            cmds[role] = (qemu_cmd(role, accel, kern, initrd, shm, disk, logs[role], only, net),
+                          logs[role])
+        wall, errs = gk.boot(cmds, GUEST_TIMEOUT)
+    finally:
+        shutil.rmtree(net, ignore_errors=True)
     return logs, wall, errs
-
-
-def parse(log):
-    results, figures = {}, {}
-    text = open(log, errors="replace").read() if os.path.exists(log) else ""
-    for line in text.splitlines():
-        m = re.match(r"RESULT (\S+) (ok|FAIL) ?(.*)", line)
-        if m:
-            results[m.group(1)] = (m.group(2) == "ok", m.group(3))
-        m = re.match(r"FIGURE (\S+) (\S+) (\S+)", line)
-        if m:
-            figures[m.group(1)] = (float(m.group(2)), m.group(3))
-    return results, figures, text
 
 
 # ---- the same driver on the simulated NVMe (host) ------------------------------------------
@@ -400,7 +167,7 @@ def host_sim(args, out):
                            capture_output=True, text=True, timeout=120)
         with open(os.path.join(out, "host-sim.log"), "w") as f:
             f.write(r.stdout + r.stderr)
-        results, figures, _ = parse(os.path.join(out, "host-sim.log"))
+        results, figures, _ = gk.parse(os.path.join(out, "host-sim.log"))
         return figures, results
     finally:
         subprocess.run([args.ntbfab, "down", "--dir", d], capture_output=True)
@@ -433,11 +200,12 @@ def main():
     if args.missing:
         fail(f"the guest programs cannot be linked statically: missing {args.missing}; "
              f"install the static libraries (make test's DEPS list the packages)")
-    busybox = ensure_tools()
+    gk.setup("vmtier")
+    busybox = gk.ensure_tools()
     out = args.out
     os.makedirs(out, exist_ok=True)
-    cache = args.cache or os.path.join(args.build, "vm-cache")
-    kver, kern, mods = kernel(cache)
+    cache = gk.cache_dir(args.cache or os.path.join(args.build, "vm-cache"))
+    kver, kern, mods, _ = gk.kernel(cache, MODULES)
     t_prep = time.monotonic()
     progs = {"ntbfabd": args.daemon, "ntbfab": args.cli, "ntbfab-vmtest": args.test,
              "ntbfab-nvme": args.nvme_tool}
@@ -453,7 +221,7 @@ def main():
 
     figures, failed, rows = {}, [], []
     for role in ["a", "b"]:
-        results, figs, text = parse(logs[role])
+        results, figs, text = gk.parse(logs[role])
         figures.update(figs)
         for name in EXPECTED[role] if not args.only else []:
             ok, detail = results.get(name, (False, "missing: the guest never reported it"))
@@ -531,13 +299,7 @@ def main():
     with open(os.path.join(out, "vm-results.json"), "w") as f:
         json.dump(summary, f, indent=2)
     print(f"  JSON: {os.path.join(out, 'vm-results.json')}")
-    for role in sorted(set(failed)):
-        tail = open(logs[role], errors="replace").read().splitlines()[-60:] \
-            if os.path.exists(logs[role]) else []
-        print(f"\n---- guest {role}: the last {len(tail)} lines of {logs[role]}")
-        print("\n".join(tail))
-        if errs[role].strip():
-            print(f"---- guest {role}: QEMU's stderr\n{errs[role].strip()[-3000:]}")
+    gk.print_tails(sorted(set(failed)), logs, errs)
     if failed or not all(ok for _, _, ok, _ in rows):
         sys.exit(1)
 

@@ -445,7 +445,9 @@ struct ntbfab_peer_mw_fd {
  * NTBFAB_IOC_PEER_DB_SET - in: ring these bits of the peer
  *	(ntb_peer_db_set()).  Owner only.
  *
- * Every bit must be in ntbfab_info.db_valid_mask (else EINVAL).
+ * Every bit must be in ntbfab_info.db_valid_mask (else EINVAL).  Bits rung for an
+ * earlier owner or another NTB client may still be pending when an owner opens
+ * the device: clear them before unmasking.
  *
  * Messages (hardware with message registers, ntbfab_info.msg_count > 0,
  * else EOPNOTSUPP):

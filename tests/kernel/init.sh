@@ -1,0 +1,235 @@
+#!/bin/busybox sh
+# tests/kernel/init.sh: /init of the kernel tier's guests (docs/linux-ntb.md). Both guests run
+# the same steps in the same order (kt.steps on the kernel command line), meeting at barriers
+# on their management network; each step loads an NTB client, checks what it does between the
+# guests, and unloads it (an NTB device has one client at a time). Results go to the console as
+# RESULT name ok|FAIL detail and FIGURE name value unit lines.
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+mount -t debugfs debugfs /sys/kernel/debug
+mount -t tmpfs tmpfs /run
+mount -t tmpfs tmpfs /tmp
+read up idle </proc/uptime
+ROLE=$(sed -n 's/.*kt\.role=\([a-z]*\).*/\1/p' /proc/cmdline)
+STEPS=$(sed -n 's/.*kt\.steps=\([a-z0-9_,]*\).*/\1/p' /proc/cmdline | tr , ' ')
+if [ "$ROLE" = probe ]; then
+        # the accelerator probe (guestkit.accelerator): reaching /init is all it asks
+        echo "VMTIER PROBE OK"
+        poweroff -f
+fi
+echo "FIGURE boot_to_init_s_$ROLE $up s"
+
+result() { echo "RESULT $1 $2 $3"; }
+E=/lib/modules/extra
+for m in $(cat /lib/modules/order); do
+        insmod /lib/modules/$m.ko || echo "ktier: insmod $m failed"
+done
+# The management network (a QEMU datagram pair, nothing else on it): barriers, and what
+# programs added to the guests need. The NTB's own network (ntb_netdev) is 10.99.2.0/24.
+ifconfig lo 127.0.0.1 up
+case "$ROLE" in
+a) IP=10.99.1.4 PEER=10.99.1.8 NIP=10.99.2.4 NPEER=10.99.2.8 ;;
+*) IP=10.99.1.8 PEER=10.99.1.4 NIP=10.99.2.8 NPEER=10.99.2.4 ;;
+esac
+ifconfig eth0 $IP netmask 255.255.255.0 up || echo "ktier: no eth0"
+
+# Both guests reach NAME before either goes on (ntbfab-ntbtest barrier: TCP on port 18400).
+barrier() {
+        ntbfab-ntbtest barrier $ROLE $PEER "$1" 120 && return 0
+        result barrier-$1 FAIL "the other guest did not reach barrier $1 in 120 s"
+        return 1
+}
+
+# until SECONDS COMMAND...: retry COMMAND every 0.1 s for at most SECONDS.
+until_ok() {
+        n=$(($1 * 10))
+        shift
+        while [ $n -gt 0 ]; do
+                "$@" >/dev/null 2>&1 && return 0
+                sleep 0.1
+                n=$((n - 1))
+        done
+        return 1
+}
+is() { [ "$(cat $1 2>/dev/null)" = "$2" ]; }
+
+insmod $E/ntb.ko
+hw_load() {
+        insmod $E/ntb_hw_ivshmem.ko "$@" || return 1
+        BDF=$(basename /sys/bus/ntb/devices/* 2>/dev/null)
+        [ -e /sys/kernel/debug/ntb_hw_ivshmem/$BDF/state ]
+}
+HWSTATE() { cat /sys/kernel/debug/ntb_hw_ivshmem/$BDF/state; }
+if hw_load; then
+        SIDE=$(HWSTATE | sed -n 's/^side \([01]\).*/\1/p')
+        result hw-probe ok "ntb_hw_ivshmem on $BDF, side $SIDE: $(dmesg | grep -m1 'emulated NTB side' | sed 's/^.*emulated/emulated/')"
+else
+        result hw-probe FAIL "ntb_hw_ivshmem did not register an NTB device: $(dmesg | grep -i ntb | tail -n 5)"
+fi
+
+# ---- ntb_tool: scratchpads, doorbells and a memory window, both ways ----
+step_tool() {
+        insmod $E/ntb_tool.ko || { result tool-link FAIL "insmod ntb_tool failed"; return; }
+        T=/sys/kernel/debug/ntb_tool/$BDF
+        echo Y >$T/link
+        if until_ok 30 is $T/peer0/link Y; then
+                result tool-link ok "port $(cat $T/port), peer port $(cat $T/peer0/port), link up"
+        else
+                result tool-link FAIL "peer0/link is '$(cat $T/peer0/link)' after 30 s"
+        fi
+        # each side writes its value into the other's scratchpad 0 and finds the peer's in its own
+        mine=0xcafe000$((SIDE + 1))
+        theirs=0xcafe000$((2 - SIDE))
+        echo $mine >$T/peer0/spad0
+        if until_ok 20 is $T/spad0 $theirs && is $T/peer0/spad0 $mine; then
+                result tool-spad ok "own spad0 = $(cat $T/spad0) (written by the peer), the peer's spad0 reads back $(cat $T/peer0/spad0)"
+        else
+                result tool-spad FAIL "own spad0 = $(cat $T/spad0), expected $theirs; the peer's reads $(cat $T/peer0/spad0)"
+        fi
+        # inbound window 0 (4 MiB: the emulated NTB's slice for it), then tell the peer in spad 1
+        if echo 4194304 >$T/peer0/mw_trans0; then
+                echo 1 >$T/peer0/spad1
+        else
+                result tool-mw FAIL "mw_trans0: $(dmesg | tail -n 2)"
+        fi
+        msg="NTBTOOL-FROM-SIDE-$SIDE-$(cat /proc/sys/kernel/random/uuid)"
+        if until_ok 20 is $T/spad1 0x1 && echo 0:4194304 >$T/peer0/peer_mw_trans0 &&
+                echo -n "$msg" >$T/peer0/peer_mw0; then
+                echo "$msg" >/tmp/mw-sent
+                echo "s 0x2" >$T/peer_db
+        fi
+        if until_ok 20 is $T/db 0x2; then
+                result tool-db ok "doorbell bit 1 rung by the peer: db = $(cat $T/db)"
+        else
+                result tool-db FAIL "db = $(cat $T/db) after 20 s, expected 0x2"
+        fi
+        # the peer's message, in the inbound buffer behind window 0; and ours read back by it
+        got=$(head -c 55 $T/peer0/mw0)
+        case "$got" in
+        NTBTOOL-FROM-SIDE-$((1 - SIDE))-*) result tool-mw ok "the peer wrote '$got' through its window 0; this side wrote '$(cat /tmp/mw-sent)'" ;;
+        *) result tool-mw FAIL "inbound window 0 holds '$got'" ;;
+        esac
+        barrier tool-read
+        echo 0 >$T/peer0/mw_trans0
+        # Linux 6.1's ntb_tool removes its debugfs directory before the outbound window's file
+        # when it is unloaded (a use-after-free): free the window through its file first.
+        echo 0:0 >$T/peer0/peer_mw_trans0
+        rmmod ntb_tool
+}
+
+# ---- ntb_pingpong: doorbell ping-pong, counts advancing on both sides ----
+step_pingpong() {
+        insmod $E/ntb_pingpong.ko delay_ms=${PP_DELAY_MS:-10} ||
+                { result pingpong-count FAIL "insmod ntb_pingpong failed"; return; }
+        C=/sys/kernel/debug/ntb_pingpong/$BDF/count
+        until_ok 30 test "$(cat $C 2>/dev/null)" -gt 0
+        a=$(cat $C)
+        read t0 idle </proc/uptime
+        sleep ${PP_SECONDS:-3}
+        b=$(cat $C)
+        read t1 idle </proc/uptime
+        if [ "$b" -gt "$a" ]; then
+                result pingpong-count ok "count $a -> $b in $(awk "BEGIN {print $t1 - $t0}") s (delay_ms=${PP_DELAY_MS:-10})"
+                echo "FIGURE pingpong_per_s_$ROLE $(awk "BEGIN {print ($b - $a) / ($t1 - $t0)}") 1/s"
+        else
+                result pingpong-count FAIL "count $a -> $b: no pongs; $(dmesg | grep -i pingpong | tail -n 3)"
+        fi
+        barrier pingpong-done
+        rmmod ntb_pingpong
+}
+
+# ---- ntb_transport + ntb_netdev: a ping, and 64 MiB over TCP checked byte for byte ----
+step_netdev() {
+        insmod $E/ntb_transport.ko && insmod $E/ntb_netdev.ko ||
+                { result netdev-carrier FAIL "insmod: $(dmesg | tail -n 3)"; return; }
+        NI=""
+        for i in /sys/class/net/*; do
+                n=$(basename $i)
+                [ $n != lo ] && [ $n != eth0 ] && NI=$n
+        done
+        ifconfig $NI $NIP netmask 255.255.255.0 up
+        if until_ok 90 is /sys/class/net/$NI/carrier 1; then
+                result netdev-carrier ok "$NI ($NIP) carrier up, mtu $(cat /sys/class/net/$NI/mtu)"
+        else
+                result netdev-carrier FAIL "$NI carrier '$(cat /sys/class/net/$NI/carrier)' after 90 s; $(HWSTATE | head -n 4 | tr '\n' ' ')"
+                dmesg | tail -n 30
+        fi
+        # at most 30 s, whatever the machine's load: one answer proves the path
+        out=$(ping -c 5 -i 0.2 -w 30 $NPEER 2>&1)
+        if echo "$out" | grep -q " [1-5] packets received"; then
+                result netdev-ping ok "$(echo "$out" | tail -n 2 | tr '\n' ' ')"
+        else
+                result netdev-ping FAIL "$out"
+        fi
+        if [ $ROLE = b ]; then
+                ntbfab-ntbtest tcp-recv 18401 67108864 7 >/tmp/recv.out 2>&1 &
+                RP=$!
+        fi
+        barrier netdev-tcp
+        if [ $ROLE = a ]; then
+                ntbfab-ntbtest tcp-send $NPEER 18401 67108864 7
+        else
+                wait $RP
+                cat /tmp/recv.out
+        fi
+        barrier netdev-done
+        ifconfig $NI down
+        rmmod ntb_netdev
+        rmmod ntb_transport
+}
+
+# ---- ntbfab_ntb: its character device between the guests (ntbfab-ntbtest ntbfab) ----
+step_ntbfab() {
+        insmod $E/ntbfab_ntb.ko || { result ntbfab-version FAIL "insmod ntbfab_ntb failed"; return; }
+        until_ok 10 test -c /dev/ntbfab-ntb0
+        ntbfab-ntbtest ntbfab $ROLE $PEER /sys/kernel/debug/ntb_hw_ivshmem/$BDF/state
+        barrier ntbfab-done
+        rmmod ntbfab_ntb
+}
+
+# ---- ntb_perf: copies through the window (both ends port 0, see docs/linux-ntb.md) ----
+step_perf() {
+        rmmod ntb_hw_ivshmem && hw_load same_port=1 ||
+                { result perf-run FAIL "reloading ntb_hw_ivshmem same_port=1 failed"; return; }
+        insmod $E/ntb_perf.ko chunk_order=${PERF_CHUNK_ORDER:-19} total_order=${PERF_TOTAL_ORDER:-26} ||
+                { result perf-run FAIL "insmod ntb_perf failed"; return; }
+        P=/sys/kernel/debug/ntb_perf/$BDF
+        until_ok 30 grep -q "Link status: up" $P/info
+        # side 0 first, then side 1; the other keeps its end (the service) running
+        for turn in 0 1; do
+                barrier perf-$turn
+                [ $turn = $SIDE ] || continue
+                ok=no
+                for i in $(seq 1 100); do
+                        echo 0 >$P/run 2>/dev/null && ok=yes && break
+                        sleep 0.2
+                done
+                out=$(cat $P/run)
+                mbps=$(echo "$out" | sed -n 's/.* \([0-9]*\) MBytes\/s.*/\1/p' | head -n 1)
+                if [ $ok = yes ] && [ -n "$mbps" ]; then
+                        result perf-run ok "$(echo "$out" | tr '\n' ' ')"
+                        echo "FIGURE ntb_perf_MBps_side$SIDE $mbps MB/s"
+                        echo "$out" | sed -n 's/.*copied \([0-9]*\) bytes in \([0-9]*\) usecs.*/FIGURE ntb_perf_usecs_side'$SIDE' \2 us/p' | head -n 1
+                else
+                        result perf-run FAIL "run: '$out'; info: $(cat $P/info | tr '\n' ' ')"
+                fi
+        done
+        barrier perf-done
+        rmmod ntb_perf
+}
+
+for f in /etc/kernel-tier/*; do
+        [ -f "$f" ] && . "$f"
+done
+for s in $STEPS; do
+        barrier start-$s || break
+        echo "ktier: step $s"
+        step_$s
+done
+echo "ktier: dmesg (NTB lines)"
+dmesg | grep -i -E 'ntb|ivshmem' | tail -n 40
+echo "KTIER DONE $ROLE"
+poweroff -f

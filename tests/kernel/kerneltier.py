@@ -1,0 +1,394 @@
+#!/usr/bin/env python3
+"""tests/kernel/kerneltier.py: the kernel tier's harness (docs/linux-ntb.md): the upstream NTB
+stack and ntbfab's modules built at test time, two QEMU guests joined by the emulated NTB
+(kernel/test/ntb_hw_ivshmem.c), and the upstream NTB clients and ntbfab_ntb's own test between
+them.
+
+One run:
+1. tools (guestkit.ensure_tools; exit 77 only when QEMU cannot be installed at all);
+2. Debian's packages of the guest kernel: linux-image (shared with the VM tier), its
+   linux-headers (with the -common headers and linux-kbuild) and linux-source of the same
+   version, downloaded once into the cache (NTBFAB_CACHE, else build/vm-cache); the headers'
+   Makefile names the -common headers by absolute path and is rewritten to the unpacked copy;
+   only drivers/ntb, drivers/net/ntb_netdev.c and checkpatch are taken out of the source;
+3. the upstream NTB core and clients (ntb, ntb_transport, ntb_netdev, ntb_tool, ntb_perf,
+   ntb_pingpong) built out of tree once per kernel (cached), ntbfab_ntb.ko and ntb_hw_ivshmem.ko
+   built every run against their Module.symvers;
+4. an initramfs (tests/kernel/init.sh as /init, ntbfab-ntbtest and any --prog, every module);
+5. ntbfab-ivshmem-server and two guests at once, each with its RAM in a shared file that the
+   server gives the other guest's ivshmem-doorbell device as its memory; the steps run in both
+   guests, in order, each guest reporting RESULT and FIGURE lines;
+6. the results (every expected one ok), the figures, and JSON in OUT/kernel-results.json.
+
+--checkpatch runs scripts/checkpatch.pl --strict over kernel/ instead (step 2 only).
+--steps chooses steps (default: all), --prog NAME=PATH and --steps-file FILE add programs and
+step functions to the guests (docs/linux-ntb.md, "Adding programs to the guests").
+"""
+
+import argparse
+import glob
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import guestkit as gk  # noqa: E402  (tests/guestkit.py: what the QEMU tiers share)
+from guestkit import fail, say  # noqa: E402
+
+STEPS = ["tool", "pingpong", "netdev", "ntbfab", "perf"]
+# What each step must report, in both guests unless a role is named.
+EXPECTED = {
+    None: ["hw-probe"],
+    "tool": ["tool-link", "tool-spad", "tool-db", "tool-mw"],
+    "pingpong": ["pingpong-count"],
+    "netdev": ["netdev-carrier", "netdev-ping", ("a", "netdev-tcp-send"),
+               ("b", "netdev-tcp-recv")],
+    "ntbfab": ["ntbfab-version", "ntbfab-owner-exclusive", "ntbfab-info",
+               "ntbfab-rejects-bad-args", "ntbfab-align-before-link", "ntbfab-link-up",
+               "ntbfab-mw-info", "ntbfab-buf-alloc", "ntbfab-trans-wrong-address-refused",
+               "ntbfab-trans-set", "ntbfab-spad", "ntbfab-window-fd-child", "ntbfab-window-data",
+               "ntbfab-buf-fd-child", "ntbfab-doorbell", "ntbfab-db-mask", "ntbfab-msg",
+               "ntbfab-db-set-local", "ntbfab-events-read", "ntbfab-outbound-unsupported",
+               "ntbfab-buf-lifetime", "ntbfab-close-undoes", ("a", "ntbfab-kill-clears"),
+               ("a", "ntbfab-kill-hw-clear"), ("a", "ntbfab-window-fd-revoked"),
+               ("b", "ntbfab-link-down-seen"), ("b", "ntbfab-peer-kill-link-down")],
+    "perf": ["perf-run"],
+}
+# Debian's modules the guests load: the management network's NIC.
+MODULES = ["virtio_pci", "virtio_net"]
+# The upstream NTB stack, built from linux-source (module: its sources there).
+UPSTREAM = {
+    "ntb": ["drivers/ntb/core.c"],
+    "ntb_transport": ["drivers/ntb/ntb_transport.c"],
+    "ntb_netdev": ["drivers/net/ntb_netdev.c"],
+    "ntb_tool": ["drivers/ntb/test/ntb_tool.c"],
+    "ntb_perf": ["drivers/ntb/test/ntb_perf.c"],
+    "ntb_pingpong": ["drivers/ntb/test/ntb_pingpong.c"],
+}
+SOURCE_PARTS = ["drivers/ntb/*", "drivers/net/ntb_netdev.c", "scripts/checkpatch.pl",
+                "scripts/spelling.txt", "scripts/const_structs.checkpatch"]
+RAM_MIB = 512
+# The carve-out both guests reserve; ntb_hw_ivshmem's defaults (carve_base, carve_size).
+CARVE = "32M$0x1c000000"
+VECTORS = 6
+GUEST_TIMEOUT = 300
+
+
+# ---- Debian's kernel headers and source -----------------------------------------------------
+
+def kernel_sources(cache, kver, image_deb):
+    """The kbuild tree of the guest kernel and the parts of its source the tier needs, from
+    packages of the image's version. Returns (KDIR, source directory)."""
+    version = gk.deb_field(image_deb, "Version")
+    hdr = gk.download(cache, f"linux-headers-{kver}", version)
+    deps = gk.deb_field(hdr, "Depends")
+    common = re.search(r"(linux-headers-\S+-common)", deps)
+    kbuild = re.search(r"(linux-kbuild-[0-9.]+)", deps)
+    if not common or not kbuild:
+        fail(f"linux-headers-{kver} depends on no -common headers or linux-kbuild: {deps}")
+    debs = [hdr, gk.download(cache, common.group(1), version),
+            gk.download(cache, kbuild.group(1), version)]
+    series = re.match(r"(\d+\.\d+)", kver).group(1)
+    src_deb = gk.download(cache, f"linux-source-{series}", version)
+
+    def unpack_headers(d):
+        for deb in debs:
+            gk.run(["dpkg-deb", "-x", deb, d])
+    root = gk.atomic_dir(os.path.join(cache, f"kbuild-{kver}-{version}"), unpack_headers)
+    kdir = os.path.join(root, "usr", "src", f"linux-headers-{kver}")
+    # Its Makefile includes the -common headers' by absolute path (/usr/src/...): point it at
+    # the unpacked copy, wherever the cache is now.
+    mk = os.path.join(kdir, "Makefile")
+    text = open(mk).read()
+    fixed = re.sub(r"include \S*/(linux-headers-[^/\s]+-common)/Makefile",
+                   lambda m: f"include {root}/usr/src/{m.group(1)}/Makefile", text)
+    if fixed == text and f"include {root}/" not in text:
+        fail(f"{mk} includes no -common headers' Makefile: unknown layout")
+    if fixed != text:
+        with open(mk + ".tmp", "w") as f:
+            f.write(fixed)
+        os.rename(mk + ".tmp", mk)
+
+    def unpack_source(d):
+        say(f"extracting drivers/ntb, ntb_netdev and checkpatch from {os.path.basename(src_deb)}")
+        member = f"./usr/src/linux-source-{series}.tar.xz"
+        parts = " ".join(f"'linux-source-{series}/{p}'" for p in SOURCE_PARTS)
+        gk.run(["bash", "-o", "pipefail", "-c",
+                f"dpkg-deb --fsys-tarfile '{src_deb}' | tar -xO '{member}' | "
+                f"tar -xJ -C '{d}' --wildcards {parts}"])
+    src = gk.atomic_dir(os.path.join(cache, f"linux-source-{version}-ntb"), unpack_source)
+    return kdir, os.path.join(src, f"linux-source-{series}")
+
+
+def kbuild(kdir, m_dir, extra_symbols=None):
+    cmd = ["make", "-C", kdir, f"M={os.path.abspath(m_dir)}", "-j2", "modules"]
+    if extra_symbols:
+        cmd.append(f"KBUILD_EXTRA_SYMBOLS={extra_symbols}")
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    with open(os.path.join(m_dir, "build.log"), "w") as f:
+        f.write(r.stdout + r.stderr)
+    if r.returncode != 0:
+        fail(f"building the modules in {m_dir} failed:\n{(r.stdout + r.stderr)[-4000:]}")
+    warnings = [line for line in (r.stdout + r.stderr).splitlines()
+                if "warning:" in line or "WARNING:" in line]
+    return warnings
+
+
+def upstream_modules(cache, kdir, srcdir):
+    """The upstream NTB core and clients, built once per kernel from its source."""
+    def build(d):
+        say("building the upstream NTB stack from linux-source (once per kernel)")
+        lines = ["obj-m := " + " ".join(f"{m}.o" for m in UPSTREAM)]
+        for mod, files in UPSTREAM.items():
+            for path in files:
+                shutil.copy(os.path.join(srcdir, path), d)
+            objs = [os.path.basename(p)[:-2] + ".o" for p in files]
+            if objs != [mod + ".o"]:
+                lines.append(f"{mod}-y := " + " ".join(objs))
+        with open(os.path.join(d, "Kbuild"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+        kbuild(kdir, d)
+    # One build per kernel tree, source and module list.
+    key = hashlib.sha1(f"{kdir} {srcdir} {sorted(UPSTREAM.items())}".encode()).hexdigest()[:10]
+    return gk.atomic_dir(os.path.join(cache, f"ntb-modules-{key}"), build)
+
+
+def project_modules(src, out, kdir, upstream):
+    """ntbfab_ntb.ko and ntb_hw_ivshmem.ko, built from the checkout into out/kbuild (again
+    only when kernel/ or the kernel tree changed)."""
+    d = os.path.join(out, "kbuild")
+    h = hashlib.sha1(f"{kdir} {upstream}".encode())
+    for f in sorted(glob.glob(os.path.join(src, "kernel", "**", "*"), recursive=True)):
+        if os.path.isfile(f) and not re.search(r"\.(o|ko|cmd)$|\.mod", f):
+            h.update(f.encode() + b"\0" + open(f, "rb").read())
+    kos = [os.path.join(d, "ntbfab_ntb.ko"), os.path.join(d, "ntb_hw_ivshmem.ko")]
+    stamp = os.path.join(d, "sources.sha1")
+    if all(map(os.path.exists, kos + [stamp])) and open(stamp).read() == h.hexdigest():
+        return kos
+    shutil.rmtree(d, ignore_errors=True)
+    shutil.copytree(os.path.join(src, "kernel"), d,
+                    ignore=shutil.ignore_patterns("*.ko", "*.o", "*.mod*", ".*.cmd"))
+    shutil.copy(os.path.join(src, "kernel", "test", "ntb_hw_ivshmem.c"), d)
+    with open(os.path.join(d, "Kbuild"), "a") as f:
+        f.write("obj-m += ntb_hw_ivshmem.o\n")
+    warnings = kbuild(kdir, d, os.path.join(upstream, "Module.symvers"))
+    if warnings:
+        fail("the modules build with warnings:\n" + "\n".join(warnings))
+    with open(stamp, "w") as f:
+        f.write(h.hexdigest())
+    return kos
+
+
+def checkpatch(src, srcdir):
+    # From kernel/, laid out like a kernel tree: checkpatch knows include/uapi/ by its path.
+    top = os.path.join(src, "kernel")
+    files = sorted(os.path.relpath(f, top) for f in
+                   glob.glob(os.path.join(top, "**", "*.[ch]"), recursive=True))
+    script = os.path.join(srcdir, "scripts", "checkpatch.pl")
+    r = subprocess.run(["perl", script, "--strict", "--no-tree", "--terse", "--show-types",
+                        "-f"] + files, capture_output=True, text=True, cwd=top)
+    out = (r.stdout + r.stderr).strip()
+    bad = [line for line in out.splitlines()
+           if re.search(r": (ERROR|WARNING|CHECK):", line)]
+    for line in out.splitlines():
+        print(line)
+    if bad or r.returncode != 0:
+        fail(f"checkpatch.pl --strict: {len(bad)} problem(s) in kernel/")
+    say(f"checkpatch.pl --strict: {len(files)} files of kernel/ clean")
+
+
+# ---- the guests -----------------------------------------------------------------------------
+
+def qemu_cmd(role, accel, kern, initrd, log, ram=None, sock=None, net=None, steps=()):
+    cmd = ["qemu-system-x86_64", "-accel", accel, "-cpu", gk.cpu_for(accel),
+           "-m", f"{RAM_MIB}M", "-smp", "1", "-nodefaults", "-no-reboot", "-display", "none",
+           "-monitor", "none", "-serial", f"file:{log}"]
+    if ram:
+        # The guest's RAM is a shared file: the peer's ivshmem device maps it as its window.
+        cmd += ["-machine", "q35,memory-backend=ram", "-object",
+                f"memory-backend-file,id=ram,share=on,mem-path={ram},size={RAM_MIB}M",
+                "-chardev", f"socket,path={sock},id=ivsh",
+                "-device", f"ivshmem-doorbell,chardev=ivsh,vectors={VECTORS}"]
+    else:
+        cmd += ["-machine", "q35"]
+    if net:
+        peer = "b" if role == "a" else "a"
+        cmd += gk.guest_net(net, role, 4 if role == "a" else 8, peer)
+    cmd += ["-kernel", kern, "-initrd", initrd, "-append",
+            f"console=ttyS0 panic=-1 quiet loglevel=3 memmap={CARVE} kt.role={role} "
+            f"kt.steps={','.join(steps)}"]
+    return cmd
+
+
+def start_server(server, d, a_ram, b_ram):
+    """ntbfab-ivshmem-server: guest a is peer 0 and gets b's RAM, guest b peer 1 with a's."""
+    socks = {r: os.path.join(d, f"{r}.sock") for r in "ab"}
+    log = open(os.path.join(d, "server.log"), "w+")
+    p = subprocess.Popen([server, "--vectors", str(VECTORS),
+                          "--peer", f"0:{socks['a']}:{b_ram}", "--peer", f"1:{socks['b']}:{a_ram}"],
+                         stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and p.poll() is None:
+        log.seek(0)
+        if "serving" in log.read():
+            return p, socks, log
+        time.sleep(0.05)
+    log.seek(0)
+    text = log.read()
+    if p.poll() is None:
+        p.terminate()
+        p.wait()
+    fail(f"ntbfab-ivshmem-server did not start: {text.strip()}")
+
+
+def boot(args, out, accel, kern, initrd, steps):
+    d = gk.short_tmpdir("ktier-")
+    ramdir = os.path.join("/dev/shm" if os.path.isdir("/dev/shm") else d,
+                          os.path.basename(d) + "-ram")
+    os.makedirs(ramdir, exist_ok=True)
+    server = None
+    try:
+        rams = {r: os.path.join(ramdir, f"{r}.ram") for r in "ab"}
+        for path in rams.values():
+            with open(path, "wb") as f:
+                f.truncate(RAM_MIB << 20)
+        server, socks, slog = start_server(args.server, d, rams["a"], rams["b"])
+        net = os.path.join(d, "net")
+        os.makedirs(net)
+        cmds, logs = {}, {}
+        for role in "ab":
+            logs[role] = os.path.join(out, f"guest-{role}.log")
+            cmds[role] = (qemu_cmd(role, accel, kern, initrd, logs[role], rams[role],
+                                   socks[role], net, steps), logs[role])
+        wall, errs = gk.boot(cmds, GUEST_TIMEOUT)
+        slog.seek(0)
+        with open(os.path.join(out, "server.log"), "w") as f:
+            f.write(slog.read())
+    finally:
+        if server and server.poll() is None:
+            server.terminate()  # the one we started, by its pid
+            server.wait()
+        shutil.rmtree(d, ignore_errors=True)
+        shutil.rmtree(ramdir, ignore_errors=True)
+    return logs, wall, errs
+
+
+def expected(steps, extra):
+    want = {"a": [], "b": []}
+    for step in [None] + list(steps):
+        for item in EXPECTED.get(step, []):
+            roles, name = ((item[0],), item[1]) if isinstance(item, tuple) else ("ab", item)
+            for r in roles:
+                want[r].append(name)
+    for item in extra:
+        role, _, name = item.partition(":")
+        for r in ("ab" if role == "both" else role):
+            want[r].append(name)
+    return want
+
+
+# ---- main -----------------------------------------------------------------------------------
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--src", required=True)
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--cache")
+    ap.add_argument("--checkpatch", action="store_true",
+                    help="run scripts/checkpatch.pl --strict over kernel/ and nothing else")
+    ap.add_argument("--server", help="ntbfab-ivshmem-server")
+    ap.add_argument("--test", help="ntbfab-ntbtest, statically linked")
+    ap.add_argument("--prog", action="append", default=[], metavar="NAME=PATH",
+                    help="another static program for the guests' /bin")
+    ap.add_argument("--steps-file", action="append", default=[], metavar="FILE",
+                    help="shell functions step_NAME that /init sources (docs/linux-ntb.md)")
+    ap.add_argument("--steps", default=",".join(STEPS),
+                    help=f"the steps to run, in order (default {','.join(STEPS)})")
+    ap.add_argument("--expect", action="append", default=[], metavar="ROLE:NAME",
+                    help="a result a guest must report (ROLE a, b or both)")
+    ap.add_argument("--json", help="where to write the results (default OUT/kernel-results.json)")
+    ap.add_argument("--missing")
+    args = ap.parse_args()
+    gk.setup("kerneltier")
+    t_start = time.monotonic()
+    if args.missing:
+        fail(f"the guest programs cannot be linked statically: missing {args.missing}; install "
+             f"the static libraries (make test's DEPS list the packages)")
+    busybox = gk.ensure_tools()
+    out = os.path.abspath(args.out)
+    os.makedirs(out, exist_ok=True)
+    cache = gk.cache_dir(args.cache or os.path.join(args.build, "vm-cache"))
+    kver, kern, mods, image_deb = gk.kernel(cache, MODULES)
+    kdir, srcdir = kernel_sources(cache, kver, image_deb)
+    if args.checkpatch:
+        checkpatch(args.src, srcdir)
+        return
+    if not args.server or not args.test:
+        fail("--server and --test are needed to boot the guests")
+    steps = [s for s in args.steps.split(",") if s]
+    t_fetch = time.monotonic()
+    upstream = upstream_modules(cache, kdir, srcdir)
+    ours = project_modules(args.src, out, kdir, upstream)
+    t_build = time.monotonic()
+    progs = {"ntbfab-ntbtest": args.test}
+    for item in args.prog:
+        name, _, path = item.partition("=")
+        progs[name] = path
+    files = {f"/etc/kernel-tier/{i:02d}-{os.path.basename(f)}": f
+             for i, f in enumerate(args.steps_file)}
+    kos = [os.path.join(upstream, f"{m}.ko") for m in UPSTREAM] + ours
+    initrd = gk.initramfs(out, busybox, os.path.join(args.src, "tests", "kernel", "init.sh"),
+                          progs=progs, files=files, mods=mods, extra_ko=kos)
+    probe_log = os.path.join(out, "probe-kvm.log")
+    accel, why = gk.accelerator(qemu_cmd("probe", "kvm", kern, initrd, probe_log), probe_log,
+                                "KTIER_ACCEL")
+    say(f"kernel {kver}, accelerator {accel} ({why}), steps {','.join(steps)}")
+    logs, wall, errs = boot(args, out, accel, kern, initrd, steps)
+    t_end = time.monotonic()
+
+    rows, figures, failed = gk.check(expected(steps, args.expect), logs, "KTIER DONE")
+    # The bytes sent over ntb_netdev and the bytes received, hashed on each side.
+    if "netdev" in steps:
+        sent = figures.get("netdev_tcp_sent_hash")
+        got = figures.get("netdev_tcp_received_hash")
+        ok = sent is not None and sent == got
+        rows.append(("host", "netdev-tcp-hash", ok,
+                     f"guest a sent and guest b received 64 MiB with hash {sent and sent[0]:.0f}"
+                     if ok else f"sent hash {sent}, received hash {got}"))
+    gk.print_rows("Kernel tier results (two guests joined by the emulated NTB, ntb_hw_ivshmem)",
+                  rows)
+    print()
+    print("Figures")
+    for name in sorted(figures):
+        v, unit = figures[name]
+        if not name.endswith("_hash"):
+            print(f"  {name:40} {v:14.3f} {unit}")
+    print()
+    for role in "ab":
+        print(f"  guest {role} wall time (QEMU start to power-off) {wall[role]:8.2f} s")
+    print(f"  packages {t_fetch - t_start:.2f} s, module builds {t_build - t_fetch:.2f} s, "
+          f"guests {t_end - t_build:.2f} s, total {t_end - t_start:.2f} s")
+    summary = {
+        "kernel": kver, "accelerator": accel, "accelerator_reason": why, "steps": steps,
+        "results": [{"guest": r, "name": n, "ok": o, "detail": d} for r, n, o, d in rows],
+        "figures": {k: {"value": v, "unit": u} for k, (v, u) in figures.items()},
+        "guest_wall_s": wall, "total_s": t_end - t_start,
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    path = args.json or os.path.join(out, "kernel-results.json")
+    with open(path, "w") as f:
+        json.dump(summary, f, indent=2)
+    print(f"  JSON: {path}")
+    gk.print_tails(failed, logs, errs)
+    if failed or not all(ok for _, _, ok, _ in rows):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
