@@ -40,4 +40,10 @@ for extra in "$build"/bench/bench_memcpy "$build"/bench/bench_nvme "$build"/benc
 	name=$(basename "$extra" | sed 's/^bench_//')
 	[ -x "$extra" ] && run "$name" "$extra" --json "$out/$name.json"
 done
+# Two QEMU guests joined by the emulated NTB (minutes): only when named,
+# `sh bench/run.sh build kernel_ntb` (docs/linux-ntb.md, "Figures").
+if echo " $BENCHES " | grep -q " kernel_ntb "; then
+	echo "== kernel_ntb"
+	sh "$here/kernel_ntb.sh" "$build"
+fi
 echo "JSON results in $out"

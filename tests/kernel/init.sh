@@ -15,6 +15,10 @@ mount -t tmpfs tmpfs /tmp
 read up idle </proc/uptime
 ROLE=$(sed -n 's/.*kt\.role=\([a-z]*\).*/\1/p' /proc/cmdline)
 STEPS=$(sed -n 's/.*kt\.steps=\([a-z0-9_,]*\).*/\1/p' /proc/cmdline | tr , ' ')
+# kerneltier.py --env NAME=VALUE: variables for the steps (PP_DELAY_MS, PERF_TOTAL_ORDER, ...)
+for kv in $(sed -n 's/.*kt\.env=\([^ ]*\).*/\1/p' /proc/cmdline | tr , ' '); do
+        export "$kv"
+done
 if [ "$ROLE" = probe ]; then
         # the accelerator probe (guestkit.accelerator): reaching /init is all it asks
         echo "VMTIER PROBE OK"

@@ -22,7 +22,8 @@ One run:
 
 --checkpatch runs scripts/checkpatch.pl --strict over kernel/ instead (step 2 only).
 --steps chooses steps (default: all), --prog NAME=PATH and --steps-file FILE add programs and
-step functions to the guests (docs/linux-ntb.md, "Adding programs to the guests").
+step functions to the guests, --env NAME=VALUE sets a variable for them (docs/linux-ntb.md,
+"Adding programs to the guests").
 """
 
 import argparse
@@ -204,7 +205,7 @@ def checkpatch(src, srcdir):
 
 # ---- the guests -----------------------------------------------------------------------------
 
-def qemu_cmd(role, accel, kern, initrd, log, ram=None, sock=None, net=None, steps=()):
+def qemu_cmd(role, accel, kern, initrd, log, ram=None, sock=None, net=None, steps=(), env=()):
     cmd = ["qemu-system-x86_64", "-accel", accel, "-cpu", gk.cpu_for(accel),
            "-m", f"{RAM_MIB}M", "-smp", "1", "-nodefaults", "-no-reboot", "-display", "none",
            "-monitor", "none", "-serial", f"file:{log}"]
@@ -221,7 +222,7 @@ def qemu_cmd(role, accel, kern, initrd, log, ram=None, sock=None, net=None, step
         cmd += gk.guest_net(net, role, 4 if role == "a" else 8, peer)
     cmd += ["-kernel", kern, "-initrd", initrd, "-append",
             f"console=ttyS0 panic=-1 quiet loglevel=3 memmap={CARVE} kt.role={role} "
-            f"kt.steps={','.join(steps)}"]
+            f"kt.steps={','.join(steps)}" + (f" kt.env={','.join(env)}" if env else "")]
     return cmd
 
 
@@ -264,7 +265,7 @@ def boot(args, out, accel, kern, initrd, steps):
         for role in "ab":
             logs[role] = os.path.join(out, f"guest-{role}.log")
             cmds[role] = (qemu_cmd(role, accel, kern, initrd, logs[role], rams[role],
-                                   socks[role], net, steps), logs[role])
+                                   socks[role], net, steps, args.env), logs[role])
         wall, errs = gk.boot(cmds, GUEST_TIMEOUT)
         slog.seek(0)
         with open(os.path.join(out, "server.log"), "w") as f:
@@ -310,12 +311,17 @@ def main():
                     help="shell functions step_NAME that /init sources (docs/linux-ntb.md)")
     ap.add_argument("--steps", default=",".join(STEPS),
                     help=f"the steps to run, in order (default {','.join(STEPS)})")
+    ap.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                    help="a variable for the guests' steps (PP_DELAY_MS, PERF_TOTAL_ORDER, ...)")
     ap.add_argument("--expect", action="append", default=[], metavar="ROLE:NAME",
                     help="a result a guest must report (ROLE a, b or both)")
     ap.add_argument("--json", help="where to write the results (default OUT/kernel-results.json)")
     ap.add_argument("--missing")
     args = ap.parse_args()
     gk.setup("kerneltier")
+    for item in args.env:
+        if not re.fullmatch(r"[A-Z][A-Z0-9_]*=[A-Za-z0-9_.:/-]*", item):
+            fail(f"--env {item}: NAME=VALUE with NAME in capitals and no spaces or commas")
     t_start = time.monotonic()
     if args.missing:
         fail(f"the guest programs cannot be linked statically: missing {args.missing}; install "
