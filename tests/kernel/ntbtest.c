@@ -1059,8 +1059,11 @@ static int cmd_ntbfab(char **argv)
                         for (;;)
                                 pause();
                 }
+                /* if the child fails before it sends, its end closes and this returns */
+                close(ks[1]);
                 int kfds[2] = {-1, -1};
                 bool got_fds = !recv_fds(ks[0], kfds, 2);
+                close(ks[0]);
                 struct ntbfab_state ks1, ks2;
                 state(ro, &ks1);
                 uint64_t ka0 = 0, ka1 = 0, kz = 0;
