@@ -264,8 +264,8 @@ def main():
     print(f"  {'':28} {'QEMU NVMe, VFIO, TCG guest':>30} {'simulated NVMe, host':>26}")
     for what, g, h in [("admin identify", "identify", "sim_identify"),
                        ("4 KiB read, QD1", "vfio_read4k_qd1", "sim_read4k_qd1")]:
-        gk = "identify" if g == "identify" else g
-        print(f"  {what:28} {fig(gk + '_median_us')} / {fig(gk + '_p99_us')}        "
+        key = "identify" if g == "identify" else g
+        print(f"  {what:28} {fig(key + '_median_us')} / {fig(key + '_p99_us')}        "
               f"{fig(h + '_median_us')} / {fig(h + '_p99_us')}")
     print()
     print("The distributed NVMe driver, unchanged (ntbfab-nvme over libsisci, QEMU NVMe, VFIO)")
