@@ -45,6 +45,15 @@ def sudo():
     return [] if os.geteuid() == 0 else ["sudo", "-n"]
 
 
+def common_args(ap):
+    """The options every tier's harness takes: the checkout, the build, its output, the
+    download cache."""
+    ap.add_argument("--src", required=True)
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--cache")
+
+
 def cache_dir(default):
     """NTBFAB_CACHE when set, else default; created."""
     d = os.path.abspath(os.environ.get("NTBFAB_CACHE") or default)

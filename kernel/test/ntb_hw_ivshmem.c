@@ -371,25 +371,29 @@ static u64 ivn_db_read_mask(struct ntb_dev *ntb)
 	return READ_ONCE(to_ivn(ntb)->db_mask);
 }
 
-static int ivn_db_set_mask(struct ntb_dev *ntb, u64 bits)
+/* Set and clear bits of a mask or status word, under the lock the interrupt handler takes. */
+static void ivn_update_bits(struct ivn *v, u64 *word, u64 set, u64 clear)
 {
-	struct ivn *v = to_ivn(ntb);
 	unsigned long flags;
 
 	spin_lock_irqsave(&v->lock, flags);
-	v->db_mask |= bits & ivn_db_valid_mask(ntb);
+	*word = (*word | set) & ~clear;
 	spin_unlock_irqrestore(&v->lock, flags);
+}
+
+static int ivn_db_set_mask(struct ntb_dev *ntb, u64 bits)
+{
+	struct ivn *v = to_ivn(ntb);
+
+	ivn_update_bits(v, &v->db_mask, bits & ivn_db_valid_mask(ntb), 0);
 	return 0;
 }
 
 static int ivn_db_clear_mask(struct ntb_dev *ntb, u64 bits)
 {
 	struct ivn *v = to_ivn(ntb);
-	unsigned long flags;
 
-	spin_lock_irqsave(&v->lock, flags);
-	v->db_mask &= ~bits;
-	spin_unlock_irqrestore(&v->lock, flags);
+	ivn_update_bits(v, &v->db_mask, 0, bits);
 	/* like a hardware interrupt that was held back by the mask */
 	ivn_db_fire(v, bits);
 	return 0;
@@ -483,15 +487,12 @@ static u64 ivn_msg_read_sts(struct ntb_dev *ntb)
 static int ivn_msg_clear_sts(struct ntb_dev *ntb, u64 bits)
 {
 	struct ivn *v = to_ivn(ntb);
-	unsigned long flags;
 	int i;
 
 	for (i = 0; i < IVN_MSGS; i++)
 		if (bits & BIT_ULL(i))
 			WRITE_ONCE(v->own->msg_ack[i], READ_ONCE(v->own->msg_seq[i]));
-	spin_lock_irqsave(&v->lock, flags);
-	v->msg_out &= ~bits;
-	spin_unlock_irqrestore(&v->lock, flags);
+	ivn_update_bits(v, &v->msg_out, 0, bits);
 	return 0;
 }
 
@@ -504,22 +505,16 @@ static void ivn_msg_fire(struct ivn *v)
 static int ivn_msg_set_mask(struct ntb_dev *ntb, u64 bits)
 {
 	struct ivn *v = to_ivn(ntb);
-	unsigned long flags;
 
-	spin_lock_irqsave(&v->lock, flags);
-	v->msg_mask |= bits & (IVN_MSG_IN | IVN_MSG_OUT);
-	spin_unlock_irqrestore(&v->lock, flags);
+	ivn_update_bits(v, &v->msg_mask, bits & (IVN_MSG_IN | IVN_MSG_OUT), 0);
 	return 0;
 }
 
 static int ivn_msg_clear_mask(struct ntb_dev *ntb, u64 bits)
 {
 	struct ivn *v = to_ivn(ntb);
-	unsigned long flags;
 
-	spin_lock_irqsave(&v->lock, flags);
-	v->msg_mask &= ~bits;
-	spin_unlock_irqrestore(&v->lock, flags);
+	ivn_update_bits(v, &v->msg_mask, 0, bits);
 	ivn_msg_fire(v);
 	return 0;
 }
@@ -540,15 +535,12 @@ static int ivn_peer_msg_write(struct ntb_dev *ntb, int pidx, int midx, u32 msg)
 {
 	struct ivn *v = to_ivn(ntb);
 	struct ivn_ctrl *p = v->peer;
-	unsigned long flags;
 
 	if (pidx || midx < 0 || midx >= IVN_MSGS)
 		return -EINVAL;
 	if (READ_ONCE(p->msg_seq[midx]) != READ_ONCE(p->msg_ack[midx])) {
 		/* the peer has not taken the last one: an outbound failure */
-		spin_lock_irqsave(&v->lock, flags);
-		v->msg_out |= BIT_ULL(IVN_MSGS + midx);
-		spin_unlock_irqrestore(&v->lock, flags);
+		ivn_update_bits(v, &v->msg_out, BIT_ULL(IVN_MSGS + midx), 0);
 		return -EBUSY;
 	}
 	WRITE_ONCE(p->msg[midx], msg);

@@ -297,10 +297,7 @@ def expected(steps, extra):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--src", required=True)
-    ap.add_argument("--build", required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--cache")
+    gk.common_args(ap)
     ap.add_argument("--checkpatch", action="store_true",
                     help="run scripts/checkpatch.pl --strict over kernel/ and nothing else")
     ap.add_argument("--server", help="ntbfab-ivshmem-server")

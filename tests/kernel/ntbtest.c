@@ -435,41 +435,47 @@ static bool hw_trans(int w, uint64_t *addr, uint64_t *size)
         return found;
 }
 
-static int send_fds(int sock, const int *fds, int n)
-{
-        char byte = 'f';
-        struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+/* One byte with up to 4 descriptors (SCM_RIGHTS): the message both directions use. */
+struct fd_msg {
+        char byte;
+        struct iovec iov;
         union {
                 char buf[CMSG_SPACE(4 * sizeof(int))];
                 struct cmsghdr align;
         } ctl;
-        struct msghdr msg = {.msg_iov = &iov,
-                             .msg_iovlen = 1,
-                             .msg_control = ctl.buf,
-                             .msg_controllen = CMSG_SPACE(n * sizeof(int))};
-        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+        struct msghdr msg;
+};
+
+static void fd_msg_init(struct fd_msg *m, int n)
+{
+        memset(m, 0, sizeof(*m));
+        m->byte = 'f';
+        m->iov = (struct iovec){.iov_base = &m->byte, .iov_len = 1};
+        m->msg = (struct msghdr){.msg_iov = &m->iov,
+                                 .msg_iovlen = 1,
+                                 .msg_control = m->ctl.buf,
+                                 .msg_controllen = CMSG_SPACE(n * sizeof(int))};
+}
+
+static int send_fds(int sock, const int *fds, int n)
+{
+        struct fd_msg m;
+        fd_msg_init(&m, n);
+        struct cmsghdr *c = CMSG_FIRSTHDR(&m.msg);
         c->cmsg_level = SOL_SOCKET;
         c->cmsg_type = SCM_RIGHTS;
         c->cmsg_len = CMSG_LEN(n * sizeof(int));
         memcpy(CMSG_DATA(c), fds, n * sizeof(int));
-        return sendmsg(sock, &msg, 0) == 1 ? 0 : -1;
+        return sendmsg(sock, &m.msg, 0) == 1 ? 0 : -1;
 }
 
 static int recv_fds(int sock, int *fds, int n)
 {
-        char byte;
-        struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-        union {
-                char buf[CMSG_SPACE(4 * sizeof(int))];
-                struct cmsghdr align;
-        } ctl;
-        struct msghdr msg = {.msg_iov = &iov,
-                             .msg_iovlen = 1,
-                             .msg_control = ctl.buf,
-                             .msg_controllen = sizeof(ctl.buf)};
-        if (recvmsg(sock, &msg, MSG_CMSG_CLOEXEC) != 1)
+        struct fd_msg m;
+        fd_msg_init(&m, n);
+        if (recvmsg(sock, &m.msg, MSG_CMSG_CLOEXEC) != 1)
                 return -1;
-        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+        struct cmsghdr *c = CMSG_FIRSTHDR(&m.msg);
         if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(n * sizeof(int)))
                 return -1;
         memcpy(fds, CMSG_DATA(c), n * sizeof(int));

@@ -179,10 +179,7 @@ def host_sim(args, out):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--src", required=True)
-    ap.add_argument("--build", required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--cache")
+    gk.common_args(ap)
     ap.add_argument("--daemon")
     ap.add_argument("--cli")
     ap.add_argument("--test")
@@ -219,24 +216,9 @@ def main():
     sim_figs, sim_results = ({}, {}) if args.only else host_sim(args, out)
     t_end = time.monotonic()
 
-    figures, failed, rows = {}, [], []
-    for role in ["a", "b"]:
-        results, figs, text = gk.parse(logs[role])
-        figures.update(figs)
-        for name in EXPECTED[role] if not args.only else []:
-            ok, detail = results.get(name, (False, "missing: the guest never reported it"))
-            rows.append((role, name, ok, detail))
-            if not ok:
-                failed.append(role)
-        # Anything else a guest reported counts too (a client's failure, say).
-        for name, (ok, detail) in results.items():
-            if args.only or name not in EXPECTED[role]:
-                rows.append((role, name, ok, detail))
-                if not ok:
-                    failed.append(role)
-        if f"VMTIER DONE {role}" not in text:
-            failed.append(role)
-            rows.append((role, "powered-off-cleanly", False, "the guest never finished"))
+    # Every expected result ok, anything else a guest reported ok too (a client's failure,
+    # say), both guests finished.
+    rows, figures, failed = gk.check({} if args.only else EXPECTED, logs, "VMTIER DONE")
     for name, (ok, detail) in sim_results.items():
         rows.append(("host", name, ok, detail))
     figures.update(sim_figs)
@@ -248,10 +230,7 @@ def main():
         figures["total_bytes_verified"] = (sum(figures[p][0] for p in parts if p in figures),
                                            "bytes")
 
-    print()
-    print("VM tier results (guest a: NVMe + vIOMMU + ivshmem; guest b: ivshmem)")
-    for role, name, ok, detail in rows:
-        print(f"  [{role:4}] {'ok  ' if ok else 'FAIL'} {name}: {detail[:300]}")
+    gk.print_rows("VM tier results (guest a: NVMe + vIOMMU + ivshmem; guest b: ivshmem)", rows)
     print()
     print("Figures")
     for name in sorted(figures):
@@ -299,7 +278,7 @@ def main():
     with open(os.path.join(out, "vm-results.json"), "w") as f:
         json.dump(summary, f, indent=2)
     print(f"  JSON: {os.path.join(out, 'vm-results.json')}")
-    gk.print_tails(sorted(set(failed)), logs, errs)
+    gk.print_tails(failed, logs, errs)
     if failed or not all(ok for _, _, ok, _ in rows):
         sys.exit(1)
 
