@@ -8,6 +8,8 @@ directory the tier names (build/vm-cache). Exit status 77 (meson: skipped) only 
 be installed at all.
 """
 
+import contextlib
+import fcntl
 import lzma
 import os
 import re
@@ -61,21 +63,28 @@ def cache_dir(default):
     return d
 
 
+@contextlib.contextmanager
+def locked(path):
+    """Hold an exclusive lock on path.lock: runs sharing a cache (two tests of make test, two
+    checkouts with one NTBFAB_CACHE) wait for each other instead of doing the same work."""
+    with open(path + ".lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
 def atomic_dir(final, fill):
     """Create directory final by calling fill(tmp) on a fresh directory next to it and renaming
     it: other runs sharing the cache see it complete or not at all."""
-    if os.path.isdir(final):
-        return final
-    tmp = tempfile.mkdtemp(prefix=os.path.basename(final) + ".tmp-", dir=os.path.dirname(final))
-    try:
-        fill(tmp)
+    with locked(final):
+        if os.path.isdir(final):
+            return final
+        tmp = tempfile.mkdtemp(prefix=os.path.basename(final) + ".tmp-",
+                               dir=os.path.dirname(final))
         try:
+            fill(tmp)
             os.rename(tmp, final)
-        except OSError:
-            if not os.path.isdir(final):  # not a concurrent run that won the race
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     return final
 
 
@@ -151,6 +160,11 @@ def image_package():
 
 def download(cache, pkg, version=None):
     """The .deb of pkg (at version, when given) in cache: apt-get download once, kept."""
+    with locked(os.path.join(cache, pkg)):
+        return _download(cache, pkg, version)
+
+
+def _download(cache, pkg, version):
     def found():
         return sorted(f for f in os.listdir(cache) if f.startswith(pkg + "_")
                       and f.endswith(".deb") and (not version or f.split("_")[1] == version))
@@ -188,6 +202,11 @@ def kernel(cache, modules):
     taken out of it once: the PVH vmlinux (the bzImage as a fallback) and the .ko files of
     `modules` with their dependencies, in load order. Returns (kver, kernel, module paths,
     the package's .deb)."""
+    with locked(os.path.join(cache, "linux-image")):
+        return _kernel(cache, modules)
+
+
+def _kernel(cache, modules):
     pkg = None
     debs = [f for f in os.listdir(cache) if f.startswith("linux-image-") and f.endswith(".deb")]
     if not debs:

@@ -147,8 +147,15 @@ step_pingpong() {
 
 # ---- ntb_transport + ntb_netdev: a ping, and 64 MiB over TCP checked byte for byte ----
 step_netdev() {
+        # Guest b first, guest a once b's has settled. ntb_transport raises a link event when it
+        # probes; with the link down it queues a cleanup that cancels its handshake's retry
+        # work, and if that cleanup runs late, after the link came up and the first try failed,
+        # the handshake is never retried (both sides wait forever, seen under load). Loaded in
+        # turn, the second side finds the link up and neither sees it go down again.
+        [ $ROLE = a ] && barrier netdev-b-loaded
         insmod $E/ntb_transport.ko && insmod $E/ntb_netdev.ko ||
                 { result netdev-carrier FAIL "insmod: $(dmesg | tail -n 3)"; return; }
+        [ $ROLE = b ] && sleep 1 && barrier netdev-b-loaded
         NI=""
         for i in /sys/class/net/*; do
                 n=$(basename $i)
@@ -167,6 +174,9 @@ step_netdev() {
                 result netdev-ping ok "$(echo "$out" | tail -n 2 | tr '\n' ' ')"
         else
                 result netdev-ping FAIL "$out"
+                cat /sys/kernel/debug/ntb_transport/$BDF/qp0/stats
+                HWSTATE
+                dmesg | tail -n 20
         fi
         if [ $ROLE = b ]; then
                 ntbfab-ntbtest tcp-recv 18401 67108864 7 >/tmp/recv.out 2>&1 &

@@ -57,7 +57,8 @@ EXPECTED = {
                "ntbfab-db-set-local", "ntbfab-events-read", "ntbfab-outbound-unsupported",
                "ntbfab-buf-lifetime", "ntbfab-close-undoes", ("a", "ntbfab-kill-clears"),
                ("a", "ntbfab-kill-hw-clear"), ("a", "ntbfab-window-fd-revoked"),
-               ("b", "ntbfab-link-down-seen"), ("b", "ntbfab-peer-kill-link-down")],
+               ("b", "ntbfab-link-down-seen"), ("b", "ntbfab-peer-kill-link-down"),
+               ("b", "ntbfab-link-disable")],
     "perf": ["perf-run"],
 }
 # Debian's modules the guests load: the management network's NIC.

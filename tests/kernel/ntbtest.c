@@ -160,28 +160,44 @@ static bool read_line(int s, char *buf, size_t len, double seconds)
         return false;
 }
 
-/* Guest b listens, guest a connects; each sends NAME and expects the other's to be the same. */
+/*
+ * Guest b listens, guest a connects; each sends NAME and expects the other's to be the same.
+ * Guest b stops listening before it answers, so that guest a's next barrier cannot reach the
+ * listener of this one; guest a tries again when a connection ends without an answer.
+ */
 static bool barrier(const char *role, const char *peer, const char *name, double seconds)
 {
-        char line[256];
-        int s = -1, c = -1;
+        char line[256] = "";
+        double end = now() + seconds;
         bool ok = false;
         if (!strcmp(role, "b")) {
-                s = tcp_listen(BARRIER_PORT);
-                c = s < 0 ? -1 : tcp_accept(s, seconds);
+                int s = tcp_listen(BARRIER_PORT);
+                int c = s < 0 ? -1 : tcp_accept(s, seconds);
+                if (s >= 0)
+                        close(s);
+                if (c >= 0) {
+                        ok = read_line(c, line, sizeof(line), seconds) && !strcmp(line, name);
+                        dprintf(c, "%s\n", name);
+                        close(c);
+                }
         } else {
-                c = tcp_connect(peer, BARRIER_PORT, seconds);
+                while (!ok && now() < end) {
+                        int c = tcp_connect(peer, BARRIER_PORT, end - now());
+                        if (c < 0)
+                                break;
+                        dprintf(c, "%s\n", name);
+                        bool got = read_line(c, line, sizeof(line), end - now());
+                        close(c);
+                        if (!got) {
+                                usleep(50000);
+                                continue;
+                        }
+                        ok = !strcmp(line, name);
+                        break;
+                }
         }
-        if (c >= 0) {
-                dprintf(c, "%s\n", name);
-                ok = read_line(c, line, sizeof(line), seconds) && !strcmp(line, name);
-                if (!ok)
-                        fprintf(stderr, "ntbtest: barrier %s: the other guest is at '%s'\n", name,
-                                line);
-                close(c);
-        }
-        if (s >= 0)
-                close(s);
+        if (!ok)
+                fprintf(stderr, "ntbtest: barrier %s: the other guest is at '%s'\n", name, line);
         return ok;
 }
 
@@ -457,6 +473,24 @@ static void fd_msg_init(struct fd_msg *m, int n)
                                  .msg_controllen = CMSG_SPACE(n * sizeof(int))};
 }
 
+/* The emulated NTB's own link flag for this side (debugfs). */
+static bool hw_link(uint64_t *own)
+{
+        char line[256];
+        FILE *f = fopen(hw_state, "r");
+        bool found = false;
+        while (f && fgets(line, sizeof(line), f)) {
+                unsigned long long o;
+                if (sscanf(line, "side %*d peer %*d link own %llu", &o) == 1) {
+                        *own = o;
+                        found = true;
+                }
+        }
+        if (f)
+                fclose(f);
+        return found;
+}
+
 static int send_fds(int sock, const int *fds, int n)
 {
         struct fd_msg m;
@@ -655,8 +689,12 @@ static int cmd_ntbfab(char **argv)
         int efd_db2 = add_eventfd(fd, NTBFAB_EV_DB, 0x4);
         int efd_db8 = add_eventfd(fd, NTBFAB_EV_DB, 0x8);
         int efd_msg = add_eventfd(fd, NTBFAB_EV_MSG, 0);
-        /* bits rung for an earlier client may be pending: clear them, then unmask */
+        /*
+         * Doorbells rung and messages sent for an earlier client (ntb_pingpong sends one per
+         * ping) may be pending: take them over, then unmask.
+         */
         bits_ioc(fd, NTBFAB_IOC_DB_CLEAR, 0xf);
+        bits_ioc(fd, NTBFAB_IOC_MSG_CLEAR, 0xff);
         bits_ioc(fd, NTBFAB_IOC_DB_UNMASK, 0xf);
         bits_ioc(fd, NTBFAB_IOC_MSG_UNMASK, 0xf);
         double t0 = now();
@@ -1159,6 +1197,23 @@ static int cmd_ntbfab(char **argv)
                        "went down when that process was SIGKILLed (%s)",
                        up ? "seen" : "not seen", down2 ? "seen" : "not seen");
                 barrier(role, peer_ip, "kill-done", 120);
+                /* the link disabled and enabled again by this owner */
+                struct ntbfab_link ld1 = {0}, ld2 = {0};
+                int dr = ioctl(fd, NTBFAB_IOC_LINK_DISABLE, 0);
+                ioctl(fd, NTBFAB_IOC_LINK_STATUS, &ld1);
+                uint64_t hwl1 = 1, hwl2 = 0;
+                hw_link(&hwl1);
+                struct ntbfab_link en = {.speed = -1, .width = -1};
+                int er = ioctl(fd, NTBFAB_IOC_LINK_ENABLE, &en);
+                ioctl(fd, NTBFAB_IOC_LINK_STATUS, &ld2);
+                hw_link(&hwl2);
+                result("ntbfab-link-disable",
+                       !dr && !(ld1.flags & NTBFAB_LINK_ENABLED) && !ld1.up && !hwl1 && !er &&
+                           (ld2.flags & NTBFAB_LINK_ENABLED) && hwl2,
+                       "LINK_DISABLE: status flags %#x, up %#" PRIx64
+                       ", the emulated NTB's own link flag %" PRIu64
+                       "; LINK_ENABLE again: flags %#x, own flag %" PRIu64,
+                       ld1.flags, (uint64_t)ld1.up, hwl1, ld2.flags, hwl2);
                 state(fd, &s1);
                 close(fd);
                 close(b1.a.fd);

@@ -461,7 +461,10 @@ struct ntbfab_peer_mw_fd {
  *	(ntb_msg_set_mask(), ntb_msg_clear_mask()); needs NTBFAB_INFO_MSG_MASK.
  *	Owner only.
  *
- * Every bit must be in msg_inbits | msg_outbits (else EINVAL).
+ * Every bit must be in msg_inbits | msg_outbits (else EINVAL).  A message sent
+ * for an earlier client may still hold an inbound register (and so refuse the
+ * peer's next one) when an owner opens the device: clear the status bits
+ * before unmasking.
  */
 struct ntbfab_bits {
 	__u64 bits;
