@@ -614,7 +614,12 @@ static void ntbfab_undo_owner(struct ntbfab_dev *nd)
 		memset(o, 0, sizeof(*o));
 	}
 	ntbfab_mask_all(nd);
-	for_each_set_bit(sidx, nd->spad_written, nd->spad_count)
+	/*
+	 * All of them, the peer's messages to this owner too: a handshake value
+	 * left there would mislead the next client (ntb_transport, for one,
+	 * assumes zeros).
+	 */
+	for (sidx = 0; sidx < nd->spad_count; sidx++)
 		ntb_spad_write(nd->ntb, sidx, 0);
 	bitmap_zero(nd->spad_written, nd->spad_count);
 	/* the owner's window mappings and its window descriptors' */

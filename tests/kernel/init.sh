@@ -117,6 +117,9 @@ step_tool() {
         *) result tool-mw FAIL "inbound window 0 holds '$got'" ;;
         esac
         barrier tool-read
+        # ntb_transport reads its scratchpad 1 as the peer's queue-ready bits: leave zeros
+        echo 0 >$T/spad0
+        echo 0 >$T/spad1
         echo 0 >$T/peer0/mw_trans0
         # Linux 6.1's ntb_tool removes its debugfs directory before the outbound window's file
         # when it is unloaded (a use-after-free): free the window through its file first.

@@ -1062,7 +1062,8 @@ static int cmd_ntbfab(char **argv)
                 struct ntbfab_mw_info c1 = {.widx = 1};
                 ioctl(ro, NTBFAB_IOC_MW_INFO, &c1);
                 hw_trans(1, &ha1, &hs1);
-                uint32_t sp3 = spad_read(ro, 0, 3);
+                /* 3 this owner wrote, 0 and 1 the peer wrote for it: all zero now */
+                uint32_t sp3 = spad_read(ro, 0, 3) | spad_read(ro, 0, 0) | spad_read(ro, 0, 1);
                 ok = (s1.flags & NTBFAB_STATE_LINK_ENABLED) && s1.mw_trans == 1 &&
                      s1.spads_written == 1 && !st.flags && !st.owner_pid && !st.mw_trans &&
                      st.db_mask == 0xf && !st.spads_written && st.bufs == 1 &&
@@ -1071,7 +1072,7 @@ static int cmd_ntbfab(char **argv)
                     why, sizeof(why),
                     "before close: flags %#x, %u translation(s), %u scratchpad(s) written; "
                     "after: flags %#x, owner %u, %u translations, doorbell mask %#" PRIx64
-                    ", %u scratchpads written (scratchpad 3 reads %#x), %u buffer (the "
+                    ", %u scratchpads written (scratchpads 0, 1, 3 read %#x), %u buffer (the "
                     "descriptor still open), the emulated NTB's window 1 translates to %#" PRIx64,
                     s1.flags, s1.mw_trans, s1.spads_written, st.flags, st.owner_pid, st.mw_trans,
                     (uint64_t)st.db_mask, st.spads_written, sp3, st.bufs, ha1);
@@ -1222,7 +1223,8 @@ static int cmd_ntbfab(char **argv)
                 hw_trans(1, &ha1, &hs1);
                 ok = (s1.flags & NTBFAB_STATE_LINK_ENABLED) && s1.mw_trans == 1 &&
                      s1.spads_written == 1 && !st.flags && !st.mw_trans && st.db_mask == 0xf &&
-                     !st.spads_written && !st.bufs && !ha1 && spad_read(ro, 0, 3) == 0;
+                     !st.spads_written && !st.bufs && !ha1 &&
+                     !(spad_read(ro, 0, 3) | spad_read(ro, 0, 0) | spad_read(ro, 0, 1));
                 result("ntbfab-close-undoes", ok,
                        "before close: flags %#x, %u translation(s), %u scratchpad(s) written; "
                        "after close and unmap: flags %#x, %u translations, doorbell mask %#" PRIx64

@@ -36,8 +36,8 @@
  * (the peer sees the link go down); every inbound and outbound translation is
  * cleared; every mapping of the peer's windows made through the owner's file
  * or its window descriptors (NTBFAB_IOC_PEER_MW_FD) is torn down; every
- * doorbell and message status bit is masked again; the local scratchpads the
- * owner wrote are set to 0.  Buffers (NTBFAB_IOC_BUF_ALLOC) are not the
+ * doorbell and message status bit is masked again; every local scratchpad is
+ * set to 0 (those the peer wrote for the owner too).  Buffers (NTBFAB_IOC_BUF_ALLOC) are not the
  * owner's: each lives until its last descriptor and its last mapping are gone
  * and no translation uses it, so a buffer passed to another process stays
  * valid (without a translation, the peer cannot reach it).
