@@ -1,6 +1,7 @@
-"""tests/guestkit.py: what the QEMU test tiers share (tests/vm/vmtier.py, tests/kernel/kerneltier.py):
-the tools, Debian's guest kernel and its modules, busybox initramfs images, the accelerator, the
-guests' private network, booting guests in parallel and reading their RESULT and FIGURE lines.
+"""tests/guestkit.py: what the QEMU test tiers share (tests/vm/vmtier.py, tests/kernel/kerneltier.py,
+tests/shadow/shadowtier.py): the tools, Debian's guest kernel, its modules and its kbuild tree,
+modules of our own built against it, busybox initramfs images, the accelerator, the guests'
+private network, booting guests in parallel and reading their RESULT and FIGURE lines.
 
 A tier calls setup("name") first; its messages then start with "name: ". Downloads go to a cache
 directory: NTBFAB_CACHE when set (shared by checkouts; written with atomic renames), else the
@@ -10,6 +11,9 @@ be installed at all.
 
 import contextlib
 import fcntl
+import glob
+import hashlib
+import json
 import lzma
 import os
 import re
@@ -284,6 +288,87 @@ def resolve_modules(root, kver, names):
     return order
 
 
+# ---- modules built against the guest kernel --------------------------------------------------
+
+def kernel_headers(cache, kver, image_deb):
+    """Debian's kbuild tree of the guest kernel: linux-headers-KVER of the image's version with
+    its -common headers and linux-kbuild, unpacked once into cache. Returns KDIR."""
+    version = deb_field(image_deb, "Version")
+    hdr = download(cache, f"linux-headers-{kver}", version)
+    deps = deb_field(hdr, "Depends")
+    common = re.search(r"(linux-headers-\S+-common)", deps)
+    kbuild = re.search(r"(linux-kbuild-[0-9.]+)", deps)
+    if not common or not kbuild:
+        fail(f"linux-headers-{kver} depends on no -common headers or linux-kbuild: {deps}")
+    debs = [hdr, download(cache, common.group(1), version),
+            download(cache, kbuild.group(1), version)]
+
+    def unpack(d):
+        for deb in debs:
+            run(["dpkg-deb", "-x", deb, d])
+    root = atomic_dir(os.path.join(cache, f"kbuild-{kver}-{version}"), unpack)
+    kdir = os.path.join(root, "usr", "src", f"linux-headers-{kver}")
+    # Its Makefile includes the -common headers' by absolute path (/usr/src/...): point it at
+    # the unpacked copy, wherever the cache is now.
+    mk = os.path.join(kdir, "Makefile")
+    with locked(mk):
+        text = open(mk).read()
+        fixed = re.sub(r"include \S*/(linux-headers-[^/\s]+-common)/Makefile",
+                       lambda m: f"include {root}/usr/src/{m.group(1)}/Makefile", text)
+        if fixed == text and f"include {root}/" not in text:
+            fail(f"{mk} includes no -common headers' Makefile: unknown layout")
+        if fixed != text:
+            with open(mk + ".tmp", "w") as f:
+                f.write(fixed)
+            os.rename(mk + ".tmp", mk)
+    return kdir
+
+
+def kbuild(kdir, m_dir, args=()):
+    """make -C KDIR M=m_dir modules ARGS; fails on an error or on any warning (the log is
+    m_dir/build.log)."""
+    cmd = ["make", "-C", kdir, f"M={os.path.abspath(m_dir)}", "-j2", "modules"] + list(args)
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    with open(os.path.join(m_dir, "build.log"), "w") as f:
+        f.write(r.stdout + r.stderr)
+    if r.returncode != 0:
+        fail(f"building the modules in {m_dir} failed:\n{(r.stdout + r.stderr)[-4000:]}")
+    warnings = [line for line in (r.stdout + r.stderr).splitlines()
+                if "warning:" in line or "WARNING:" in line]
+    if warnings:
+        fail(f"the modules in {m_dir} build with warnings:\n" + "\n".join(warnings))
+
+
+def build_modules(kdir, src_dir, out_dir, names, args=(), also=(), kbuild_lines=""):
+    """names (.ko files) built from a copy of src_dir in out_dir (kbuild writes next to the
+    sources, and the checkout stays clean), with the files also copied in beside them and
+    kbuild_lines added to its Kbuild. Built again only when a source or the kernel tree
+    changed. Returns the .ko paths, in the order of names."""
+    h = hashlib.sha1(f"{kdir} {list(args)} {kbuild_lines}".encode())
+    for f in sorted(glob.glob(os.path.join(src_dir, "**", "*"), recursive=True)) + list(also):
+        if os.path.isfile(f) and not re.search(r"\.(o|ko|cmd)$|\.mod|build\.log$", f):
+            h.update(f.encode() + b"\0" + open(f, "rb").read())
+    kos = [os.path.join(out_dir, n + ".ko") for n in names]
+    stamp = os.path.join(out_dir, "sources.sha1")
+    if all(map(os.path.exists, kos + [stamp])) and open(stamp).read() == h.hexdigest():
+        return kos
+    shutil.rmtree(out_dir, ignore_errors=True)
+    shutil.copytree(src_dir, out_dir,
+                    ignore=shutil.ignore_patterns("*.ko", "*.o", "*.mod*", ".*.cmd"))
+    for f in also:
+        shutil.copy(f, out_dir)
+    if kbuild_lines:
+        with open(os.path.join(out_dir, "Kbuild"), "a") as f:
+            f.write(kbuild_lines)
+    kbuild(kdir, out_dir, args)
+    missing = [k for k in kos if not os.path.exists(k)]
+    if missing:
+        fail(f"the build in {out_dir} made no {', '.join(map(os.path.basename, missing))}")
+    with open(stamp, "w") as f:
+        f.write(h.hexdigest())
+    return kos
+
+
 # ---- the initramfs --------------------------------------------------------------------------
 
 def initramfs(out, busybox, init, progs=None, files=None, mods=(), extra_ko=()):
@@ -458,3 +543,14 @@ def print_tails(roles, logs, errs, lines=60):
         print("\n".join(tail))
         if errs.get(role, "").strip():
             print(f"---- guest {role}: QEMU's stderr\n{errs[role].strip()[-3000:]}")
+
+
+def finish(path, summary, rows, failed, logs, errs):
+    """The end of a run: summary as JSON in path, the failed guests' logs, exit 1 on any
+    failure."""
+    with open(path, "w") as f:
+        json.dump(summary, f, indent=2)
+    print(f"  JSON: {path}")
+    print_tails(failed, logs, errs)
+    if failed or not all(ok for _, _, ok, _ in rows):
+        sys.exit(1)

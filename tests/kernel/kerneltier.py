@@ -29,7 +29,6 @@ step functions to the guests, --env NAME=VALUE sets a variable for them (docs/li
 import argparse
 import glob
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -84,37 +83,12 @@ GUEST_TIMEOUT = 300
 # ---- Debian's kernel headers and source -----------------------------------------------------
 
 def kernel_sources(cache, kver, image_deb):
-    """The kbuild tree of the guest kernel and the parts of its source the tier needs, from
-    packages of the image's version. Returns (KDIR, source directory)."""
+    """The kbuild tree of the guest kernel (guestkit.kernel_headers) and the parts of its source
+    the tier needs, from linux-source of the image's version. Returns (KDIR, source directory)."""
+    kdir = gk.kernel_headers(cache, kver, image_deb)
     version = gk.deb_field(image_deb, "Version")
-    hdr = gk.download(cache, f"linux-headers-{kver}", version)
-    deps = gk.deb_field(hdr, "Depends")
-    common = re.search(r"(linux-headers-\S+-common)", deps)
-    kbuild = re.search(r"(linux-kbuild-[0-9.]+)", deps)
-    if not common or not kbuild:
-        fail(f"linux-headers-{kver} depends on no -common headers or linux-kbuild: {deps}")
-    debs = [hdr, gk.download(cache, common.group(1), version),
-            gk.download(cache, kbuild.group(1), version)]
     series = re.match(r"(\d+\.\d+)", kver).group(1)
     src_deb = gk.download(cache, f"linux-source-{series}", version)
-
-    def unpack_headers(d):
-        for deb in debs:
-            gk.run(["dpkg-deb", "-x", deb, d])
-    root = gk.atomic_dir(os.path.join(cache, f"kbuild-{kver}-{version}"), unpack_headers)
-    kdir = os.path.join(root, "usr", "src", f"linux-headers-{kver}")
-    # Its Makefile includes the -common headers' by absolute path (/usr/src/...): point it at
-    # the unpacked copy, wherever the cache is now.
-    mk = os.path.join(kdir, "Makefile")
-    text = open(mk).read()
-    fixed = re.sub(r"include \S*/(linux-headers-[^/\s]+-common)/Makefile",
-                   lambda m: f"include {root}/usr/src/{m.group(1)}/Makefile", text)
-    if fixed == text and f"include {root}/" not in text:
-        fail(f"{mk} includes no -common headers' Makefile: unknown layout")
-    if fixed != text:
-        with open(mk + ".tmp", "w") as f:
-            f.write(fixed)
-        os.rename(mk + ".tmp", mk)
 
     def unpack_source(d):
         say(f"extracting drivers/ntb, ntb_netdev and checkpatch from {os.path.basename(src_deb)}")
@@ -125,20 +99,6 @@ def kernel_sources(cache, kver, image_deb):
                 f"tar -xJ -C '{d}' --wildcards {parts}"])
     src = gk.atomic_dir(os.path.join(cache, f"linux-source-{version}-ntb"), unpack_source)
     return kdir, os.path.join(src, f"linux-source-{series}")
-
-
-def kbuild(kdir, m_dir, extra_symbols=None):
-    cmd = ["make", "-C", kdir, f"M={os.path.abspath(m_dir)}", "-j2", "modules"]
-    if extra_symbols:
-        cmd.append(f"KBUILD_EXTRA_SYMBOLS={extra_symbols}")
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    with open(os.path.join(m_dir, "build.log"), "w") as f:
-        f.write(r.stdout + r.stderr)
-    if r.returncode != 0:
-        fail(f"building the modules in {m_dir} failed:\n{(r.stdout + r.stderr)[-4000:]}")
-    warnings = [line for line in (r.stdout + r.stderr).splitlines()
-                if "warning:" in line or "WARNING:" in line]
-    return warnings
 
 
 def upstream_modules(cache, kdir, srcdir):
@@ -154,36 +114,21 @@ def upstream_modules(cache, kdir, srcdir):
                 lines.append(f"{mod}-y := " + " ".join(objs))
         with open(os.path.join(d, "Kbuild"), "w") as f:
             f.write("\n".join(lines) + "\n")
-        kbuild(kdir, d)
+        gk.kbuild(kdir, d)
     # One build per kernel tree, source and module list.
     key = hashlib.sha1(f"{kdir} {srcdir} {sorted(UPSTREAM.items())}".encode()).hexdigest()[:10]
     return gk.atomic_dir(os.path.join(cache, f"ntb-modules-{key}"), build)
 
 
 def project_modules(src, out, kdir, upstream):
-    """ntbfab_ntb.ko and ntb_hw_ivshmem.ko, built from the checkout into out/kbuild (again
-    only when kernel/ or the kernel tree changed)."""
-    d = os.path.join(out, "kbuild")
-    h = hashlib.sha1(f"{kdir} {upstream}".encode())
-    for f in sorted(glob.glob(os.path.join(src, "kernel", "**", "*"), recursive=True)):
-        if os.path.isfile(f) and not re.search(r"\.(o|ko|cmd)$|\.mod", f):
-            h.update(f.encode() + b"\0" + open(f, "rb").read())
-    kos = [os.path.join(d, "ntbfab_ntb.ko"), os.path.join(d, "ntb_hw_ivshmem.ko")]
-    stamp = os.path.join(d, "sources.sha1")
-    if all(map(os.path.exists, kos + [stamp])) and open(stamp).read() == h.hexdigest():
-        return kos
-    shutil.rmtree(d, ignore_errors=True)
-    shutil.copytree(os.path.join(src, "kernel"), d,
-                    ignore=shutil.ignore_patterns("*.ko", "*.o", "*.mod*", ".*.cmd"))
-    shutil.copy(os.path.join(src, "kernel", "test", "ntb_hw_ivshmem.c"), d)
-    with open(os.path.join(d, "Kbuild"), "a") as f:
-        f.write("obj-m += ntb_hw_ivshmem.o\n")
-    warnings = kbuild(kdir, d, os.path.join(upstream, "Module.symvers"))
-    if warnings:
-        fail("the modules build with warnings:\n" + "\n".join(warnings))
-    with open(stamp, "w") as f:
-        f.write(h.hexdigest())
-    return kos
+    """ntbfab_ntb.ko and ntb_hw_ivshmem.ko, built with kernel/'s own Kbuild (NTBFAB_NTB=m: the
+    NTB core is the upstream one built above, not the kernel's) into out/kbuild."""
+    return gk.build_modules(
+        kdir, os.path.join(src, "kernel"), os.path.join(out, "kbuild"),
+        ["ntbfab_ntb", "ntb_hw_ivshmem"],
+        args=["NTBFAB_NTB=m", f"KBUILD_EXTRA_SYMBOLS={os.path.join(upstream, 'Module.symvers')}"],
+        also=[os.path.join(src, "kernel", "test", "ntb_hw_ivshmem.c")],
+        kbuild_lines="obj-m += ntb_hw_ivshmem.o\n")
 
 
 def checkpatch(src, srcdir):
@@ -385,13 +330,8 @@ def main():
         "guest_wall_s": wall, "total_s": t_end - t_start,
         "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
-    path = args.json or os.path.join(out, "kernel-results.json")
-    with open(path, "w") as f:
-        json.dump(summary, f, indent=2)
-    print(f"  JSON: {path}")
-    gk.print_tails(failed, logs, errs)
-    if failed or not all(ok for _, _, ok, _ in rows):
-        sys.exit(1)
+    gk.finish(args.json or os.path.join(out, "kernel-results.json"), summary, rows, failed,
+              logs, errs)
 
 
 if __name__ == "__main__":

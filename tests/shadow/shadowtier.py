@@ -7,10 +7,11 @@ file and a small ivshmem region for the fabric's two adapters. In it, two ntbfab
 vfio-pci, the borrower borrows it with --attach, and Debian's unchanged nvme driver binds to
 the shadow device that ntbfab_shadow.ko hot-adds. tests/shadow/init.sh is the guest's /init.
 
-The harness: Debian's kernel image (its modules and PVH vmlinux) and its headers and kbuild
-are downloaded once into the cache; ntbfab_shadow.ko is built against them from kernel/
-(a copy, so the source tree stays clean); mke2fs and its libraries come from the host's
-e2fsprogs (Debian's package: busybox has no mkfs.ext4).
+The harness (tests/guestkit.py, shared with the VM and kernel NTB tiers): Debian's kernel image
+(its modules and PVH vmlinux) and its headers and kbuild are downloaded once into the cache;
+ntbfab_shadow.ko is built against them with kernel/'s own Kbuild (from a copy, so the source
+tree stays clean); mke2fs and its libraries come from the host's e2fsprogs (Debian's package:
+busybox has no mkfs.ext4).
 """
 
 import argparse
@@ -18,14 +19,14 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "vm"))
-import vmtier  # noqa: E402  (the VM tier's kernel download, tools and result parsing)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import guestkit as gk  # noqa: E402  (tests/guestkit.py: what the QEMU tiers share)
+from guestkit import fail, say  # noqa: E402
 
 # The Debian modules the guest loads (dependencies are added from each .ko's depends=).
 MODULES = ["crct10dif_generic", "crc64_rocksoft_generic", "crc32c_generic", "vfio_iommu_type1",
@@ -39,74 +40,6 @@ NVME_IMAGE = 256 << 20
 GUEST_TIMEOUT = 300
 
 
-def say(msg):
-    print(f"shadowtier: {msg}", flush=True)
-
-
-def fail(msg):
-    print(f"shadowtier: FAIL: {msg}", flush=True)
-    sys.exit(1)
-
-
-def headers(cache, kver):
-    """Debian's linux-headers of the guest kernel (with its -common headers and linux-kbuild),
-    unpacked once; returns the directory to build modules against."""
-    root = os.path.join(cache, f"kbuild-{kver}")
-    kdir = os.path.join(root, "usr", "src", f"linux-headers-{kver}")
-    if os.path.isfile(os.path.join(kdir, "Makefile")):
-        return kdir
-    r = subprocess.run(["apt-cache", "depends", f"linux-headers-{kver}"], capture_output=True,
-                       text=True)
-    pkgs = [f"linux-headers-{kver}"] + re.findall(
-        r"Depends: (linux-headers-\S+-common|linux-kbuild-\S+)", r.stdout)
-    if len(pkgs) < 3:
-        subprocess.run(vmtier.sudo() + ["apt-get", "update"], capture_output=True)
-        r = subprocess.run(["apt-cache", "depends", f"linux-headers-{kver}"],
-                           capture_output=True, text=True)
-        pkgs = [f"linux-headers-{kver}"] + re.findall(
-            r"Depends: (linux-headers-\S+-common|linux-kbuild-\S+)", r.stdout)
-    tmp = tempfile.mkdtemp(prefix="kbuild-", dir=cache)
-    try:
-        say(f"downloading {' '.join(pkgs)} (once; kept in {cache})")
-        r = subprocess.run(["apt-get", "download"] + pkgs, cwd=tmp, capture_output=True,
-                           text=True)
-        debs = [f for f in os.listdir(tmp) if f.endswith(".deb")]
-        if r.returncode != 0 or len(debs) != len(pkgs):
-            fail(f"apt-get download {' '.join(pkgs)} failed: {r.stderr.strip()[-300:]}")
-        unpacked = os.path.join(tmp, "root")
-        for deb in debs:
-            vmtier.run(["dpkg-deb", "-x", os.path.join(tmp, deb), unpacked])
-        # The headers' Makefile includes the -common headers' by absolute path.
-        mk = os.path.join(unpacked, "usr", "src", f"linux-headers-{kver}", "Makefile")
-        text = open(mk).read()
-        fixed = re.sub(r"include \S*/(linux-headers-[^/\s]+-common)/Makefile",
-                       lambda m: f"include {root}/usr/src/{m.group(1)}/Makefile", text)
-        if fixed == text:
-            fail(f"{mk} includes no -common headers' Makefile: unknown layout")
-        open(mk, "w").write(fixed)
-        shutil.rmtree(root, ignore_errors=True)
-        os.rename(unpacked, root)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return kdir
-
-
-def build_module(src, out, kdir, sub="kernel", name="ntbfab_shadow"):
-    """NAME.ko from a copy of SUB/ (kbuild writes next to the sources)."""
-    d = os.path.join(out, sub.replace("/", "-"))
-    shutil.rmtree(d, ignore_errors=True)
-    shutil.copytree(os.path.join(src, sub), d,
-                    ignore=shutil.ignore_patterns("*.o", "*.ko", "*.mod*", ".*.cmd"))
-    r = subprocess.run(["make", "-C", kdir, f"M={d}", "modules"], capture_output=True, text=True)
-    ko = os.path.join(d, name + ".ko")
-    if r.returncode != 0 or not os.path.exists(ko):
-        fail(f"building {name}.ko against {kdir} failed:\n{r.stdout[-2000:]}"
-             f"{r.stderr[-2000:]}")
-    if re.search(r"\bwarning:", r.stderr):
-        fail(f"{name}.ko builds with warnings:\n{r.stderr[-2000:]}")
-    return ko
-
-
 def host_program(path):
     """A dynamically linked program of the host and what it loads: (files, loader)."""
     r = subprocess.run(["ldd", path], capture_output=True, text=True)
@@ -117,98 +50,71 @@ def host_program(path):
     return libs, loader[0]
 
 
-def initramfs(out, src, busybox, progs, mods, ko, extra=()):
-    d = os.path.join(out, "initrd")
-    shutil.rmtree(d, ignore_errors=True)
-    for sub in ["bin", "sbin", "lib/modules", "etc/ntbfab", "proc", "sys", "dev", "run", "tmp",
-                "mnt"]:
-        os.makedirs(os.path.join(d, sub))
-    shutil.copy(busybox, os.path.join(d, "bin", "busybox"))
-    for name, path in progs.items():
-        if not vmtier.is_static(path):
-            fail(f"{path} is not statically linked")
-        shutil.copy(path, os.path.join(d, "bin", name))
+def initramfs(out, src, busybox, progs, mods, extra=()):
+    """tests/shadow/init.sh as /init, the guest programs, Debian's modules and ntbfab_shadow.ko
+    (mods, loaded in order), extra modules the guest loads itself (the bench's), and mke2fs."""
     # mkfs.ext4: Debian's e2fsprogs (the host's), with its libraries and loader.
     mke2fs = shutil.which("mke2fs") or "/sbin/mke2fs"
     libs, loader = host_program(mke2fs)
-    shutil.copy(mke2fs, os.path.join(d, "sbin", "mke2fs"))
-    for f in libs + [loader]:
-        dst = os.path.join(d, f.lstrip("/"))
-        os.makedirs(os.path.dirname(dst), exist_ok=True)
-        shutil.copy(f, dst)
-    names = []
-    for m in mods + [ko]:
-        name = os.path.basename(m)[:-3]
-        shutil.copy(m, os.path.join(d, "lib", "modules", name + ".ko"))
-        names.append(name)
-    with open(os.path.join(d, "lib", "modules", "order"), "w") as f:
-        f.write("\n".join(names) + "\n")
-    # Modules the guest loads itself, with parameters it finds out (the bench's).
-    os.makedirs(os.path.join(d, "lib", "modules", "extra"))
-    for m in extra:
-        shutil.copy(m, os.path.join(d, "lib", "modules", "extra"))
-    shutil.copy(os.path.join(src, "tests", "shadow", "init.sh"), os.path.join(d, "init"))
-    os.chmod(os.path.join(d, "init"), 0o755)
-    shutil.copy(os.path.join(src, "tests", "shadow", "loopback.yaml"),
-                os.path.join(d, "etc", "ntbfab", "loopback.yaml"))
-    with open(os.path.join(d, "etc", "ntbfab", "cluster.key"), "w") as f:
-        f.write(os.urandom(32).hex() + "\n")
-    os.chmod(os.path.join(d, "etc", "ntbfab", "cluster.key"), 0o600)
-    img = os.path.join(out, "initrd.cpio")
-    files = subprocess.run(["find", "."], cwd=d, capture_output=True, text=True,
-                           check=True).stdout
-    with open(img, "wb") as f:
-        vmtier.run(["cpio", "-o", "-H", "newc", "--quiet"], cwd=d, input=files.encode(), stdout=f)
-    return img
+    files = {"/sbin/mke2fs": mke2fs}
+    files.update({f: f for f in libs + [loader]})
+    files["/etc/ntbfab/loopback.yaml"] = os.path.join(src, "tests", "shadow", "loopback.yaml")
+    files["/etc/ntbfab/cluster.key"] = ((os.urandom(32).hex() + "\n").encode(), 0o600)
+    return gk.initramfs(out, busybox, os.path.join(src, "tests", "shadow", "init.sh"),
+                        progs=progs, files=files, mods=mods, extra_ko=extra)
+
+
+def qemu_cmd(accel, kern, initrd, log, mode=None, ram=None, control=None, disk=None):
+    """The guest: its RAM is a shared file, and an ivshmem-plain device on the same file is
+    the window through which the device's DMA leaves and comes back (docs/kernel.md). The
+    accelerator probe (mode "probe") has none of the devices."""
+    cmd = ["qemu-system-x86_64", "-accel", accel, "-cpu", gk.cpu_for(accel),
+           "-m", f"{RAM >> 20}M", "-smp", "2", "-nodefaults", "-no-reboot", "-display", "none",
+           "-monitor", "none", "-serial", f"file:{log}"]
+    if ram:
+        cmd += ["-machine", "q35,kernel-irqchip=split,memory-backend=ram",
+                "-device", "intel-iommu,intremap=on,caching-mode=on",
+                "-object", f"memory-backend-file,id=ram,share=on,mem-path={ram},size={RAM}",
+                "-object", f"memory-backend-file,id=win,share=on,mem-path={ram},size={RAM}",
+                "-device", "ivshmem-plain,memdev=win",
+                "-object",
+                f"memory-backend-file,id=ctl,share=on,mem-path={control},size={CONTROL}",
+                "-device", "ivshmem-plain,memdev=ctl",
+                "-drive", f"file={disk},if=none,id=nvm,format=raw",
+                "-device", "nvme,serial=shadow01,drive=nvm"]
+    else:
+        cmd += ["-machine", "q35"]
+    # no_timer_check: as the VM tier (a loaded host can fail the early timer check).
+    # The bench: strict IOMMU invalidation for every device, as the shadow device's unmap is,
+    # so the two DMA map paths compare like for like.
+    cmd += ["-kernel", kern, "-initrd", initrd,
+            "-append", "console=ttyS0 intel_iommu=on no_timer_check panic=-1 quiet loglevel=4"
+            + (" iommu.strict=1" if mode == "bench" else "")
+            + (f" shadowtier.mode={mode}" if mode else "")]
+    return cmd
 
 
 def boot(out, accel, kern, initrd, bench=False):
-    """The guest: its RAM is a shared file, and an ivshmem-plain device on the same file is
-    the window through which the device's DMA leaves and comes back (docs/kernel.md)."""
     shm = "/dev/shm" if os.path.isdir("/dev/shm") else out
     ramdir = tempfile.mkdtemp(prefix="shadowtier-", dir=shm)
-    ram = os.path.join(ramdir, "ram")
-    control = os.path.join(out, "control.bin")
-    disk = os.path.join(out, "nvme.img")
-    for path, size in [(ram, RAM), (control, CONTROL), (disk, NVME_IMAGE)]:
-        with open(path, "wb") as f:
-            f.truncate(size)
-    log = os.path.join(out, "guest.log")
-    if os.path.exists(log):
-        os.unlink(log)
-    cmd = ["qemu-system-x86_64", "-accel", accel,
-           "-machine", "q35,kernel-irqchip=split,memory-backend=ram",
-           "-cpu", "host" if accel == "kvm" else "max", "-m", f"{RAM >> 20}M", "-smp", "2",
-           "-nodefaults", "-no-reboot", "-display", "none", "-monitor", "none",
-           "-serial", f"file:{log}", "-device", "intel-iommu,intremap=on,caching-mode=on",
-           "-object", f"memory-backend-file,id=ram,share=on,mem-path={ram},size={RAM}",
-           "-object", f"memory-backend-file,id=win,share=on,mem-path={ram},size={RAM}",
-           "-device", "ivshmem-plain,memdev=win",
-           "-object", f"memory-backend-file,id=ctl,share=on,mem-path={control},size={CONTROL}",
-           "-device", "ivshmem-plain,memdev=ctl",
-           "-drive", f"file={disk},if=none,id=nvm,format=raw",
-           "-device", "nvme,serial=shadow01,drive=nvm",
-           "-kernel", kern, "-initrd", initrd,
-           # no_timer_check: as the VM tier (a loaded host can fail the early timer check).
-           # The bench: strict IOMMU invalidation for every device, as the shadow device's
-           # unmap is, so the two DMA map paths compare like for like.
-           "-append", "console=ttyS0 intel_iommu=on no_timer_check panic=-1 quiet loglevel=4"
-           + (" iommu.strict=1 shadowtier.mode=bench" if bench else "")]
-    t0 = time.monotonic()
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        _, err = p.communicate(timeout=GUEST_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        p.send_signal(signal.SIGKILL)  # the one we started, by its pid
-        _, err = p.communicate()
-        err = (err or b"") + f"\nshadowtier: killed after {GUEST_TIMEOUT} s".encode()
-    shutil.rmtree(ramdir, ignore_errors=True)
-    return log, time.monotonic() - t0, err.decode(errors="replace")
+        ram = os.path.join(ramdir, "ram")
+        control = os.path.join(out, "control.bin")
+        disk = os.path.join(out, "nvme.img")
+        for path, size in [(ram, RAM), (control, CONTROL), (disk, NVME_IMAGE)]:
+            with open(path, "wb") as f:
+                f.truncate(size)
+        log = os.path.join(out, "guest.log")
+        cmd = qemu_cmd(accel, kern, initrd, log, "bench" if bench else None, ram, control, disk)
+        wall, errs = gk.boot({"guest": (cmd, log)}, GUEST_TIMEOUT)
+    finally:
+        shutil.rmtree(ramdir, ignore_errors=True)
+    return log, wall["guest"], errs["guest"]
 
 
 def figures_out(path, log, accel, kver, wall, err):
     """The bench's figures, side by side, and their ratios (docs/kernel.md, "Figures")."""
-    results, figures, text = vmtier.parse(log)
+    results, figures, text = gk.parse(log)
     bad = [n for n, (ok, _) in results.items() if not ok]
     need = [f"{w}_{m}" for w in ("shadow", "direct", "nvmf_tcp")
             for m in ("read4k_qd1_median_us", "read128k_mb_s")] + ["dmamap_shadow_ns",
@@ -251,9 +157,7 @@ def figures_out(path, log, accel, kver, wall, err):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--src", required=True)
-    ap.add_argument("--build", required=True)
-    ap.add_argument("--out", required=True)
+    gk.common_args(ap)
     ap.add_argument("--daemon")
     ap.add_argument("--cli")
     ap.add_argument("--test")
@@ -261,60 +165,44 @@ def main():
     ap.add_argument("--bench", metavar="JSON",
                     help="the figures instead of the tests (bench/run.sh): write them to JSON")
     args = ap.parse_args()
+    gk.setup("shadowtier")
     if args.missing:
         fail(f"the guest programs cannot be linked statically: missing {args.missing}")
     t0 = time.monotonic()
-    busybox = vmtier.ensure_tools()
-    out = args.out
+    busybox = gk.ensure_tools(need_dgram=False)
+    out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
-    cache = os.path.abspath(os.environ.get("NTBFAB_CACHE") or os.path.join(args.build,
-                                                                           "vm-cache"))
-    vmtier.MODULES = MODULES
-    kver, kern, mods = vmtier.kernel(cache)
-    kdir = headers(cache, kver)
-    ko = build_module(args.src, out, kdir)
-    extra = [build_module(args.src, out, kdir, "bench/kernel", "ntbfab_mapbench")] \
+    cache = gk.cache_dir(args.cache or os.path.join(args.build, "vm-cache"))
+    kver, kern, mods, image_deb = gk.kernel(cache, MODULES)
+    kdir = gk.kernel_headers(cache, kver, image_deb)
+    ko = gk.build_modules(kdir, os.path.join(args.src, "kernel"), os.path.join(out, "kbuild"),
+                          ["ntbfab_shadow"])
+    extra = gk.build_modules(kdir, os.path.join(args.src, "bench", "kernel"),
+                             os.path.join(out, "kbuild-bench"), ["ntbfab_mapbench"]) \
         if args.bench else []
     initrd = initramfs(out, args.src, busybox,
                        {"ntbfabd": args.daemon, "ntbfab": args.cli, "shadowtest": args.test},
-                       mods, ko, extra)
-    accel, why = vmtier.accelerator(out, kern, initrd)
+                       mods + ko, extra)
+    probe_log = os.path.join(out, "probe-kvm.log")
+    accel, why = gk.accelerator(qemu_cmd("kvm", kern, initrd, probe_log, "probe"), probe_log,
+                                "SHADOWTIER_ACCEL")
     say(f"kernel {kver}, ntbfab_shadow.ko built, accelerator {accel} ({why})")
     log, wall, err = boot(out, accel, kern, initrd, bool(args.bench))
     if args.bench:
         return figures_out(args.bench, log, accel, kver, wall, err)
-    results, figures, text = vmtier.parse(log)
-    rows, failed = [], False
-    for name in EXPECTED:
-        ok, detail = results.get(name, (False, "missing: the guest never reported it"))
-        rows.append((name, ok, detail))
-        failed |= not ok
-    for name, (ok, detail) in results.items():
-        if name not in EXPECTED:
-            rows.append((name, ok, detail))
-            failed |= not ok
-    if "SHADOWTIER DONE" not in text:
-        rows.append(("powered-off-cleanly", False, "the guest never finished"))
-        failed = True
-    for name, ok, detail in rows:
-        print(f"  {'ok  ' if ok else 'FAIL'} {name}: {detail[:300]}")
+    rows, figures, failed = gk.check({"guest": EXPECTED}, {"guest": log}, "SHADOWTIER DONE")
+    gk.print_rows("Shadow device results (one guest, loopback lending)", rows)
     figures["guest_wall_s"] = (round(wall, 1), "s")
     figures["tier_wall_s"] = (round(time.monotonic() - t0, 1), "s")
     for name, (v, unit) in sorted(figures.items()):
         print(f"  FIGURE {name} {v} {unit}")
-    with open(os.path.join(out, "shadow-results.json"), "w") as f:
-        json.dump({"accelerator": accel, "kernel": kver,
-                   "results": {n: {"ok": ok, "detail": d} for n, ok, d in rows},
-                   "figures": {k: {"value": v, "unit": u} for k, (v, u) in figures.items()}},
-                  f, indent=1)
-    if failed:
-        print("shadowtier: the guest's last 80 lines:")
-        print("\n".join(text.splitlines()[-80:]))
-        print(err[-2000:])
-        sys.exit(1)
-    passed = sum(ok for _, ok, _ in rows)
-    print(f"shadow: {passed} passed, 0 failed")
-
+    summary = {"accelerator": accel, "kernel": kver,
+               "results": [{"guest": r, "name": n, "ok": o, "detail": d} for r, n, o, d in rows],
+               "figures": {k: {"value": v, "unit": u} for k, (v, u) in figures.items()},
+               "when": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    gk.finish(os.path.join(out, "shadow-results.json"), summary, rows, failed,
+              {"guest": log}, {"guest": err})
+    print(f"shadow: {len(rows)} passed, 0 failed")
 
 if __name__ == "__main__":
     main()

@@ -10,7 +10,6 @@ is printed), 77 (meson: skipped) only when QEMU cannot be installed at all.
 """
 
 import argparse
-import json
 import os
 import shutil
 import signal
@@ -275,12 +274,7 @@ def main():
         "guest_wall_s": wall, "total_s": t_end - t_start,
         "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
-    with open(os.path.join(out, "vm-results.json"), "w") as f:
-        json.dump(summary, f, indent=2)
-    print(f"  JSON: {os.path.join(out, 'vm-results.json')}")
-    gk.print_tails(failed, logs, errs)
-    if failed or not all(ok for _, _, ok, _ in rows):
-        sys.exit(1)
+    gk.finish(os.path.join(out, "vm-results.json"), summary, rows, failed, logs, errs)
 
 
 if __name__ == "__main__":
