@@ -15,6 +15,7 @@
 
 extern const struct ntbf_backend_ops ntbf__sim_ops;
 extern const struct ntbf_backend_ops ntbf__ivshmem_ops;
+extern const struct ntbf_backend_ops ntbf__linux_ntb_ops;
 
 #define PLANNED "planned (issue 11): no such backend is built into this libntbfab yet"
 
@@ -25,8 +26,9 @@ static const struct ntbf_backend_entry entries[] = {
      .about = "the simulated fabric, in shared memory on one host (docs/sim.md)",
      .helper = "ntbfab-simd"},
     {.name = "linux-ntb",
-     .about = "Linux's NTB framework: Intel, AMD, IDT, Switchtec and EPF NTBs",
-     .unbuilt = PLANNED},
+     .ops = &ntbf__linux_ntb_ops,
+     .about = "Linux's NTB framework (Intel, AMD, IDT, Switchtec and EPF NTBs) through "
+              "ntbfab_ntb.ko (docs/linux-ntb.md)"},
     {.name = "switchtec",
      .about = "Microchip Switchtec NT partitions, through the switch's registers",
      .unbuilt = PLANNED},

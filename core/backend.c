@@ -124,6 +124,7 @@ bool ntbf_backend_ops_valid(const struct ntbf_backend_ops *ops, char *why, size_
         const struct cb last[][2] = {
             {CB(cfg_read), CB(cfg_write)},
             {CB(irq_alloc), CB(irq_free)},
+            {CB(serve), CB(client_gone)},
         };
         for (size_t i = 0; i < NELEM(last); i++)
                 if (!all_or_none(last[i], 2, NULL, why, whylen))

@@ -19,6 +19,7 @@
 
 #include "ntbfab/backend.h"
 #include "ntbfab/error.h"
+#include "../pollirq.h"
 
 /*
  * Two QEMU guests with an ivshmem-plain device each, backed by one host file, see the same
@@ -39,8 +40,8 @@
  * scratchpads and link state live in the control blocks; ivshmem-plain has no interrupts,
  * so the event fd is a timer and events are found by polling (every POLL_MS). Interrupt
  * vectors are words of exported memory that a thread of the allocating process watches
- * (every IRQ_POLL_US): the other side's write of the vector's data to its address, through
- * a window slot like any MSI write, signals the vector's eventfd.
+ * (backends/pollirq.h, every NTBF__POLLIRQ_US): the other side's write of the vector's data to its
+ * address, through a window slot like any MSI write, signals the vector's eventfd.
  *
  * Addresses: exported memory and far-side slot addresses are given in the model's terms,
  * as the core expects of exported memory: the region stands at the top of the node's RAM in
@@ -62,7 +63,6 @@
 #define IVS_ALLOCS    256
 #define IVS_DOORBELLS 64
 #define POLL_MS       10
-#define IRQ_POLL_US   50
 #define IRQ_DATA      UINT32_C(0x49560000) /* "IV": vector data is this | its id */
 #define SLOT_VALID    (UINT64_C(1) << 63)
 #define SLOT_NOWHERE  (UINT64_C(1) << 62) /* leads outside the other side's memory for export */
@@ -105,26 +105,13 @@ struct ivs_map {
         uint64_t offset, size;
 };
 
-/* An interrupt vector: a page of exported memory whose first word the watcher reads. */
-struct ivs_vec {
-        struct ivs_vec *next;
-        struct ntbf_adapter_h *h;
-        struct ntbf_mem m;
-        int efd;
-        uint32_t id, data;
-};
-
 struct ntbf_backend {
         const struct ntbf_topo *t;
         uint32_t node;
         char dir[PATH_MAX - 16]; /* instance directory: its file `ivshmem` is the region */
-        pthread_mutex_t lock;    /* maps, vecs */
+        pthread_mutex_t lock;    /* maps */
         struct ivs_map *maps;
-        struct ivs_vec *vecs;
-        uint32_t next_vec;
-        pthread_t watcher;
-        bool watching;
-        _Atomic bool stop;
+        struct ntbf__pollirq irq; /* interrupt vectors */
 };
 
 struct ntbf_adapter_h {
@@ -250,6 +237,8 @@ static int ivs_destroy(const struct ntbf_topo *t, const char *dir)
         return 0;
 }
 
+static const struct ntbf__pollirq_mem irq_mem;
+
 static int ivs_open(const struct ntbf_backend_env *env, struct ntbf_backend **out, char *why,
                     size_t whylen)
 {
@@ -265,15 +254,14 @@ static int ivs_open(const struct ntbf_backend_env *env, struct ntbf_backend **ou
         if (env->dir)
                 snprintf(b->dir, sizeof(b->dir), "%s", env->dir);
         pthread_mutex_init(&b->lock, NULL);
+        ntbf__pollirq_init(&b->irq, &irq_mem, IRQ_DATA);
         *out = b;
         return 0;
 }
 
-static void irq_stop(struct ntbf_backend *b);
-
 static void ivs_close(struct ntbf_backend *b)
 {
-        irq_stop(b);
+        ntbf__pollirq_fini(&b->irq);
         while (b->maps) {
                 struct ivs_map *m = b->maps;
                 b->maps = m->next;
@@ -459,13 +447,11 @@ fail:
         return r;
 }
 
-static void irq_drop(struct ntbf_adapter_h *h);
-
 static void ivs_release(struct ntbf_adapter_h *h)
 {
         if (!h)
                 return;
-        irq_drop(h);
+        ntbf__pollirq_drop(&h->b->irq, h);
         /* Mappings outlive nothing they lead to: the region is unmapped below. */
         pthread_mutex_lock(&h->b->lock);
         for (struct ivs_map **pp = &h->b->maps; *pp;) {
@@ -995,100 +981,17 @@ static int ivs_mem_unmap(struct ntbf_adapter_h *h, void *addr, uint64_t size)
 /* ---- interrupt vectors --------------------------------------------------------------------------
  */
 
-static int ivs_irq_free(struct ntbf_adapter_h *h, struct ntbf_irq *irq);
-
-/* Watch every vector of the process: a word holding the vector's data is an interrupt. */
-static void *watcher(void *arg)
-{
-        struct ntbf_backend *b = arg;
-        while (!atomic_load(&b->stop)) {
-                pthread_mutex_lock(&b->lock);
-                for (struct ivs_vec *v = b->vecs; v; v = v->next) {
-                        _Atomic uint32_t *w = v->m.addr;
-                        if (atomic_load(w) && atomic_exchange(w, 0) == v->data) {
-                                uint64_t one = 1;
-                                ssize_t n = write(v->efd, &one, sizeof(one));
-                                (void)n;
-                        }
-                }
-                pthread_mutex_unlock(&b->lock);
-                struct timespec ts = {0, IRQ_POLL_US * 1000};
-                nanosleep(&ts, NULL);
-        }
-        return NULL;
-}
-
-static void irq_stop(struct ntbf_backend *b)
-{
-        if (b->watching) {
-                atomic_store(&b->stop, true);
-                pthread_join(b->watcher, NULL);
-                b->watching = false;
-        }
-}
+/* Vectors are pages of this side's memory for export (backends/pollirq.h). */
+static const struct ntbf__pollirq_mem irq_mem = {ivs_mem_alloc, ivs_mem_free};
 
 static int ivs_irq_alloc(struct ntbf_adapter_h *h, struct ntbf_irq *out)
 {
-        if (!out)
-                return -EINVAL;
-        struct ntbf_backend *b = h->b;
-        struct ivs_vec *v = calloc(1, sizeof(*v));
-        if (!v)
-                return -ENOMEM;
-        int r = ivs_mem_alloc(h, PAGE, PAGE, &v->m);
-        if (r) {
-                free(v);
-                return r;
-        }
-        v->h = h;
-        v->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        if (v->efd < 0) {
-                r = -errno;
-                ivs_mem_free(h, &v->m);
-                free(v);
-                return r;
-        }
-        pthread_mutex_lock(&b->lock);
-        v->id = ++b->next_vec;
-        v->data = IRQ_DATA | (v->id & 0xffff);
-        v->next = b->vecs;
-        b->vecs = v;
-        if (!b->watching) {
-                atomic_store(&b->stop, false);
-                b->watching = !pthread_create(&b->watcher, NULL, watcher, b);
-                r = b->watching ? 0 : -EAGAIN;
-        }
-        pthread_mutex_unlock(&b->lock);
-        if (r) {
-                struct ntbf_irq x = {.id = v->id};
-                ivs_irq_free(h, &x);
-                return r;
-        }
-        *out = (struct ntbf_irq){v->m.bus_addr, v->data, v->efd, v->id};
-        return 0;
+        return ntbf__pollirq_alloc(&h->b->irq, h, out);
 }
 
 static int ivs_irq_free(struct ntbf_adapter_h *h, struct ntbf_irq *irq)
 {
-        if (!irq)
-                return -EINVAL;
-        struct ntbf_backend *b = h->b;
-        struct ivs_vec *v = NULL;
-        pthread_mutex_lock(&b->lock);
-        for (struct ivs_vec **pp = &b->vecs; *pp; pp = &(*pp)->next)
-                if ((*pp)->id == irq->id && (*pp)->h == h) {
-                        v = *pp;
-                        *pp = v->next;
-                        break;
-                }
-        pthread_mutex_unlock(&b->lock);
-        if (!v)
-                return -EINVAL;
-        close(v->efd);
-        ivs_mem_free(h, &v->m);
-        free(v);
-        irq->fd = -1;
-        return 0;
+        return ntbf__pollirq_free(&h->b->irq, h, irq);
 }
 
 /* A local interrupt: the vector's data stored into its word, as a local writer would. */
@@ -1099,22 +1002,6 @@ static int ivs_irq_trigger(struct ntbf_adapter_h *h, uint64_t addr, uint32_t dat
                 return -EINVAL;
         atomic_store((_Atomic uint32_t *)(void *)(h->base + (addr - phys)), data);
         return 0;
-}
-
-/* The vectors of an adapter being released. */
-static void irq_drop(struct ntbf_adapter_h *h)
-{
-        for (;;) {
-                uint32_t id = 0;
-                pthread_mutex_lock(&h->b->lock);
-                for (struct ivs_vec *v = h->b->vecs; v && !id; v = v->next)
-                        if (v->h == h)
-                                id = v->id;
-                pthread_mutex_unlock(&h->b->lock);
-                struct ntbf_irq x = {.id = id};
-                if (!id || ivs_irq_free(h, &x))
-                        return;
-        }
 }
 
 /* ---- doorbells and scratchpads ------------------------------------------------------------------

@@ -63,11 +63,33 @@
 struct ntbf_backend;
 struct ntbf_adapter_h;
 
+/*
+ * How a process reaches the process that owns its node's hardware, for backends whose
+ * hardware admits one owner (linux-ntb: ntbfab_ntb's character device opens for writing
+ * once). The node daemon owns it; the frontends give every other process of the node a relay
+ * to it (the daemon's `backend.relay` method, docs/rpc.md). A request and its answer are in
+ * the backend's own format: the owner's backend answers it (serve in the vtable).
+ *
+ * call sends reqlen bytes of req about topology adapter `adapter` and waits: up to anslen
+ * bytes of the answer go to ans (*got says how many) and up to maxfds descriptors that came
+ * with it to fds (*nfds says how many; the caller owns them). It returns serve's result (0
+ * or a negative code), or the relay's own failure (-EPIPE: the daemon is gone; NTBF_ENOTFOUND:
+ * none listens). It may be called from any thread.
+ */
+struct ntbf_backend_relay {
+        int (*call)(void *ctx, uint32_t adapter, const void *req, size_t reqlen, void *ans,
+                    size_t anslen, size_t *got, int *fds, unsigned maxfds, unsigned *nfds);
+        void *ctx;
+};
+
 /* Where a process attaches: the cluster, an instance directory, and who it acts as. */
 struct ntbf_backend_env {
         const struct ntbf_topo *topo; /* finalized; outlives the backend */
         const char *dir;              /* instance directory (the simulated fabric lives here) */
         uint32_t node;                /* node this process acts as; NTBF_NONE: any (tools, tests) */
+        /* NULL: this process owns the hardware it probes (the daemon, a tool that runs without
+         * one such as ntbfab-conformance). Else the way to the owner; outlives the backend. */
+        const struct ntbf_backend_relay *relay;
 };
 
 /* ---- capabilities ----------------------------------------------------------------------- */
@@ -441,6 +463,19 @@ struct ntbf_backend_ops {
 
         /* Fault injection (optional, simulated fabrics; NTBF_CAP_FAULT). */
         int (*fault)(struct ntbf_backend *b, const struct ntbf_fault *f);
+
+        /*
+         * The owner's end of a relay (pair, optional; see struct ntbf_backend_relay): serve
+         * answers a request another process of the node sent through its relay, as call
+         * describes (the daemon calls it from its loop). client names that process's
+         * connection; what serve gives a client (memory, say) is taken back by client_gone,
+         * when the connection ends (the process exited or died). A backend whose every
+         * process reaches the hardware itself (sim, ivshmem) has neither.
+         */
+        int (*serve)(struct ntbf_adapter_h *h, uint64_t client, const void *req, size_t reqlen,
+                     void *ans, size_t anslen, size_t *got, int *fds, unsigned maxfds,
+                     unsigned *nfds);
+        void (*client_gone)(struct ntbf_adapter_h *h, uint64_t client);
 };
 
 /*
@@ -455,7 +490,7 @@ struct ntbf_backend_ops {
  *                 mem_alloc/mem_free, mem_map/mem_unmap, host_map/host_unmap,
  *                 peer_msg_write/msg_read,
  *                 mcast_join/mcast_leave, dma_submit/dma_poll, iommu_map/iommu_unmap,
- *                 cfg_read/cfg_write, irq_alloc/irq_free
+ *                 cfg_read/cfg_write, irq_alloc/irq_free, serve/client_gone
  *   groups        doorbells (db_read, db_clear, db_set_mask, db_clear_mask, peer_db_set),
  *                 scratchpads (spad_read, spad_write, peer_spad_read, peer_spad_write),
  *                 device isolation (dev_isolate, dev_iommu_map, dev_iommu_unmap)

@@ -26,18 +26,28 @@ static void expect_invalid(const struct ntbf_backend_ops *o, const char *why_exp
         assert_string_equal(why, why_expected);
 }
 
+/* A client_gone without serve, for the pair rule. */
+static void client_gone_stub(struct ntbf_adapter_h *h, uint64_t client)
+{
+        (void)h;
+        (void)client;
+}
+
 static void test_ops_valid_rules(void **state)
 {
         (void)state;
+        char why0[256];
         const struct ntbf_backend_ops *sim = ntbf_backend_find("sim");
         assert_non_null(sim);
         assert_ptr_equal(ntbf_backend_at(0), sim);
         /* Every backend of the registry keeps the rules (the shared-memory one too). */
         const struct ntbf_backend_ops *ivs = ntbf_backend_find("ivshmem");
         assert_non_null(ivs);
-        assert_ptr_equal(ntbf_backend_at(1), ivs);
         assert_true(ntbf_backend_ops_valid(ivs, NULL, 0));
-        assert_null(ntbf_backend_at(2));
+        const struct ntbf_backend_ops *lntb = ntbf_backend_find("linux-ntb");
+        assert_non_null(lntb);
+        assert_true(ntbf_backend_ops_valid(lntb, why0, sizeof(why0)));
+        assert_null(ntbf_backend_at(3));
         assert_null(ntbf_backend_find("nope"));
         /* The registry: every entry named once, its vtable (if built) of the same name and
          * valid; an entry not built has a sentence; find and at see the built ones only. */
@@ -61,7 +71,7 @@ static void test_ops_valid_rules(void **state)
                         assert_null(ntbf_backend_find(e->name));
                 }
         }
-        assert_int_equal(built, 2);
+        assert_int_equal(built, 3);
         assert_ptr_equal(ntbf_backend_entry_at(0)->ops, sim); /* the default comes first */
         assert_string_equal(ntbf_backend_entry("sim")->helper, "ntbfab-simd");
         assert_null(ntbf_backend_entry("ivshmem")->helper);
@@ -193,6 +203,9 @@ static void test_ops_valid_rules(void **state)
         o = *sim;
         o.irq_alloc = NULL;
         expect_invalid(&o, "irq_free without irq_alloc");
+        o = *sim;
+        o.client_gone = client_gone_stub;
+        expect_invalid(&o, "client_gone without serve");
 
         /* Groups: all or none. */
         o = *sim;
