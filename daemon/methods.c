@@ -1,9 +1,11 @@
 /* daemon/methods.c: the JSON-RPC methods a node daemon serves (docs/rpc.md). */
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "daemon.h"
 #include "vfio.h"
@@ -829,9 +831,74 @@ void ntbf__handle_close(struct ntbf__d *d, struct ntbf__handle *h)
         free(h);
 }
 
+/* ---- backend.relay: a process of the node asks the hardware's owner (backend.h) ---------- */
+
+/*
+ * The request and the answer are the backend's own bytes, in hexadecimal; the descriptors
+ * serve gives travel with the answer. A relayed process's things end with its connection
+ * (client_gone, below).
+ */
+static void m_relay(void *ctx, struct ntbf__rpc_call *call, struct json_object *p)
+{
+        struct ntbf__d *d = ctx;
+        uint64_t adapter = 0;
+        const char *hex = "";
+        ntbf__jget_u(p, "adapter", &adapter);
+        ntbf__jget_s(p, "req", &hex);
+        struct ntbf__rpc_conn *c = ntbf__rpc_call_conn(call);
+        if (adapter >= d->t->nadapters || !d->h[adapter])
+                return ntbf__rpc_fail(call, NTBF_RPC_PARAMS, -EINVAL,
+                                      "adapter %" PRIu64 " is not one of node %s's", adapter,
+                                      node_name(d, d->self));
+        if (!d->ops->serve)
+                return ntbf__rpc_fail(call, NTBF_RPC_FAILED, NTBF_EUNSUPPORTED,
+                                      "the %s backend has nothing to relay: every process reaches "
+                                      "its hardware itself",
+                                      d->ops->name);
+        uint8_t req[NTBF_RPC_MAX_STRING / 2], ans[256];
+        size_t n = strlen(hex), got = 0;
+        if (n % 2 || n / 2 > sizeof(req))
+                return ntbf__rpc_fail(call, NTBF_RPC_PARAMS, -EINVAL,
+                                      "req is an even number of hexadecimal digits, at most %zu",
+                                      2 * sizeof(req));
+        for (size_t i = 0; i < n / 2; i++) {
+                unsigned v;
+                if (sscanf(hex + 2 * i, "%2x", &v) != 1 || !isxdigit((unsigned char)hex[2 * i]) ||
+                    !isxdigit((unsigned char)hex[2 * i + 1]))
+                        return ntbf__rpc_fail(call, NTBF_RPC_PARAMS, -EINVAL,
+                                              "req is not hexadecimal at character %zu", 2 * i);
+                req[i] = (uint8_t)v;
+        }
+        int fds[8];
+        unsigned nfds = 0;
+        int r = d->ops->serve(d->h[adapter], c ? c->id : 0, req, n / 2, ans, sizeof(ans), &got, fds,
+                              8, &nfds);
+        if (r)
+                return failed(call, r, NULL);
+        char out[2 * sizeof(ans) + 1];
+        for (size_t i = 0; i < got && i < sizeof(ans); i++)
+                snprintf(out + 2 * i, 3, "%02x", ans[i]);
+        out[2 * (got < sizeof(ans) ? got : sizeof(ans))] = 0;
+        struct json_object *res = json_object_new_object();
+        ntbf__jput_s(res, "ans", out);
+        static const char *const names[8] = {"fd0", "fd1", "fd2", "fd3",
+                                             "fd4", "fd5", "fd6", "fd7"};
+        if (nfds)
+                ntbf__rpc_result_fds(call, res, fds, names, nfds);
+        else
+                ntbf__rpc_result(call, res);
+        for (unsigned i = 0; i < nfds; i++)
+                close(fds[i]);
+}
+
 void ntbf__methods_conn_gone(void *ctx, struct ntbf__rpc_conn *c)
 {
         struct ntbf__d *d = ctx;
+        /* What the backend gave the connection's process (relayed memory) comes back. */
+        if (d->ops && d->ops->client_gone && d->h)
+                for (uint32_t a = 0; a < d->t->nadapters; a++)
+                        if (d->h[a])
+                                d->ops->client_gone(d->h[a], c->id);
         ntbf__sx_conn_gone(d, c);
         for (struct ntbf__handle *h = d->handles, *next; h; h = next) {
                 next = h->next;
@@ -1138,6 +1205,9 @@ const struct ntbf__rpc_method ntbf__methods[] = {
     {"device.unmap_peer",
      m_unmap_peer,
      {HANDLE, {"device_addr", NTBF_P_UINT, true, 0, UINT64_MAX, NULL}}},
+    {"backend.relay",
+     m_relay,
+     {{"adapter", NTBF_P_UINT, true, 0, UINT32_MAX, NULL}, {"req", NTBF_P_STR, true, 0, 0, NULL}}},
     NTBF__SX_METHODS,
 };
 

@@ -318,6 +318,40 @@ static int load_topology(struct ntbf_ctx *ctx)
         return r;
 }
 
+/*
+ * The backend's way to the owner of the node's hardware (backend.h): the daemon's
+ * backend.relay method on ctx's control connection, the request and answer in hexadecimal.
+ */
+static int relay_call(void *arg, uint32_t adapter, const void *req, size_t reqlen, void *ans,
+                      size_t anslen, size_t *got, int *fds, unsigned maxfds, unsigned *nfds)
+{
+        struct ntbf_ctx *ctx = arg;
+        char hex[2 * 120 + 1];
+        *got = 0;
+        if (reqlen > 120)
+                return -EINVAL;
+        for (size_t i = 0; i < reqlen; i++)
+                snprintf(hex + 2 * i, 3, "%02x", ((const uint8_t *)req)[i]);
+        hex[2 * reqlen] = 0;
+        struct json_object *p = json_object_new_object(), *res = NULL;
+        json_object_object_add(p, "adapter", json_object_new_uint64(adapter));
+        json_object_object_add(p, "req", json_object_new_string(hex));
+        int r = ntbf__call_fds(ctx, 0, "backend.relay", p, &res, fds, maxfds, nfds);
+        if (r)
+                return r;
+        struct json_object *a = NULL;
+        const char *s = json_object_object_get_ex(res, "ans", &a) ? json_object_get_string(a) : "";
+        size_t n = strlen(s) / 2;
+        for (size_t i = 0; i < n && i < anslen; i++) {
+                unsigned v = 0;
+                sscanf(s + 2 * i, "%2x", &v);
+                ((uint8_t *)ans)[i] = (uint8_t)v;
+        }
+        *got = n < anslen ? n : anslen;
+        json_object_put(res);
+        return 0;
+}
+
 static int attach_backend(struct ntbf_ctx *ctx)
 {
         const struct ntbf_topo *t = ctx->topo;
@@ -326,7 +360,8 @@ static int attach_backend(struct ntbf_ctx *ctx)
         if (!ctx->ops)
                 return ntbf__fail(NULL, NTBF_EUNSUPPORTED, "the cluster file %s: %s", ctx->config,
                                   no);
-        struct ntbf_backend_env env = {t, ctx->dir, ctx->node_idx};
+        ctx->relay = (struct ntbf_backend_relay){relay_call, ctx};
+        struct ntbf_backend_env env = {t, ctx->dir, ctx->node_idx, &ctx->relay};
         char why[512] = "";
         int r;
         ctx->sim = strcmp(ctx->ops->name, "sim") == 0;

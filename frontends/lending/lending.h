@@ -44,9 +44,10 @@ struct ntbf_ctx {
         struct ntbf_topo *topo;
         const struct ntbf_backend_ops *ops;
         struct ntbf_backend *b;
-        bool sim;                   /* b is the simulated fabric (ntbf_sim_phys_ptr works) */
-        struct ntbf_adapter_h **ah; /* by topology adapter index; NULL for other nodes' */
-        struct ntbf_adapter_h *h0;  /* the node's first adapter: memory and vectors */
+        struct ntbf_backend_relay relay; /* the backend's way to the daemon (backend.relay) */
+        bool sim;                        /* b is the simulated fabric (ntbf_sim_phys_ptr works) */
+        struct ntbf_adapter_h **ah;      /* by topology adapter index; NULL for other nodes' */
+        struct ntbf_adapter_h *h0;       /* the node's first adapter: memory and vectors */
         int timeout_ms;
 
         pthread_mutex_t rpc_lock; /* one request in flight on the control connection */
