@@ -238,6 +238,101 @@ step_perf() {
         rmmod ntb_perf
 }
 
+# ---- ntbfab on the NTB: ntbfabd on both guests with backend linux-ntb, libsisci's examples
+# between them (servers on b, clients on a), and what a killed daemon leaves ----
+lntb_state() { ntbfab-ntbtest state /dev/ntbfab-ntb0 /sys/kernel/debug/ntb_hw_ivshmem/$BDF/state; }
+lntb_client() { # NAME PROG ARGS...: one example against guest b's server, its result line
+        name=$1 prog=$2
+        shift 2
+        barrier sx-$name || return
+        if out=$(timeout 120 sisci-$prog -rn 8 "$@" 2>&1); then
+                result lntb-sisci-$name ok "$(echo "$out" | tr '\n' ' ' | tr -s ' ')"
+                echo "$out" | sed -n "s/.*median \([0-9.]*\) us.*/FIGURE lntb_sisci_${name}_median_us \1 us/p" | head -n 1
+                echo "$out" | sed -n 's/.*remote segment \([0-9.]*\) MB\/s.*/FIGURE lntb_sisci_memcpy_remote_MBps \1 MB\/s/p'
+        else
+                result lntb-sisci-$name FAIL "rc $?: $(echo "$out" | tr '\n' ' ')"
+        fi
+}
+lntb_server() { # NAME PROG ARGS...: serve guest a's client once
+        name=$1 prog=$2
+        shift 2
+        timeout 120 sisci-$prog -rn 4 -server "$@" >/tmp/sx-$name.log 2>&1 &
+        sx=$!
+        barrier sx-$name || return
+        wait $sx || result lntb-sisci-$name-server FAIL "rc $?: $(tr '\n' ' ' </tmp/sx-$name.log)"
+}
+step_lntb() {
+        if ! command -v ntbfabd >/dev/null || ! command -v sisci-pingpong >/dev/null; then
+                result lntb-daemon FAIL "no ntbfabd or SISCI examples in this guest (kerneltier.py --prog)"
+                return
+        fi
+        insmod $E/ntbfab_ntb.ko || { result lntb-daemon FAIL "insmod ntbfab_ntb failed"; return; }
+        until_ok 10 test -c /dev/ntbfab-ntb0
+        # the windows' addresses: ntb_hw_ivshmem's slices of the peer's carve-out in BAR 2
+        pci=$(cat /sys/class/misc/ntbfab-ntb0/pci_dev)
+        bar=$(sed -n 3p /sys/bus/pci/devices/$pci/resource | cut -d' ' -f1)
+        export NTBFAB_DIR=/run/ntbfab NTBFAB_NODE=guest$ROLE
+        mkdir -p $NTBFAB_DIR
+        sed "s/@W0@/$(printf 0x%x $((bar + 0x1d000000)))/" \
+                /etc/ntbfab/lntb.yaml >$NTBFAB_DIR/cluster.yaml
+        cp /etc/ntbfab/cluster.key $NTBFAB_DIR/cluster.key
+        chmod 600 $NTBFAB_DIR/cluster.key
+        ntbfabd --config $NTBFAB_DIR/cluster.yaml --node guest$ROLE --dir $NTBFAB_DIR --quiet &
+        DPID=$!
+        log=$NTBFAB_DIR/log/guest$ROLE.log
+        if [ $ROLE = b ]; then
+                until_ok 60 grep -q "joined the fabric manager" $log
+        else
+                until_ok 60 test -S $NTBFAB_DIR/run/guesta.sock
+        fi
+        st=$(lntb_state)
+        if kill -0 $DPID 2>/dev/null && echo "$st" | grep -q "^owner $DPID "; then
+                result lntb-daemon ok "ntbfabd (pid $DPID) on backend linux-ntb owns /dev/ntbfab-ntb0: $st"
+        else
+                result lntb-daemon FAIL "ntbfabd $(kill -0 $DPID 2>/dev/null && echo runs || echo exited); $st; $(tail -n 8 $log | tr '\n' ' ')"
+        fi
+        barrier lntb-up || return
+        for x in "pingpong pingpong -loops 200" "memcpy_bw memcpy_bw -size 1048576 -rounds 5" \
+                "dma-write dma -max 1048576" "dma-read dma -max 1048576 -read" \
+                "intlat intlat -size 64 -loops 100" "intlat-data intlat -data -size 64 -loops 100"; do
+                if [ $ROLE = a ]; then lntb_client $x; else lntb_server $x; fi
+        done
+        barrier lntb-sisci-done
+        # SIGKILL the daemon while intlat holds both sides' interrupts connected, so that each
+        # guest's NTB translates toward its pool: the daemon's close undoes it (read back
+        # through the character device by a read-only open, and in the emulated NTB's own
+        # registers)
+        if [ $ROLE = a ]; then
+                timeout 120 sisci-intlat -rn 8 -loops 1000000 >/tmp/sx-hold.log 2>&1 &
+        else
+                timeout 120 sisci-intlat -rn 4 -server -loops 1000000 >/tmp/sx-hold.log 2>&1 &
+        fi
+        hold=$!
+        until_ok 60 sh -c "ntbfab-ntbtest state /dev/ntbfab-ntb0 /sys/kernel/debug/ntb_hw_ivshmem/$BDF/state | grep -q 'mw_trans 0x[1-9a-f]'"
+        before=$(lntb_state)
+        barrier lntb-kill
+        kill -KILL $DPID
+        wait $DPID 2>/dev/null
+        until_ok 10 sh -c "ntbfab-ntbtest state /dev/ntbfab-ntb0 /sys/kernel/debug/ntb_hw_ivshmem/$BDF/state | grep -q '^owner 0 '"
+        after=$(lntb_state)
+        # the example's own opens and buffers go with it
+        kill -TERM $hold 2>/dev/null
+        wait $hold 2>/dev/null
+        until_ok 10 sh -c "ntbfab-ntbtest state /dev/ntbfab-ntb0 /sys/kernel/debug/ntb_hw_ivshmem/$BDF/state | grep -q ' bufs 0 '"
+        gone=$(lntb_state)
+        if echo "$before" | grep -q "mw_trans 0x[1-9a-f].* hw_trans 0x[1-9a-f]" &&
+                echo "$after" | grep -q "^owner 0 opens [0-9]* mw_trans 0 peer_mw_trans 0 bufs [0-9]* hw_trans 0 0$" &&
+                echo "$gone" | grep -q "^owner 0 opens 0 mw_trans 0 peer_mw_trans 0 bufs 0 hw_trans 0 0$"; then
+                result lntb-kill-clears ok "with intlat connected: $before; after ntbfabd's SIGKILL: $after; intlat gone too: $gone"
+        else
+                result lntb-kill-clears FAIL "with intlat connected: $before; after ntbfabd's SIGKILL: $after; intlat gone too: $gone; intlat: $(tr '\n' ' ' </tmp/sx-hold.log)"
+        fi
+        barrier lntb-done
+        echo "ktier: ntbfabd's log (guest $ROLE):"
+        tail -n 40 $log
+        rmmod ntbfab_ntb
+}
+
 for f in /etc/kernel-tier/*; do
         [ -f "$f" ] && . "$f"
 done

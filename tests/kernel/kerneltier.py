@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import guestkit as gk  # noqa: E402  (tests/guestkit.py: what the QEMU tiers share)
 from guestkit import fail, say  # noqa: E402
 
-STEPS = ["tool", "pingpong", "netdev", "ntbfab", "perf"]
+STEPS = ["tool", "pingpong", "netdev", "ntbfab", "lntb", "perf"]
 # What each step must report, in both guests unless a role is named.
 EXPECTED = {
     None: ["hw-probe"],
@@ -53,11 +53,14 @@ EXPECTED = {
                "ntbfab-mw-info", "ntbfab-buf-alloc", "ntbfab-trans-wrong-address-refused",
                "ntbfab-trans-set", "ntbfab-spad", "ntbfab-window-fd-child", "ntbfab-window-data",
                "ntbfab-buf-fd-child", "ntbfab-doorbell", "ntbfab-db-mask", "ntbfab-msg",
-               "ntbfab-db-set-local", "ntbfab-events-read", "ntbfab-outbound-unsupported",
-               "ntbfab-buf-lifetime", "ntbfab-close-undoes", ("a", "ntbfab-kill-clears"),
+               "ntbfab-db-set-local", "ntbfab-db-rtt", "ntbfab-events-read",
+               "ntbfab-outbound-unsupported", "ntbfab-buf-lifetime", "ntbfab-close-undoes", ("a", "ntbfab-kill-clears"),
                ("a", "ntbfab-kill-hw-clear"), ("a", "ntbfab-window-fd-revoked"),
                ("b", "ntbfab-link-down-seen"), ("b", "ntbfab-peer-kill-link-down"),
                ("b", "ntbfab-link-disable")],
+    "lntb": ["lntb-daemon", "lntb-kill-clears"]
+    + [("a", f"lntb-sisci-{x}") for x in ["pingpong", "memcpy_bw", "dma-write", "dma-read",
+                                          "intlat", "intlat-data"]],
     "perf": ["perf-run"],
 }
 # Debian's modules the guests load: the management network's NIC.
@@ -77,7 +80,7 @@ RAM_MIB = 512
 # The carve-out both guests reserve; ntb_hw_ivshmem's defaults (carve_base, carve_size).
 CARVE = "32M$0x1c000000"
 VECTORS = 6
-GUEST_TIMEOUT = 300
+GUEST_TIMEOUT = 540
 
 
 # ---- Debian's kernel headers and source -----------------------------------------------------
@@ -291,6 +294,9 @@ def main():
         progs[name] = path
     files = {f"/etc/kernel-tier/{i:02d}-{os.path.basename(f)}": f
              for i, f in enumerate(args.steps_file)}
+    # The lntb step's cluster (ntbfabd on backend linux-ntb) and its key.
+    files["/etc/ntbfab/lntb.yaml"] = os.path.join(args.src, "tests", "kernel", "lntb.yaml")
+    files["/etc/ntbfab/cluster.key"] = ((os.urandom(32).hex() + "\n").encode(), 0o600)
     kos = [os.path.join(upstream, f"{m}.ko") for m in UPSTREAM] + ours
     initrd = gk.initramfs(out, busybox, os.path.join(args.src, "tests", "kernel", "init.sh"),
                           progs=progs, files=files, mods=mods, extra_ko=kos)

@@ -544,6 +544,12 @@ static int set_trans(int fd, int widx, int buf_fd, uint64_t off, uint64_t size)
 }
 
 /* The checks of one side, in the order both guests run them. */
+static int cmp_double(const void *a, const void *b)
+{
+        double x = *(const double *)a, y = *(const double *)b;
+        return (x > y) - (x < y);
+}
+
 static int cmd_ntbfab(char **argv)
 {
         role = argv[0];
@@ -994,6 +1000,37 @@ static int cmd_ntbfab(char **argv)
         result("ntbfab-db-set-local", !dsr && d8 && (p8 & 0x8),
                "DB_SET of bit 3: eventfd %s, DB_READ %#" PRIx64, d8 ? "signalled" : "silent", p8);
 
+        /* -- doorbell round trips: bit 1 rung, the peer rings it back from its eventfd ------- */
+        {
+                enum { RTT_N = 200 };
+                double rtt[RTT_N];
+                int n = 0;
+                bool met = barrier(role, peer_ip, "db-rtt", 60);
+                efd_take(efd_db1);
+                bits_ioc(fd, NTBFAB_IOC_DB_CLEAR, 0x2);
+                for (int i = 0; met && i < RTT_N; i++) {
+                        double t = now();
+                        if (side == 0 && bits_ioc(fd, NTBFAB_IOC_PEER_DB_SET, 0x2))
+                                break;
+                        if (!wait_readable(efd_db1, 10000))
+                                break;
+                        efd_take(efd_db1);
+                        bits_ioc(fd, NTBFAB_IOC_DB_CLEAR, 0x2);
+                        if (side == 1 && bits_ioc(fd, NTBFAB_IOC_PEER_DB_SET, 0x2))
+                                break;
+                        rtt[n++] = (now() - t) * 1e6;
+                }
+                qsort(rtt, (size_t)n, sizeof(rtt[0]), cmp_double);
+                result("ntbfab-db-rtt", n == RTT_N,
+                       "%d of %d doorbell round trips through the character device (ring, the "
+                       "peer's eventfd, its ring back, this side's eventfd)",
+                       n, RTT_N);
+                if (side == 0 && n == RTT_N)
+                        printf("FIGURE ntbfab_db_rtt_median_us %.1f us\n"
+                               "FIGURE ntbfab_db_rtt_p99_us %.1f us\n",
+                               rtt[RTT_N / 2], rtt[RTT_N * 99 / 100]);
+        }
+
         /* -- the event records ------------------------------------------------------------- */
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
         int pollr = poll(&pfd, 1, 1000);
@@ -1237,6 +1274,31 @@ static int cmd_ntbfab(char **argv)
         return 0;
 }
 
+/*
+ * What the NTB holds now, read through the character device (a read-only open, which any
+ * process may make beside the owner) and the emulated NTB's debugfs: one line
+ * "owner PID opens N mw_trans 0xM peer_mw_trans 0xM bufs N hw_trans 0xA 0xB".
+ */
+static int cmd_state(char **argv)
+{
+        hw_state = argv[1];
+        int fd = open(argv[0], O_RDONLY | O_CLOEXEC);
+        struct ntbfab_state st = {0};
+        if (fd < 0 || ioctl(fd, NTBFAB_IOC_STATE, &st)) {
+                fprintf(stderr, "ntbfab-ntbtest: %s: %s\n", argv[0], strerror(errno));
+                return 1;
+        }
+        close(fd);
+        uint64_t a0 = 0, a1 = 0, z;
+        hw_trans(0, &a0, &z);
+        hw_trans(1, &a1, &z);
+        /* this process's own read-only open is one of the opens counted */
+        printf("owner %u opens %u mw_trans %#x peer_mw_trans %#x bufs %u hw_trans %#" PRIx64
+               " %#" PRIx64 "\n",
+               st.owner_pid, st.opens - 1, st.mw_trans, st.peer_mw_trans, st.bufs, a0, a1);
+        return 0;
+}
+
 int main(int argc, char **argv)
 {
         static const struct {
@@ -1248,6 +1310,7 @@ int main(int argc, char **argv)
             {"tcp-send", 4, cmd_tcp_send},
             {"tcp-recv", 3, cmd_tcp_recv},
             {"ntbfab", 3, cmd_ntbfab},
+            {"state", 2, cmd_state},
         };
         setvbuf(stdout, NULL, _IOLBF, 0);
         for (size_t i = 0; argc > 1 && i < sizeof(cmds) / sizeof(cmds[0]); i++)
@@ -1256,6 +1319,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: ntbfab-ntbtest barrier a|b PEER_IP NAME SECONDS\n"
                         "       ntbfab-ntbtest tcp-send IP PORT BYTES SEED\n"
                         "       ntbfab-ntbtest tcp-recv PORT BYTES SEED\n"
-                        "       ntbfab-ntbtest ntbfab a|b PEER_IP HW_STATE_FILE\n");
+                        "       ntbfab-ntbtest ntbfab a|b PEER_IP HW_STATE_FILE\n"
+                        "       ntbfab-ntbtest state /dev/ntbfab-ntbN HW_STATE_FILE\n");
         return 2;
 }

@@ -518,6 +518,11 @@ static int map_lane(struct sx_rint *i, struct json_object *mbox)
                 int r =
                     sx.ops->map_window(sx_ah((uint32_t)ad), (uint32_t)win, off + lane * LANE_BYTES,
                                        LANE_BYTES, NTBF_MAP_UNCACHED, &base);
+                /* A backend that maps windows write-combined only (linux-ntb): the writer's
+                 * full fences order its stores there as well (SCITriggerDataInterrupt). */
+                if (r == NTBF_EUNSUPPORTED)
+                        r = sx.ops->map_window(sx_ah((uint32_t)ad), (uint32_t)win,
+                                               off + lane * LANE_BYTES, LANE_BYTES, 0, &base);
                 if (r)
                         return r;
                 i->lane_base = base;
@@ -780,7 +785,9 @@ void SCITriggerDataInterrupt(sci_remote_data_interrupt_t interrupt, void *data, 
         volatile uint8_t *slot = l + LANE_HDR + (size_t)(seq - 1) % DINT_SLOTS * SLOT_BYTES;
         memcpy((void *)(uintptr_t)(slot + 8), data ? data : "", length);
         *lane_word(slot, 4) = length;
-        __atomic_thread_fence(__ATOMIC_RELEASE); /* the message before its sequence number */
+        /* The message before its sequence number: a full fence, since the lane may be mapped
+         * write-combined, whose stores a release fence does not order (x86: mfence). */
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
         *lane_word(slot, 0) = seq;
         __atomic_thread_fence(__ATOMIC_SEQ_CST); /* and both before the interrupt */
         i->seq = seq;
