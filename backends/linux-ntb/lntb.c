@@ -811,17 +811,25 @@ static int slot_of(const struct ntbf_adapter *ad, uint32_t slot, struct ntbf_win
         return *widx == NTBF_NONE ? -EINVAL : 0;
 }
 
-int lntb_peer_xlat_set(struct lntb *l, uint32_t peer, uint32_t slot, uint64_t local_addr,
-                       uint64_t size)
+/* Slot of peer's window that this NTB translates inbound: its peer index, window, index. */
+static int inbound_slot(struct lntb *l, uint32_t peer, uint32_t slot, int *pidx,
+                        struct ntbf_window *w, uint32_t *widx)
 {
         if (!(l->caps_flags & NTBF_CAP_XLAT_INBOUND))
                 return NTBF_EUNSUPPORTED;
-        int pidx = lntb_pidx(l, peer);
-        if (pidx < 0)
+        *pidx = lntb_pidx(l, peer);
+        if (*pidx < 0)
                 return -EINVAL;
+        return slot_of(&l->b->t->adapters[peer], slot, w, widx);
+}
+
+int lntb_peer_xlat_set(struct lntb *l, uint32_t peer, uint32_t slot, uint64_t local_addr,
+                       uint64_t size)
+{
+        int pidx;
         struct ntbf_window w;
         uint32_t widx;
-        int r = slot_of(&l->b->t->adapters[peer], slot, &w, &widx);
+        int r = inbound_slot(l, peer, slot, &pidx, &w, &widx);
         if (r)
                 return r;
         /* The peer's window of the file, with this NTB's limits for it when known. */
@@ -845,14 +853,10 @@ int lntb_peer_xlat_set(struct lntb *l, uint32_t peer, uint32_t slot, uint64_t lo
 
 int lntb_peer_xlat_clear(struct lntb *l, uint32_t peer, uint32_t slot)
 {
-        if (!(l->caps_flags & NTBF_CAP_XLAT_INBOUND))
-                return NTBF_EUNSUPPORTED;
-        int pidx = lntb_pidx(l, peer);
-        if (pidx < 0)
-                return -EINVAL;
+        int pidx;
         struct ntbf_window w;
         uint32_t widx;
-        int r = slot_of(&l->b->t->adapters[peer], slot, &w, &widx);
+        int r = inbound_slot(l, peer, slot, &pidx, &w, &widx);
         if (r)
                 return r;
         if (!l->owner)
