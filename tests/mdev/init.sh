@@ -12,6 +12,11 @@ mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 mkdir -p /run /tmp /host
 mount -t tmpfs tmpfs /run
+if grep -q "mdevtier.mode=probe" /proc/cmdline; then
+	# the accelerator probe (guestkit.accelerator): reaching /init is all it asks
+	echo "VMTIER PROBE OK"
+	poweroff -f
+fi
 read up idle </proc/uptime
 echo "FIGURE boot_to_init_s $up s"
 result() { echo "RESULT $1 $2 $3"; }

@@ -21,10 +21,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "vm"))
-sys.path.insert(0, os.path.join(HERE, "..", "shadow"))
-import vmtier  # noqa: E402
-import shadowtier  # noqa: E402  (headers, static programs, the fabric's files)
+sys.path.insert(0, os.path.join(HERE, ".."))
+import guestkit as gk  # noqa: E402  (tests/guestkit.py: what the QEMU tiers share)
 
 L1_MODULES = ["crct10dif_generic", "crc64_rocksoft_generic", "crc32c_generic", "vfio_iommu_type1",
               "vfio-pci", "mdev", "kvm_amd", "9p", "9pnet_virtio", "virtio_pci"]
@@ -69,7 +67,7 @@ def cpio(d, img):
     files = subprocess.run(["find", "."], cwd=d, capture_output=True, text=True,
                            check=True).stdout
     with open(img, "wb") as f:
-        vmtier.run(["cpio", "-o", "-H", "newc", "--quiet"], cwd=d, input=files.encode(), stdout=f)
+        gk.run(["cpio", "-o", "-H", "newc", "--quiet"], cwd=d, input=files.encode(), stdout=f)
     return img
 
 
@@ -103,7 +101,7 @@ def l1_initramfs(out, src, busybox, progs, mods):
         os.makedirs(os.path.join(d, sub))
     shutil.copy(busybox, os.path.join(d, "bin", "busybox"))
     for name, path in progs.items():
-        if not vmtier.is_static(path):
+        if not gk.is_static(path):
             fail(f"{path} is not statically linked")
         shutil.copy(path, os.path.join(d, "bin", name))
     modules_into(d, mods)
@@ -169,26 +167,31 @@ def main():
     if args.missing:
         fail(f"the guest programs cannot be linked statically: missing {args.missing}")
     t0 = time.monotonic()
-    busybox = vmtier.ensure_tools()
+    busybox = gk.ensure_tools(need_dgram=False)
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
     cache = os.path.abspath(os.environ.get("NTBFAB_CACHE") or os.path.join(args.build,
                                                                            "vm-cache"))
-    vmtier.MODULES = L2_MODULES
-    _, _, l2mods = vmtier.kernel(cache)
-    vmtier.MODULES = L1_MODULES
-    kver, kern, mods = vmtier.kernel(cache)
-    kdir = shadowtier.headers(cache, kver)
+    _, _, l2mods, _ = gk.kernel(cache, L2_MODULES)
+    kver, kern, mods, image_deb = gk.kernel(cache, L1_MODULES)
+    kdir = gk.kernel_headers(cache, kver, image_deb)
     kos = build_modules(args.src, out, kdir)
     l2initrd = l2_initramfs(out, busybox, l2mods)
     l2kern = os.path.join(out, "l2-vmlinux")
     shutil.copy(kern, l2kern)  # under out/: a path the chroot in L1 sees as it is here
     initrd = l1_initramfs(out, args.src, busybox, {"ntbfabd": args.daemon, "ntbfab": args.cli},
                           mods + kos)
-    accel, why = vmtier.accelerator(out, kern, initrd)
+    # KVM when a probe guest reaches L1's /init under it (init.sh: mdevtier.mode=probe)
+    probe_log = os.path.join(out, "probe-kvm.log")
+    accel, why = gk.accelerator(
+        ["qemu-system-x86_64", "-accel", "kvm", "-cpu", "host", "-m", "256M", "-nodefaults",
+         "-no-reboot", "-display", "none", "-monitor", "none", "-serial", f"file:{probe_log}",
+         "-kernel", kern, "-initrd", initrd, "-append",
+         "console=ttyS0 panic=-1 quiet no_timer_check mdevtier.mode=probe"],
+        probe_log, "MDEVTIER_ACCEL")
     say(f"kernel {kver}, ntbfab_shadow.ko and ntbfab_mdev.ko built, L1 under {accel} ({why})")
     log, wall, err = boot(out, accel, kern, initrd, l2kern, l2initrd)
-    results, figures, text = vmtier.parse(log)
+    results, figures, text = gk.parse(log)
     rows, failed = [], False
     for name in EXPECTED:
         ok, detail = results.get(name, (False, "missing: the guest never reported it"))
