@@ -170,8 +170,7 @@ def main():
     busybox = gk.ensure_tools(need_dgram=False)
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
-    cache = os.path.abspath(os.environ.get("NTBFAB_CACHE") or os.path.join(args.build,
-                                                                           "vm-cache"))
+    cache = gk.cache_dir(os.path.join(args.build, "vm-cache"))
     _, _, l2mods, _ = gk.kernel(cache, L2_MODULES)
     kver, kern, mods, image_deb = gk.kernel(cache, L1_MODULES)
     kdir = gk.kernel_headers(cache, kver, image_deb)
