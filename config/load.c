@@ -621,12 +621,15 @@ enum {
         A_BDF,
         A_WINDOWS,
         A_RID_PROXY,
+        A_RID_MASK,
+        A_SPAD_WINDOW,
+        A_SWITCHTEC,
         A_N
 };
 static const struct key adapter_keys[] = {
     {"name", "'name: NAME'"},
     {"model", "'model: MODEL' (pxh830, mxh930, intel-gen3, intel-gen4, amd-ntb, "
-              "switchtec-pfx or ivshmem)"},
+              "switchtec-pfx, switchtec-pfx-linux or ivshmem)"},
     {"ports", NULL},
     {"window", NULL},
     {"window_base", NULL},
@@ -645,6 +648,9 @@ static const struct key adapter_keys[] = {
     {"bdf", NULL},
     {"windows", NULL},
     {"rid_proxy", NULL},
+    {"rid_mask", NULL},
+    {"spad_window", NULL},
+    {"switchtec", NULL},
 };
 static const struct schema adapter_schema = {"in adapter", adapter_keys, A_N, NULL, NULL, NULL};
 
@@ -686,6 +692,15 @@ static const struct key device_keys[] = {
     {"vfio", NULL},
 };
 static const struct schema device_schema = {"in device", device_keys, D_N, NULL, NULL, NULL};
+
+/* An adapter's `switchtec:` (docs/switchtec.md): where the switchtec backend reaches it. */
+enum { SX_DEVICE, SX_GAS, SX_PARTITION, SX_N };
+static const struct key stx_keys[] = {
+    {"device", NULL},
+    {"gas", NULL},
+    {"partition", NULL},
+};
+static const struct schema stx_schema = {"in switchtec", stx_keys, SX_N, NULL, NULL, NULL};
 
 /* One entry of an adapter's `windows:` list (docs/config.md, "Windows"). */
 enum {
@@ -777,13 +792,14 @@ static const char *const xlats[] = {"outbound", "inbound", "both"};
 static const uint32_t xlat_bits[] = {NTBF_XLAT_OUTBOUND, NTBF_XLAT_INBOUND,
                                      NTBF_XLAT_OUTBOUND | NTBF_XLAT_INBOUND};
 static const char *const sim_models[] = {"nvme", "accel"};
+static const char *const rid_masks[] = {"native", "expand", "refuse"}; /* enum ntbf_rid_mask */
 
 _Static_assert(ARRAY_LEN(top_keys) == T_N && ARRAY_LEN(cluster_keys) == C_N &&
                    ARRAY_LEN(node_keys) == N_N && ARRAY_LEN(adapter_keys) == A_N &&
                    ARRAY_LEN(device_keys) == D_N && ARRAY_LEN(bar_keys) == B_N &&
                    ARRAY_LEN(sim_keys_all) == S_N && ARRAY_LEN(switch_keys) == W_N &&
                    ARRAY_LEN(link_keys) == L_N && ARRAY_LEN(chassis_keys) == X_N &&
-                   ARRAY_LEN(window_keys) == WN_N,
+                   ARRAY_LEN(window_keys) == WN_N && ARRAY_LEN(stx_keys) == SX_N,
                "key tables and their enums must match");
 _Static_assert(A_N <= MAX_KEYS && D_N <= MAX_KEYS && N_N <= MAX_KEYS, "raise MAX_KEYS");
 
@@ -1250,6 +1266,34 @@ static void load_windows(struct ld *ld, uint32_t v, struct ntbf_adapter_params *
                 p->nwindows = n;
 }
 
+/* `switchtec:` of an adapter: paths up to NTBF_STX_PATH_MAX - 1 bytes, a partition 0..47. */
+static void load_stx(struct ld *ld, uint32_t v, struct ntbf_stx_params *x)
+{
+        uint32_t vals[SX_N];
+        static const char *const label[] = {"'device'", "'gas'"};
+        char *dst[] = {x->device, x->gas};
+        const char *s;
+        char b[SHOWBUF];
+        x->loc = at(ld, v);
+        if (!take_map(ld, v, "'switchtec'", "a mapping with device, gas or partition",
+                      &stx_schema, vals))
+                return;
+        for (int k = SX_DEVICE; k <= SX_GAS; k++) {
+                if (get_text(ld, vals[k], label[k], "a path", &s) != GOT)
+                        continue;
+                if (strlen(s) >= NTBF_STX_PATH_MAX)
+                        err(ld, at(ld, vals[k]),
+                            "%s value %s is longer than %d bytes; use a shorter path (a link)",
+                            label[k], show(s, b, sizeof(b)), NTBF_STX_PATH_MAX - 1);
+                else
+                        snprintf(dst[k], NTBF_STX_PATH_MAX, "%s", s);
+        }
+        uint32_t part = 0;
+        if (get_u32(ld, vals[SX_PARTITION], "'partition'", 0, 47,
+                    "a Switchtec switch has NT partitions 0 to 47", &part) == GOT)
+                x->partition = (int32_t)part;
+}
+
 /* Returns false when the adapter could not be added (its node or its name is unusable). */
 static bool load_adapter(struct ld *ld, uint32_t v, uint32_t node, const char *node_name)
 {
@@ -1289,12 +1333,16 @@ static bool load_adapter(struct ld *ld, uint32_t v, uint32_t node, const char *n
                 load_windows(ld, vals[A_WINDOWS], &p, wlocs);
         }
         get_bool(ld, vals[A_RID_PROXY], "'rid_proxy'", &p.rid_proxy);
+        if (get_choice(ld, vals[A_RID_MASK], "'rid_mask'", "requester-ID mask rule", rid_masks,
+                       ARRAY_LEN(rid_masks), &i) == GOT)
+                p.rid_mask = (uint32_t)i;
         get_u32(ld, vals[A_RID_TABLE], "'rid_table'", 0, UINT32_MAX, NULL, &p.rid_table);
         get_u32(ld, vals[A_RID_RESERVED], "'rid_reserved'", 0, UINT32_MAX, NULL, &p.rid_reserved);
         get_u32(ld, vals[A_ADDR_BITS], "'addr_bits'", 32, 64,
                 "translated addresses are 32 to 64 bits wide", &p.addr_bits);
         get_u32(ld, vals[A_DOORBELLS], "'doorbells'", 0, UINT32_MAX, NULL, &p.doorbells);
         get_u32(ld, vals[A_SCRATCHPADS], "'scratchpads'", 0, UINT32_MAX, NULL, &p.scratchpads);
+        get_size(ld, vals[A_SPAD_WINDOW], "'spad_window'", &p.spad_window);
         get_u32(ld, vals[A_MESSAGES], "'messages'", 0, UINT32_MAX, NULL, &p.messages);
         get_u32(ld, vals[A_DMA_CHANNELS], "'dma_channels'", 0, UINT32_MAX, NULL, &p.dma_channels);
         get_u32(ld, vals[A_HOP_NS], "'hop_ns'", 0, UINT32_MAX, NULL, &p.hop_ns);
@@ -1308,6 +1356,9 @@ static bool load_adapter(struct ld *ld, uint32_t v, uint32_t node, const char *n
                 base = 0;
         }
         char bdf[16] = "";
+        struct ntbf_stx_params stx = {.partition = -1};
+        if (vals[A_SWITCHTEC] != NONE)
+                load_stx(ld, vals[A_SWITCHTEC], &stx);
         /* One backend drives every adapter of a cluster (docs/config.md, cluster.backend). */
         if (vals[A_BACKEND] != NONE)
                 err(ld, at(ld, vals[A_BACKEND]),
@@ -1337,6 +1388,7 @@ static bool load_adapter(struct ld *ld, uint32_t v, uint32_t node, const char *n
         tidy_name(a->name);
         a->window_base = base;
         snprintf(a->bdf, sizeof(a->bdf), "%s", bdf);
+        a->stx = stx;
         a->loc = at(ld, vals[A_NAME]);
         if (vals[A_WINDOW] != NONE)
                 a->loc_window = at(ld, vals[A_WINDOW]);

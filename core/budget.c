@@ -601,6 +601,7 @@ struct ntbf_state *ntbf_state_clone(const struct ntbf_state *src)
                 size_t n = t->adapters[i].nslots + 1;
                 s->ad[i].used = src->ad[i].used;
                 s->ad[i].used_bytes = src->ad[i].used_bytes;
+                s->ad[i].rid_entries = src->ad[i].rid_entries;
                 s->ad[i].slots = malloc(n * sizeof(struct ntbf__slot));
                 if (!s->ad[i].slots || rset_copy(&s->ad[i].rids, &src->ad[i].rids))
                         goto fail;
@@ -1152,6 +1153,12 @@ static bool plan_has(const struct ntbf_plan *p, enum ntbf_res_kind kind, uint32_
         return false;
 }
 
+/* Hardware entries requester key costs in adapter ai's table (its rid_mask rule); 0: cannot. */
+static uint32_t rid_cost(const struct ntbf_topo *t, uint32_t ai, uint32_t key)
+{
+        return key < t->ndevices ? ntbf_adapter_rid_cost(&t->adapters[ai], &t->devices[key]) : 1;
+}
+
 /* The requester's entry in the table of the adapter it leaves its host through. */
 static int take_rid(struct adm *a, uint32_t ai, const struct ntbf_requester *rq, const char *fix)
 {
@@ -1162,19 +1169,46 @@ static int take_rid(struct adm *a, uint32_t ai, const struct ntbf_requester *rq,
         uint32_t key = ntbf__req_key(t, rq);
         if (plan_has(a->p, NTBF_RES_RID, ai, t, key))
                 return 0;
-        const struct ntbf__rset *rs = &a->s->ad[ai].rids;
-        bool present = ntbf__rset_refs(rs, key) > 0;
+        const struct ntbf__adapter_st *as = &a->s->ad[ai];
+        bool present = ntbf__rset_refs(&as->rids, key) > 0;
         if (!present) {
-                uint64_t used = ad->p.rid_reserved + rs->n;
-                if (used + 1 > ad->p.rid_table) {
-                        char an[72];
-                        adapter_name(t, ai, an, sizeof(an));
+                char an[72], dn[96];
+                adapter_name(t, ai, an, sizeof(an));
+                const struct ntbf_device *dev = &t->devices[rq->device];
+                uint32_t cost = rid_cost(t, ai, key), nf = ntbf_device_nfuncs(dev);
+                snprintf(dn, sizeof(dn), "%s.%s", t->nodes[dev->node].name, dev->name);
+                if (!cost)
                         return refuse(
-                            a, NTBF_ENOSPC_BUDGET, NTBF_BUDGET_RID, ai, used, ad->p.rid_table, 1,
+                            a, NTBF_ENOSPC_BUDGET, NTBF_BUDGET_RID, ai,
+                            ad->p.rid_reserved + as->rid_entries, ad->p.rid_table, nf,
+                            "%s: its requester-ID table holds one ID per entry and its driver "
+                            "programs one entry per device (rid_mask: refuse), but %s has %u "
+                            "functions, which would need %u entries; %s cannot pass through "
+                            "%s: lend it through an adapter whose table takes masks, or set "
+                            "rid_mask: expand if its driver programs one entry per function",
+                            an, dn, nf, nf, dn, an);
+                uint64_t pending = 0;
+                for (uint32_t i = 0; i < a->p->nres; i++) {
+                        const struct ntbf_res *r = &a->p->res[i];
+                        if (r->kind == NTBF_RES_RID && r->obj == ai && !r->shared)
+                                pending += rid_cost(t, ai, ntbf__req_key(t, &r->req));
+                }
+                uint64_t used = ad->p.rid_reserved + as->rid_entries + pending;
+                if (used + cost > ad->p.rid_table) {
+                        char each[240] = "";
+                        if (ad->p.rid_mask == NTBF_RID_MASK_EXPAND && nf > 1)
+                                snprintf(each, sizeof(each),
+                                         " (one per function: its table holds one ID per entry, "
+                                         "rid_mask: expand, and %s has %u functions)",
+                                         dn, nf);
+                        return refuse(
+                            a, NTBF_ENOSPC_BUDGET, NTBF_BUDGET_RID, ai, used, ad->p.rid_table,
+                            cost,
                             "%s: requester-ID table is full (%" PRIu64
-                            " of %u used: %u for the CPU, %u by devices); %s needs 1 "
-                            "more; %s",
-                            an, used, ad->p.rid_table, ad->p.rid_reserved, rs->n, a->verb, fix);
+                            " of %u used: %u for the CPU, %" PRIu64 " by devices); %s needs %u "
+                            "more%s; %s",
+                            an, used, ad->p.rid_table, ad->p.rid_reserved, used - ad->p.rid_reserved,
+                            a->verb, cost, each, fix);
                 }
         }
         struct ntbf_res *r = add_res(a->p, NTBF_RES_RID, ai);
@@ -1958,13 +1992,19 @@ static int apply(struct ntbf_state *s, const struct ntbf_res *r)
         }
         case NTBF_RES_RID: {
                 const struct ntbf_adapter *ad = &t->adapters[r->obj];
-                struct ntbf__rset *rs = &s->ad[r->obj].rids;
-                uint32_t key = ntbf__req_key(t, &r->req);
-                bool present = ntbf__rset_refs(rs, key) > 0;
+                struct ntbf__adapter_st *as = &s->ad[r->obj];
+                uint32_t key = ntbf__req_key(t, &r->req), cost = rid_cost(t, r->obj, key);
+                bool present = ntbf__rset_refs(&as->rids, key) > 0;
                 if (!ad->p.rid_table || present != r->shared ||
-                    (!present && ad->p.rid_reserved + rs->n + 1 > ad->p.rid_table))
+                    (!present &&
+                     (!cost || ad->p.rid_reserved + as->rid_entries + cost > ad->p.rid_table)))
                         return -ESTALE;
-                return rset_inc(rs, key) < 0 ? -ENOMEM : 0;
+                int x = rset_inc(&as->rids, key);
+                if (x < 0)
+                        return -ENOMEM;
+                if (x == 1)
+                        as->rid_entries += cost;
+                return 0;
         }
         case NTBF_RES_SWITCH_RID: {
                 struct ntbf__switch_st *ss = &s->sw[r->obj];
@@ -2045,9 +2085,12 @@ static void unapply(struct ntbf_state *s, const struct ntbf_res *r)
                 }
                 break;
         }
-        case NTBF_RES_RID:
-                rset_dec(&s->ad[r->obj].rids, ntbf__req_key(t, &r->req));
+        case NTBF_RES_RID: {
+                uint32_t key = ntbf__req_key(t, &r->req);
+                if (rset_dec(&s->ad[r->obj].rids, key) == 1)
+                        s->ad[r->obj].rid_entries -= rid_cost(t, r->obj, key);
                 break;
+        }
         case NTBF_RES_SWITCH_RID: {
                 uint32_t key = ntbf__req_key(t, &r->req);
                 if (rset_dec(&s->sw[r->obj].reqs, key) == 1)
@@ -2171,18 +2214,21 @@ size_t ntbf_budget_rows(const struct ntbf_state *s, struct ntbf_budget_row *rows
         for (uint32_t i = 0; i < t->nadapters; i++) {
                 const struct ntbf_adapter *ad = &t->adapters[i];
                 const struct ntbf__adapter_st *as = &s->ad[i];
-                uint32_t slots = 0;
-                uint64_t bytes = 0;
+                /* The slots the hardware keeps (Switchtec's LUT 0: its driver's shared
+                 * window, where the software scratchpads live) are taken at start. */
+                uint32_t slots = 0, kept = 0;
+                uint64_t bytes = 0, kept_bytes = 0;
                 for (uint32_t w = 0; w < ad->nwin; w++) {
-                        slots += ad->win[w].slots - ad->win[w].reserved;
-                        bytes += (uint64_t)(ad->win[w].slots - ad->win[w].reserved) *
-                                 ad->win[w].slot_size;
+                        slots += ad->win[w].slots;
+                        bytes += ad->win[w].size;
+                        kept += ad->win[w].reserved;
+                        kept_bytes += (uint64_t)ad->win[w].reserved * ad->win[w].slot_size;
                 }
-                ROW(NTBF_BUDGET_LUT, i, as->used, slots, 0);
-                ROW(NTBF_BUDGET_WINDOW, i, as->used_bytes, bytes, 0);
+                ROW(NTBF_BUDGET_LUT, i, kept + as->used, slots, kept);
+                ROW(NTBF_BUDGET_WINDOW, i, kept_bytes + as->used_bytes, bytes, kept_bytes);
                 if (ad->p.rid_table)
-                        ROW(NTBF_BUDGET_RID, i, ad->p.rid_reserved + as->rids.n, ad->p.rid_table,
-                            ad->p.rid_reserved);
+                        ROW(NTBF_BUDGET_RID, i, ad->p.rid_reserved + as->rid_entries,
+                            ad->p.rid_table, ad->p.rid_reserved);
         }
         for (uint32_t i = 0; i < t->nswitches; i++) {
                 const struct ntbf_switch *sw = &t->switches[i];
@@ -2311,11 +2357,13 @@ int ntbf__state_check(const struct ntbf_state *s, char *why, size_t len)
         qsort(pv, np, sizeof(*pv), cmp_pair);
         {
                 memset(distinct, 0, (t->nadapters + 1) * sizeof(uint32_t));
+                memset(entries, 0, (t->nadapters + 1) * sizeof(uint64_t));
                 for (size_t i = 0; i < np;) {
                         size_t j = i;
                         while (j < np && pv[j].obj == pv[i].obj && pv[j].key == pv[i].key)
                                 j++;
                         distinct[pv[i].obj]++;
+                        entries[pv[i].obj] += rid_cost(t, pv[i].obj, pv[i].key);
                         uint32_t have = ntbf__rset_refs(&s->ad[pv[i].obj].rids, pv[i].key);
                         if (have != j - i) {
                                 FAIL("adapter %u requester %u: %u references, allocations hold "
@@ -2330,7 +2378,13 @@ int ntbf__state_check(const struct ntbf_state *s, char *why, size_t len)
                                 FAIL("adapter %u: %u requesters, allocations hold %u", i,
                                      s->ad[i].rids.n, distinct[i]);
                         }
-                        if (ad->p.rid_table && ad->p.rid_reserved + distinct[i] > ad->p.rid_table) {
+                        if (entries[i] != s->ad[i].rid_entries) {
+                                FAIL("adapter %u: %" PRIu64 " requester entries, allocations "
+                                     "cost %" PRIu64,
+                                     i, s->ad[i].rid_entries, entries[i]);
+                        }
+                        if (ad->p.rid_table &&
+                            ad->p.rid_reserved + s->ad[i].rid_entries > ad->p.rid_table) {
                                 FAIL("adapter %u: requester table over its size", i);
                         }
                 }

@@ -40,6 +40,7 @@ static const struct ntbf_adapter_params adapter_presets[] = {
         .hop_ns = 170,      /* assumption: the PFX figure of article 8.6 */
         .xlat = NTBF_XLAT_OUTBOUND | NTBF_XLAT_INBOUND,
         .rid_proxy = true, /* Switchtec: requesters cross as proxy IDs */
+        .rid_mask = NTBF_RID_MASK_EXPAND, /* an entry is (RID << 16) | enable: no mask */
     },
     {
         /* Intel Xeon Skylake-SP NTB (ntb_hw_gen3): 2 memory windows, B2B only. */
@@ -117,14 +118,46 @@ static const struct ntbf_adapter_params adapter_presets[] = {
         .xlat = NTBF_XLAT_INBOUND,
     },
     {
-        /* Microchip Switchtec PFX NT partition (ntb_hw_switchtec, LUT windows). */
+        /* Microchip Switchtec PFX NT partition as backends/switchtec programs it (its BAR
+         * setup, LUT entries and requester IDs through the switch's GAS; docs/switchtec.md). */
         .model = "switchtec-pfx",
-        .ports = 1,             /* the driver exposes one peer */
+        .ports = 1,              /* one peer partition per NT partition */
+        .window = 32 * NTBF_MiB, /* the single-window keys, if a file overrides them */
+        .lut_entries = 512,
+        /* BAR2 (assumption: 64 MiB; the switch's configuration file sets it): the
+         * partition's 512 LUT entries of 64 KiB at its start, LUT 0 kept for the driver's
+         * shared window; then direct window 0, capped at the LUT's 32 MiB (its offset), its
+         * address aligned to its size, its size in 4 KiB pages. */
+        .nwindows = 2,
+        .windows = {{.size = 32 * NTBF_MiB, .slots = 512, .reserved = 1, .bar = 2},
+                    {.size = 32 * NTBF_MiB,
+                     .bar = 2,
+                     .flags = NTBF_WIN_NATURAL_ALIGN,
+                     .addr_align = 4 * NTBF_KiB,
+                     .size_align = 4 * NTBF_KiB}},
+        .rid_proxy = true,
+        .rid_mask = NTBF_RID_MASK_EXPAND, /* an entry is (RID << 16) | enable: no mask */
+        .rid_table = 256, /* assumption: switchtec-user req_id_table size */
+        .rid_reserved = 2,
+        .addr_bits = 64,
+        .doorbells = 28,
+        .scratchpads = 128,
+        .spad_window = 64 * NTBF_KiB, /* LUT 0: magic, link state, MW sizes, 128 spads */
+        .messages = 0,
+        .dma_channels = 0,
+        .hop_ns = 170, /* article 8.6: PM8536 PFX */
+        .xlat = NTBF_XLAT_OUTBOUND | NTBF_XLAT_INBOUND,
+    },
+    {
+        /* The same partition as Linux's ntb_hw_switchtec sets it up alone (use_lut_mws=1,
+         * its defaults): the linux-ntb backend over that driver. */
+        .model = "switchtec-pfx-linux",
+        .ports = 1,
         .window = 2 * NTBF_MiB, /* the single-window keys, if a file overrides them */
         .lut_entries = 32,
-        /* ntb_hw_switchtec with use_lut_mws: 32 LUT entries of 64 KiB at the start of BAR2,
-         * LUT 0 kept for the driver's shared window; direct MW 0 after them, capped at the
-         * same 2 MiB (max_mw_size), its address aligned to its size. */
+        /* 32 LUT entries of 64 KiB at the start of BAR2 (nr_lut), LUT 0 kept for the
+         * driver's shared window; direct MW 0 after them, capped at the same 2 MiB
+         * (max_mw_size), its address aligned to its size. */
         .nwindows = 2,
         .windows = {{.size = 2 * NTBF_MiB, .slots = 32, .reserved = 1, .bar = 2},
                     {.size = 2 * NTBF_MiB,
@@ -133,11 +166,13 @@ static const struct ntbf_adapter_params adapter_presets[] = {
                      .addr_align = 4 * NTBF_KiB,
                      .size_align = 4 * NTBF_KiB}},
         .rid_proxy = true,
+        .rid_mask = NTBF_RID_MASK_EXPAND,
         .rid_table = 256, /* assumption: switchtec-user req_id_table size */
         .rid_reserved = 2,
         .addr_bits = 64,
         .doorbells = 28,
         .scratchpads = 128,
+        .spad_window = 64 * NTBF_KiB,
         .messages = 0,
         .dma_channels = 0,
         .hop_ns = 170, /* article 8.6: PM8536 PFX */

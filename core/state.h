@@ -26,6 +26,7 @@ struct ntbf__adapter_st {
         uint32_t used;            /* slots with refs > 0 */
         uint64_t used_bytes;      /* their slot sizes */
         struct ntbf__rset rids;   /* device requesters; the CPU's entries are rid_reserved */
+        uint64_t rid_entries;     /* hardware entries the requesters of rids cost (rid_mask) */
 };
 
 /* One multicast group slot of a switch. */

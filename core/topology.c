@@ -156,6 +156,7 @@ uint32_t ntbf_topo_add_adapter(struct ntbf_topo *t, uint32_t node, const char *n
         set_name(a->name, name);
         a->node = node;
         a->p = *model;
+        a->stx.partition = -1;
         for (uint32_t i = 0; i < NTBF_MAX_ADAPTER_PORTS; i++)
                 a->link[i] = NTBF_NONE;
         t->finalized = false;
@@ -452,6 +453,35 @@ void ntbf_device_rid_entry(const struct ntbf_device *d, uint16_t *rid, uint16_t 
         uint32_t rid0 = ntbf_device_rid(d, 0);
         *mask = d->vfs ? 0xff00 : 0xfff8;
         *rid = (uint16_t)(rid0 & *mask);
+}
+
+uint32_t ntbf_adapter_rid_cost(const struct ntbf_adapter *a, const struct ntbf_device *d)
+{
+        switch (a->p.rid_mask) {
+        case NTBF_RID_MASK_EXPAND:
+                return ntbf_device_nfuncs(d);
+        case NTBF_RID_MASK_REFUSE:
+                return ntbf_device_nfuncs(d) == 1;
+        default:
+                return 1;
+        }
+}
+
+void ntbf_adapter_rid_at(const struct ntbf_adapter *a, const struct ntbf_device *d, uint32_t k,
+                         uint16_t *rid, uint16_t *mask)
+{
+        if (a->p.rid_mask == NTBF_RID_MASK_NATIVE) {
+                ntbf_device_rid_entry(d, rid, mask);
+                return;
+        }
+        *rid = (uint16_t)ntbf_device_rid(d, k);
+        *mask = 0xffff;
+}
+
+const char *ntbf_rid_mask_name(uint32_t rule)
+{
+        static const char *const names[] = {"native", "expand", "refuse"};
+        return rule < sizeof(names) / sizeof(names[0]) ? names[rule] : "?";
 }
 
 const struct ntbf_region *ntbf_addrmap_lookup(const struct ntbf_topo *t, uint32_t node,
@@ -794,6 +824,24 @@ static void check_windows(struct fin *f, struct ntbf_adapter *a)
                             ntbf_size_fmt(bytes, s1, sizeof(s1)),
                             ntbf_align_up(a->win[i].base, bytes));
         }
+        /* A window translates by replacing an address's high bits: its slots sit at offsets
+         * of their size in the BAR (a Switchtec direct window after N LUT entries of E bytes
+         * is at most N x E, the figure behind ntb_hw_switchtec's 2 MiB). */
+        for (uint32_t i = 1; i < a->nwin && f->d->errors == e0; i++) {
+                uint64_t off = 0;
+                for (uint32_t k = i; k > 0 && a->win_bar[k - 1] == a->win_bar[i]; k--)
+                        off += a->win[k - 1].size;
+                if (off % a->win[i].slot_size)
+                        ERR(f, win_loc(a, i),
+                            "adapter %s.%s: window %u starts %s into BAR %u, not at a multiple "
+                            "of its %s slots; a window translates by replacing the high bits of "
+                            "an address, so its slots lie at offsets of their size (a Switchtec "
+                            "direct window after the LUT is at most the LUT's size): make window "
+                            "%u at most %s or the windows before it larger",
+                            node, a->name, i, ntbf_size_fmt(off, s1, sizeof(s1)), a->win_bar[i],
+                            ntbf_size_fmt(a->win[i].slot_size, s2, sizeof(s2)), i,
+                            ntbf_size_fmt(off & -off, (char[32]){0}, 32));
+        }
         if (f->d->errors != e0) {
                 a->nwin = a->nslots = 0;
                 return;
@@ -874,6 +922,22 @@ static void check_adapters(struct fin *f)
                         a->win_bar[0] = 0;
                         a->nwin = 1;
                         a->nslots = a->p.lut_entries;
+                }
+                if (a->nwin && a->p.scratchpads && a->p.spad_window &&
+                    (uint64_t)a->win[0].reserved * a->win[0].slot_size < a->p.spad_window) {
+                        struct ntbf_loc l = win_loc(a, 0);
+                        ERR(f, a->p.nwindows ? l : a->loc,
+                            "adapter %s.%s: its %u scratchpads live in a %s shared window at the "
+                            "start of window 0 (spad_window), but window 0 keeps %u slot%s of "
+                            "%s for it; reserve %" PRIu64 " slot%s of window 0 (reserved: "
+                            "%" PRIu64 "), or set scratchpads: 0",
+                            node, a->name, a->p.scratchpads,
+                            ntbf_size_fmt(a->p.spad_window, sz, sizeof(sz)), a->win[0].reserved,
+                            a->win[0].reserved == 1 ? "" : "s",
+                            ntbf_size_fmt(a->win[0].slot_size, (char[32]){0}, 32),
+                            ntbf_div_ceil(a->p.spad_window, a->win[0].slot_size),
+                            ntbf_div_ceil(a->p.spad_window, a->win[0].slot_size) == 1 ? "" : "s",
+                            ntbf_div_ceil(a->p.spad_window, a->win[0].slot_size));
                 }
                 if (a->p.ports == 0 || a->p.ports > NTBF_MAX_ADAPTER_PORTS)
                         ERR(f, a->loc, "adapter %s.%s: ports %u is out of range 1..%u", node,

@@ -301,6 +301,21 @@ static int add_requester(const struct ntbf_topo *t, struct ntbf__entset *out,
         struct ntbf__ent e = {.kind = kind, .obj = obj, .prog = rq->node};
         if (kind == NTBF_ENT_RID)
                 e.prog = t->adapters[obj].node;
+        if (rq->device != NTBF_NONE && kind == NTBF_ENT_RID) {
+                /* What the adapter's table holds for the device: one entry, or one per
+                 * function where entries take no masks (rid_mask, docs/model.md). */
+                const struct ntbf_adapter *a = &t->adapters[obj];
+                const struct ntbf_device *d = &t->devices[rq->device];
+                uint32_t n = ntbf_adapter_rid_cost(a, d);
+                for (uint32_t k = 0; k < n; k++) {
+                        e.rid.node = d->node;
+                        ntbf_adapter_rid_at(a, d, k, &e.rid.rid, &e.rid.mask);
+                        int r = add(out, &e);
+                        if (r)
+                                return r;
+                }
+                return 0;
+        }
         if (rq->device != NTBF_NONE) {
                 e.rid = ntbf__dev_rid(t, rq->device);
                 return add(out, &e);

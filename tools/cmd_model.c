@@ -257,6 +257,8 @@ static int run_topology(int argc, char **argv)
                         json_object_object_add(j, "rid_reserved", json_u64(ad->p.rid_reserved));
                         json_object_object_add(j, "rid_proxy",
                                                json_object_new_boolean(ad->p.rid_proxy));
+                        json_object_object_add(j, "rid_mask",
+                                               json_str(ntbf_rid_mask_name(ad->p.rid_mask)));
                         json_object_object_add(j, "addr_bits", json_u64(ad->p.addr_bits));
                         json_object_object_add(j, "doorbells", json_u64(ad->p.doorbells));
                         json_object_object_add(j, "scratchpads", json_u64(ad->p.scratchpads));
@@ -701,7 +703,7 @@ static int run_budget(int argc, char **argv)
         }
         ntbf_budget_rows(s, rows, n);
         struct json_object *jr = json_object_new_array();
-        static const char *const hdr[] = {"object", "budget", "used", "total", "CPUs", "free"};
+        static const char *const hdr[] = {"object", "budget", "used", "total", "at start", "free"};
         struct table tb;
         table_init(&tb, hdr, 6);
         for (unsigned c = 2; c < 6; c++)
@@ -768,7 +770,8 @@ static int run_budget(int argc, char **argv)
                 json_print(o);
         } else {
                 json_object_put(jr);
-                printf("budgets of cluster %s%s%s (CPUs: taken at start by the hosts' CPUs)\n",
+                printf("budgets of cluster %s%s%s (at start: taken by the hosts' CPUs and the "
+                       "slots the hardware keeps)\n",
                        t->name, bo.node ? " seen from node " : "", bo.node ? bo.node : "");
                 table_print(&tb, stdout, 2);
         }

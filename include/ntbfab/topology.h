@@ -79,6 +79,20 @@ struct ntbf_window_params {
         uint64_t base;       /* fixed address of its BAR (on the BAR's first window); 0: assigned */
 };
 
+/*
+ * How an adapter's requester-ID table holds a device that has several functions (docs/model.md,
+ * "Requester IDs"). The core's model gives a device one entry (a mask: 0xfff8 for its
+ * functions, 0xff00 for its bus when it has SR-IOV VFs); this rule says what that entry costs
+ * the hardware and what the daemon programs.
+ */
+enum ntbf_rid_mask {
+        NTBF_RID_MASK_NATIVE = 0, /* entries match with a mask: one entry per device (PLX, sim) */
+        NTBF_RID_MASK_EXPAND = 1, /* entries hold one ID each: one per function and VF
+                                     (Switchtec: an entry is (RID << 16) | enable) */
+        NTBF_RID_MASK_REFUSE = 2, /* entries hold one ID each and the driver programs one per
+                                     device: a device of several functions cannot pass */
+};
+
 /* Figures of an adapter (an NTB endpoint in a host). Presets fill these; YAML overrides. */
 struct ntbf_adapter_params {
         char model[NTBF_NAME_MAX + 1];
@@ -96,6 +110,11 @@ struct ntbf_adapter_params {
         uint32_t xlat;         /* enum ntbf_xlat_side bits */
         bool window_below_4g;  /* place the window(s) in 32-bit MMIO space */
         bool rid_proxy;        /* the hardware gives requesters proxy IDs (Switchtec) */
+        uint32_t rid_mask;     /* enum ntbf_rid_mask */
+        /* Bytes at the start of window 0 the driver keeps for a shared window holding its
+         * software scratchpads (Switchtec: 64 KiB in LUT 0); 0: scratchpads are registers.
+         * Window 0's reserved slots must cover it. */
+        uint64_t spad_window;
         /* 0: one window of `window` bytes split into `lut_entries` slots (the single-window
          * keys); else these windows, and `window`, `lut_entries` are unused. */
         uint32_t nwindows;
@@ -182,6 +201,22 @@ struct ntbf_node {
         uint32_t *devices, ndevices;
 };
 
+/*
+ * Where the switchtec backend reaches the switch an NT partition belongs to (an adapter's
+ * `switchtec:` in the cluster file; docs/switchtec.md). A relative path is taken in the
+ * instance directory (the register model's files).
+ */
+#define NTBF_STX_PATH_MAX 128
+struct ntbf_stx_params {
+        char device[NTBF_STX_PATH_MAX]; /* the switch's management device (/dev/switchtecN, its
+                                           MRPC); "": found from the adapter's bdf */
+        char gas[NTBF_STX_PATH_MAX];    /* the file mapped as the switch's GAS (sysfs resource0
+                                           of the management function); "mrpc": GAS reads and
+                                           writes through the device's MRPC; "": from bdf */
+        int32_t partition;              /* the NT partition; -1: found in the GAS */
+        struct ntbf_loc loc;
+};
+
 struct ntbf_adapter {
         char name[NTBF_NAME_MAX + 1];
         uint32_t node;
@@ -189,6 +224,7 @@ struct ntbf_adapter {
         uint64_t window_base;    /* 0 means assign automatically; filled by finalize */
         uint64_t lut_entry_size; /* window / lut_entries; filled by finalize */
         char bdf[16];            /* PCI address of the adapter, "" if unknown */
+        struct ntbf_stx_params stx; /* `switchtec:` (backends/switchtec) */
         struct ntbf_loc loc, loc_window, loc_window_base, loc_lut;
         /* Filled by finalize: link index per port, NTBF_NONE where unconnected. */
         uint32_t link[NTBF_MAX_ADAPTER_PORTS];
@@ -419,6 +455,19 @@ NTBF_EXPORT uint32_t ntbf_device_rid(const struct ntbf_device *d, uint32_t f);
  * (mask 0xff00) when it has SR-IOV VFs, which finalize keeps on the device's own bus.
  */
 NTBF_EXPORT void ntbf_device_rid_entry(const struct ntbf_device *d, uint16_t *rid, uint16_t *mask);
+/*
+ * Requester-ID table entries device d costs on adapter a's table under its rid_mask rule:
+ * 1 (NATIVE), its functions and VFs (EXPAND), 1 for a single-function device (REFUSE), or 0
+ * when the device cannot pass at all (REFUSE and several functions). The daemon programs
+ * exactly that many entries: ntbf_adapter_rid_at() gives each.
+ */
+NTBF_EXPORT uint32_t ntbf_adapter_rid_cost(const struct ntbf_adapter *a,
+                                           const struct ntbf_device *d);
+/* Entry k (0 .. cost - 1) of device d on adapter a's table: its routing ID and mask. */
+NTBF_EXPORT void ntbf_adapter_rid_at(const struct ntbf_adapter *a, const struct ntbf_device *d,
+                                     uint32_t k, uint16_t *rid, uint16_t *mask);
+/* "native", "expand", "refuse" (the cluster file's words), or "?". */
+NTBF_EXPORT const char *ntbf_rid_mask_name(uint32_t rule);
 /* Highest physical address plus one that the model assigns (48-bit physical addressing). */
 #define NTBF_PHYS_LIMIT (UINT64_C(1) << 48)
 /* Number of borrowable functions of a device: physical functions plus VFs. */

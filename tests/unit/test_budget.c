@@ -582,12 +582,116 @@ static uint32_t dma_first(const struct ntbf_plan *p)
  * usable LUT slots of 64 KiB, LUT 0 reserved, and a 2 MiB direct window after them): each
  * range goes to the window of the smallest slots that carries it; refusals name windows.
  */
+/*
+ * The rid_mask rule: what a device of several functions costs in its lender adapter's table.
+ * nic0 has 4 functions and 8 VFs (12 requester IDs on its bus). NATIVE: one masked entry;
+ * EXPAND (Switchtec): one entry per ID; REFUSE: none can pass, a single-function device can.
+ */
+static void test_rid_mask_rules(void **state)
+{
+        (void)state;
+        struct ntbf_plan p;
+        for (uint32_t rule = NTBF_RID_MASK_NATIVE; rule <= NTBF_RID_MASK_REFUSE; rule++) {
+                struct ntbf_topo *t = fx_b2b("pxh830");
+                t->adapters[0].p.rid_mask = rule;
+                uint32_t d = ntbf_topo_add_device(t, 0, "nic0");
+                struct ntbf_device *dev = &t->devices[d];
+                dev->bus = 3;
+                dev->lend = true;
+                dev->functions = 4;
+                dev->vfs = 8;
+                dev->bars[0] = (struct ntbf_bar){.size = 16 * NTBF_KiB, .flags = NTBF_BAR_64};
+                dev->vf_bars[0] = 16 * NTBF_KiB;
+                uint32_t one = ntbf_topo_add_device(t, 0, "nvme0");
+                t->devices[one].bus = 4;
+                t->devices[one].lend = true;
+                t->devices[one].bars[0] =
+                    (struct ntbf_bar){.size = 16 * NTBF_KiB, .flags = NTBF_BAR_64};
+                fx_finalize_ok(t);
+                const struct ntbf_adapter *la = &t->adapters[0];
+                uint16_t rid, mask;
+                struct ntbf_state *s = fx_state_ok(t);
+                if (rule == NTBF_RID_MASK_REFUSE) {
+                        assert_int_equal(ntbf_adapter_rid_cost(la, &t->devices[d]), 0);
+                        assert_int_equal(try_borrow(s, d, 0, 1, NTBF_MiB, &p),
+                                         NTBF_ENOSPC_BUDGET);
+                        assert_int_equal(p.refused_kind, NTBF_BUDGET_RID);
+                        assert_int_equal(p.refused_obj, 0);
+                        assert_int_equal(p.refused_need, 12);
+                        assert_string_equal(
+                            p.why, "a.ntb0: its requester-ID table holds one ID per entry and "
+                                   "its driver programs one entry per device (rid_mask: "
+                                   "refuse), but a.nic0 has 12 functions, which would need 12 "
+                                   "entries; a.nic0 cannot pass through a.ntb0: lend it through "
+                                   "an adapter whose table takes masks, or set rid_mask: expand "
+                                   "if its driver programs one entry per function");
+                        ntbf_plan_free(&p);
+                        /* One function: one exact entry. */
+                        assert_int_equal(ntbf_adapter_rid_cost(la, &t->devices[one]), 1);
+                        ntbf_adapter_rid_at(la, &t->devices[one], 0, &rid, &mask);
+                        assert_int_equal(rid, 0x0400);
+                        assert_int_equal(mask, 0xffff);
+                        uint32_t id = borrow(s, one, 0, 1, NTBF_MiB, NULL);
+                        assert_int_equal(row(s, NTBF_BUDGET_RID, 0).used, 3);
+                        assert_int_equal(ntbf_release(s, id), 0);
+                        same_as_fresh(s);
+                        ntbf_state_free(s);
+                        ntbf_topo_free(t);
+                        continue;
+                }
+                uint32_t cost = rule == NTBF_RID_MASK_EXPAND ? 12 : 1;
+                assert_int_equal(ntbf_adapter_rid_cost(la, &t->devices[d]), cost);
+                /* Entry 1 is function 1 (EXPAND), entry 11 VF 7 at PF0 + 0x80 + 7. */
+                ntbf_adapter_rid_at(la, &t->devices[d], cost - 1, &rid, &mask);
+                assert_int_equal(rid, rule == NTBF_RID_MASK_EXPAND ? 0x0387 : 0x0300);
+                assert_int_equal(mask, rule == NTBF_RID_MASK_EXPAND ? 0xffff : 0xff00);
+                uint32_t ids[4];
+                for (uint32_t f = 0; f < 3; f++) {
+                        ids[f] = borrow(s, d, f, 1, NTBF_MiB, &p);
+                        assert_int_equal(find_res(&p, NTBF_RES_RID, NULL)->shared, f > 0);
+                        ntbf_plan_free(&p);
+                        assert_int_equal(row(s, NTBF_BUDGET_RID, 0).used, 2 + cost);
+                }
+                ids[3] = borrow(s, one, 0, 1, NTBF_MiB, NULL);
+                assert_int_equal(row(s, NTBF_BUDGET_RID, 0).used, 2 + cost + 1);
+                for (uint32_t i = 0; i < 4; i++)
+                        assert_int_equal(ntbf_release(s, ids[i]), 0);
+                same_as_fresh(s);
+                ntbf_state_free(s);
+                /* A table with room for the device's masked entry, not for its 12 IDs. */
+                t->adapters[0].p.rid_table = 12;
+                fx_finalize_ok(t);
+                s = fx_state_ok(t);
+                int rc = try_borrow(s, d, 0, 1, NTBF_MiB, &p);
+                if (rule == NTBF_RID_MASK_NATIVE) {
+                        assert_int_equal(rc, 0);
+                } else {
+                        assert_int_equal(rc, NTBF_ENOSPC_BUDGET);
+                        assert_int_equal(p.refused_kind, NTBF_BUDGET_RID);
+                        assert_int_equal(p.refused_used, 2);
+                        assert_int_equal(p.refused_total, 12);
+                        assert_int_equal(p.refused_need, 12);
+                        assert_string_equal(
+                            p.why, "a.ntb0: requester-ID table is full (2 of 12 used: 2 for the "
+                                   "CPU, 0 by devices); this borrow needs 12 more (one per "
+                                   "function: its table holds one ID per entry, rid_mask: "
+                                   "expand, and a.nic0 has 12 functions); return a borrowed "
+                                   "device through a.ntb0 or lend through another adapter");
+                }
+                ntbf_plan_free(&p);
+                ntbf_state_free(s);
+                ntbf_topo_free(t);
+        }
+        assert_string_equal(ntbf_rid_mask_name(NTBF_RID_MASK_EXPAND), "expand");
+        assert_string_equal(ntbf_rid_mask_name(7), "?");
+}
+
 static void test_windows_switchtec(void **state)
 {
         (void)state;
         struct ntbf_topo *t = fx_b2b_devices(3, 16 * NTBF_KiB);
         for (uint32_t a = 0; a < 2; a++)
-                t->adapters[a].p = *ntbf_adapter_preset("switchtec-pfx");
+                t->adapters[a].p = *ntbf_adapter_preset("switchtec-pfx-linux");
         fx_finalize_ok(t);
         const struct ntbf_adapter *la = &t->adapters[0];
         assert_int_equal(la->nwin, 2);
@@ -595,8 +699,16 @@ static void test_windows_switchtec(void **state)
         assert_int_equal(la->win[1].first_slot, 32);
         assert_int_equal(la->win[1].base, la->win[0].base + 2 * NTBF_MiB); /* one BAR */
         struct ntbf_state *s = fx_state_ok(t);
-        assert_int_equal(row(s, NTBF_BUDGET_LUT, 0).total, 32); /* 31 LUT + the direct one */
-        assert_int_equal(row(s, NTBF_BUDGET_WINDOW, 0).total, 31 * 64 * NTBF_KiB + 2 * NTBF_MiB);
+        /* 32 LUT + the direct one; LUT 0, the driver's shared window (its scratchpads), is
+         * taken at start. */
+        struct ntbf_budget_row lut = row(s, NTBF_BUDGET_LUT, 0);
+        assert_int_equal(lut.total, 33);
+        assert_int_equal(lut.used, 1);
+        assert_int_equal(lut.baseline, 1);
+        struct ntbf_budget_row win = row(s, NTBF_BUDGET_WINDOW, 0);
+        assert_int_equal(win.total, 4 * NTBF_MiB);
+        assert_int_equal(win.used, 64 * NTBF_KiB);
+        assert_int_equal(win.baseline, 64 * NTBF_KiB);
         struct ntbf_plan p;
         borrow(s, 0, 0, 1, NTBF_MiB, &p);
         const struct ntbf_res *bar = find_res(&p, NTBF_RES_LUT, "BAR0");
@@ -618,8 +730,8 @@ static void test_windows_switchtec(void **state)
         assert_int_equal(dma->dst_addr % (2 * NTBF_MiB), 0); /* naturally aligned */
         assert_true(find_res(&p, NTBF_RES_LUT, "MSI window")->shared);
         ntbf_plan_free(&p);
-        assert_int_equal(row(s, NTBF_BUDGET_LUT, 0).used, 18);
-        assert_int_equal(row(s, NTBF_BUDGET_WINDOW, 0).used, 17 * 64 * NTBF_KiB + 2 * NTBF_MiB);
+        assert_int_equal(row(s, NTBF_BUDGET_LUT, 0).used, 1 + 18);
+        assert_int_equal(row(s, NTBF_BUDGET_WINDOW, 0).used, 18 * 64 * NTBF_KiB + 2 * NTBF_MiB);
         /* Another 2 MiB: the LUT could never carry it, the direct window is taken. */
         assert_int_equal(try_borrow(s, 2, 0, 1, 2 * NTBF_MiB, &p), NTBF_ENOSPC_BUDGET);
         assert_int_equal(p.refused_kind, NTBF_BUDGET_LUT);
@@ -883,6 +995,7 @@ int main(void)
             cmocka_unit_test(test_article_figure),
             cmocka_unit_test(test_multifunction_one_entry),
             cmocka_unit_test(test_vfs_two_borrowers),
+            cmocka_unit_test(test_rid_mask_rules),
             cmocka_unit_test(test_switch_accounting),
             cmocka_unit_test(test_switch_table_full),
             cmocka_unit_test(test_baseline_overflow),

@@ -330,8 +330,17 @@ static void test_windows_keys(void **state)
                     "  - name: b\n"
                     "    id: 8\n"
                     "    address: b:1\n"
-                    "    adapters: [{name: nt0, model: switchtec-pfx}, {name: ntb1, model: "
-                    "intel-gen3}, {name: ntb2, model: intel-gen3}]\n"
+                    "    adapters:\n"
+                    "      - name: nt0\n"
+                    "        model: switchtec-pfx\n"
+                    "        rid_mask: native\n"
+                    "        spad_window: 128KiB\n"
+                    "        windows:\n"
+                    "          - {size: 32MiB, slots: 256, reserved: 1, bar: 2}\n"
+                    "          - {size: 32MiB, bar: 2, addr_align: natural, size_align: 4KiB}\n"
+                    "        switchtec: {device: /dev/switchtec1, gas: mrpc, partition: 3}\n"
+                    "      - {name: ntb1, model: intel-gen3}\n"
+                    "      - {name: ntb2, model: intel-gen3}\n"
                     "links:\n"
                     "  - [a.nt0, b.nt0]\n"
                     "  - [a.ntb1, b.ntb1]\n"
@@ -373,13 +382,22 @@ static void test_windows_keys(void **state)
         assert_int_equal(i2->win[0].size, NTBF_GiB);
         assert_int_equal(i2->win[0].slots, 2);
         assert_int_equal(i2->win[0].slot_size, 512 * NTBF_MiB);
-        /* The other end keeps the preset: Switchtec's LUT and direct windows in BAR2. */
+        assert_int_equal(a->p.rid_mask, NTBF_RID_MASK_EXPAND); /* the preset's */
+        assert_int_equal(a->stx.partition, -1);                 /* no `switchtec:` */
+        assert_string_equal(a->stx.gas, "");
+        /* The other end: LUT entries of 128 KiB, masks, where the switch is. */
         const struct ntbf_adapter *b = &t->adapters[3];
         assert_int_equal(b->nwin, 2);
-        assert_int_equal(b->win[0].slots, 32);
+        assert_int_equal(b->win[0].slots, 256);
         assert_int_equal(b->win[0].reserved, 1);
-        assert_int_equal(b->win[1].base, b->win[0].base + 2 * NTBF_MiB);
+        assert_int_equal(b->win[1].base, b->win[0].base + 32 * NTBF_MiB);
         assert_true(b->p.rid_proxy);
+        assert_int_equal(b->p.rid_mask, NTBF_RID_MASK_NATIVE);
+        assert_int_equal(b->p.spad_window, 128 * NTBF_KiB);
+        assert_string_equal(b->stx.device, "/dev/switchtec1");
+        assert_string_equal(b->stx.gas, "mrpc");
+        assert_int_equal(b->stx.partition, 3);
+        assert_int_equal(b->stx.loc.line, 27);
         ntbf_topo_free(t);
 }
 

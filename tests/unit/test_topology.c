@@ -36,20 +36,33 @@ static void test_presets(void **state)
         assert_int_equal(p->rid_table, 32);
         assert_int_equal(p->rid_reserved, 2);
         assert_int_equal(p->hop_ns, 132);
-        const char *want[] = {"pxh830",  "mxh930",        "intel-gen3", "intel-gen4",
-                              "amd-ntb", "switchtec-pfx", "ivshmem"};
-        for (size_t i = 0; i < 7; i++) {
+        const char *want[] = {"pxh830",  "mxh930",        "intel-gen3",          "intel-gen4",
+                              "amd-ntb", "switchtec-pfx", "switchtec-pfx-linux", "ivshmem"};
+        for (size_t i = 0; i < 8; i++) {
                 const struct ntbf_adapter_params *q = ntbf_adapter_preset(want[i]);
                 assert_non_null(q);
                 /* Every preset must itself satisfy the slot rules finalize enforces. */
                 assert_true(q->window && !(q->window & (q->window - 1)));
                 assert_true(q->lut_entries && !(q->lut_entries & (q->lut_entries - 1)));
                 assert_true(q->window / q->lut_entries >= 4096);
+                /* ... and its windows every rule of a cluster file (offsets, spad_window). */
+                struct ntbf_topo *t = fx_b2b(want[i]);
+                fx_finalize_ok(t);
+                ntbf_topo_free(t);
         }
+        /* The partition as backends/switchtec programs it: 511 usable LUT entries of 64 KiB,
+         * then a 32 MiB direct window at the LUT's size into BAR2; one entry per function. */
+        const struct ntbf_adapter_params *x = ntbf_adapter_preset("switchtec-pfx");
+        assert_int_equal(x->windows[0].slots, 512);
+        assert_int_equal(x->windows[0].size / x->windows[0].slots, 64 * 1024);
+        assert_int_equal(x->windows[0].reserved, 1);
+        assert_int_equal(x->windows[1].size, x->windows[0].size);
+        assert_int_equal(x->rid_mask, NTBF_RID_MASK_EXPAND);
+        assert_int_equal(x->spad_window, 64 * 1024);
         assert_null(ntbf_adapter_preset("pxh831"));
         assert_int_equal(ntbf_switch_preset("mxs824")->ports, 24);
         assert_int_equal(ntbf_switch_preset("mxs824")->hop_ns, 170);
-        assert_null(ntbf_adapter_preset_at(7));
+        assert_null(ntbf_adapter_preset_at(8));
 }
 
 static void test_b2b_address_map(void **state)
