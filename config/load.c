@@ -1275,8 +1275,8 @@ static void load_stx(struct ld *ld, uint32_t v, struct ntbf_stx_params *x)
         const char *s;
         char b[SHOWBUF];
         x->loc = at(ld, v);
-        if (!take_map(ld, v, "'switchtec'", "a mapping with device, gas or partition",
-                      &stx_schema, vals))
+        if (!take_map(ld, v, "'switchtec'", "a mapping with device, gas or partition", &stx_schema,
+                      vals))
                 return;
         for (int k = SX_DEVICE; k <= SX_GAS; k++) {
                 if (get_text(ld, vals[k], label[k], "a path", &s) != GOT)

@@ -1202,13 +1202,12 @@ static int take_rid(struct adm *a, uint32_t ai, const struct ntbf_requester *rq,
                                          "rid_mask: expand, and %s has %u functions)",
                                          dn, nf);
                         return refuse(
-                            a, NTBF_ENOSPC_BUDGET, NTBF_BUDGET_RID, ai, used, ad->p.rid_table,
-                            cost,
+                            a, NTBF_ENOSPC_BUDGET, NTBF_BUDGET_RID, ai, used, ad->p.rid_table, cost,
                             "%s: requester-ID table is full (%" PRIu64
                             " of %u used: %u for the CPU, %" PRIu64 " by devices); %s needs %u "
                             "more%s; %s",
-                            an, used, ad->p.rid_table, ad->p.rid_reserved, used - ad->p.rid_reserved,
-                            a->verb, cost, each, fix);
+                            an, used, ad->p.rid_table, ad->p.rid_reserved,
+                            used - ad->p.rid_reserved, a->verb, cost, each, fix);
                 }
         }
         struct ntbf_res *r = add_res(a->p, NTBF_RES_RID, ai);

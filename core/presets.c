@@ -39,7 +39,7 @@ static const struct ntbf_adapter_params adapter_presets[] = {
         .dma_channels = 4,  /* assumption */
         .hop_ns = 170,      /* assumption: the PFX figure of article 8.6 */
         .xlat = NTBF_XLAT_OUTBOUND | NTBF_XLAT_INBOUND,
-        .rid_proxy = true, /* Switchtec: requesters cross as proxy IDs */
+        .rid_proxy = true,                /* Switchtec: requesters cross as proxy IDs */
         .rid_mask = NTBF_RID_MASK_EXPAND, /* an entry is (RID << 16) | enable: no mask */
     },
     {
@@ -137,7 +137,7 @@ static const struct ntbf_adapter_params adapter_presets[] = {
                      .size_align = 4 * NTBF_KiB}},
         .rid_proxy = true,
         .rid_mask = NTBF_RID_MASK_EXPAND, /* an entry is (RID << 16) | enable: no mask */
-        .rid_table = 256, /* assumption: switchtec-user req_id_table size */
+        .rid_table = 256,                 /* assumption: switchtec-user req_id_table size */
         .rid_reserved = 2,
         .addr_bits = 64,
         .doorbells = 28,

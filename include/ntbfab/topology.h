@@ -221,9 +221,9 @@ struct ntbf_adapter {
         char name[NTBF_NAME_MAX + 1];
         uint32_t node;
         struct ntbf_adapter_params p;
-        uint64_t window_base;    /* 0 means assign automatically; filled by finalize */
-        uint64_t lut_entry_size; /* window / lut_entries; filled by finalize */
-        char bdf[16];            /* PCI address of the adapter, "" if unknown */
+        uint64_t window_base;       /* 0 means assign automatically; filled by finalize */
+        uint64_t lut_entry_size;    /* window / lut_entries; filled by finalize */
+        char bdf[16];               /* PCI address of the adapter, "" if unknown */
         struct ntbf_stx_params stx; /* `switchtec:` (backends/switchtec) */
         struct ntbf_loc loc, loc_window, loc_window_base, loc_lut;
         /* Filled by finalize: link index per port, NTBF_NONE where unconnected. */

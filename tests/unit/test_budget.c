@@ -613,8 +613,7 @@ static void test_rid_mask_rules(void **state)
                 struct ntbf_state *s = fx_state_ok(t);
                 if (rule == NTBF_RID_MASK_REFUSE) {
                         assert_int_equal(ntbf_adapter_rid_cost(la, &t->devices[d]), 0);
-                        assert_int_equal(try_borrow(s, d, 0, 1, NTBF_MiB, &p),
-                                         NTBF_ENOSPC_BUDGET);
+                        assert_int_equal(try_borrow(s, d, 0, 1, NTBF_MiB, &p), NTBF_ENOSPC_BUDGET);
                         assert_int_equal(p.refused_kind, NTBF_BUDGET_RID);
                         assert_int_equal(p.refused_obj, 0);
                         assert_int_equal(p.refused_need, 12);

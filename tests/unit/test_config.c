@@ -383,7 +383,7 @@ static void test_windows_keys(void **state)
         assert_int_equal(i2->win[0].slots, 2);
         assert_int_equal(i2->win[0].slot_size, 512 * NTBF_MiB);
         assert_int_equal(a->p.rid_mask, NTBF_RID_MASK_EXPAND); /* the preset's */
-        assert_int_equal(a->stx.partition, -1);                 /* no `switchtec:` */
+        assert_int_equal(a->stx.partition, -1);                /* no `switchtec:` */
         assert_string_equal(a->stx.gas, "");
         /* The other end: LUT entries of 128 KiB, masks, where the switch is. */
         const struct ntbf_adapter *b = &t->adapters[3];
