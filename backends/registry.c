@@ -31,7 +31,8 @@ static const struct ntbf_backend_entry entries[] = {
               "ntbfab_ntb.ko (docs/linux-ntb.md)"},
     {.name = "switchtec",
      .about = "Microchip Switchtec NT partitions, through the switch's registers",
-     .unbuilt = PLANNED},
+     .unbuilt = "not built yet: its register layer and `ntbfab switchtec` are (docs/switchtec.md); "
+                "the vtable that composes that layer with linux-ntb is not written"},
     {.name = "dolphin",
      .about = "Dolphin PXH and MXH adapters, through Dolphin's driver",
      .unbuilt = PLANNED},

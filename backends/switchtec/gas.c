@@ -259,8 +259,8 @@ void stx_wr64(struct stx_gas *g, uint64_t off, uint64_t v)
 
 const char *stx_status_name(uint32_t st, char *buf, size_t len)
 {
-        static const char *const names[] = {NULL,           "NORMAL",      "LOCKED",
-                                            "LOCKING",      "CONFIGURING", "RESETTING"};
+        static const char *const names[] = {NULL,      "NORMAL",      "LOCKED",
+                                            "LOCKING", "CONFIGURING", "RESETTING"};
         if (st < sizeof(names) / sizeof(names[0]) && names[st])
                 snprintf(buf, len, "%s", names[st]);
         else
@@ -275,8 +275,8 @@ static void sleep_us(uint32_t us)
                 ;
 }
 
-int stx_part_op(struct stx_gas *g, uint32_t part, enum stx_part_op op,
-                const struct stx_timing *tm, char *why, size_t whylen)
+int stx_part_op(struct stx_gas *g, uint32_t part, enum stx_part_op op, const struct stx_timing *tm,
+                char *why, size_t whylen)
 {
         static const char *const verbs[] = {NULL, "lock", "configure", "reset"};
         /* The status the op leaves from, passes through and arrives at. */

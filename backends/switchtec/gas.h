@@ -26,9 +26,9 @@ typedef void (*stx_write_hook)(void *ctx, struct stx_gas *g, uint64_t off, uint6
 struct stx_gas {
         volatile uint8_t *map; /* mapping mode */
         uint64_t size;
-        int fd;      /* the mapped file, or the MRPC device */
-        bool mrpc;   /* through MRPC */
-        int err;     /* first failure of an MRPC access since stx_gas_clear_err (-errno) */
+        int fd;    /* the mapped file, or the MRPC device */
+        bool mrpc; /* through MRPC */
+        int err;   /* first failure of an MRPC access since stx_gas_clear_err (-errno) */
         char path[256];
         stx_write_hook hook;
         void *hook_ctx;
@@ -73,8 +73,8 @@ const char *stx_status_name(uint32_t st, char *buf, size_t len);
  * -ETIMEDOUT (still in `from` or the transition after polls), -EIO (another status), or
  * an MRPC failure; why says which and what to do.
  */
-int stx_part_op(struct stx_gas *g, uint32_t part, enum stx_part_op op,
-                const struct stx_timing *tm, char *why, size_t whylen);
+int stx_part_op(struct stx_gas *g, uint32_t part, enum stx_part_op op, const struct stx_timing *tm,
+                char *why, size_t whylen);
 
 /* The error registers after a configure, as a sentence an operator can act on (empty when
  * all three are 0). Returns true when any is set. */

@@ -5,8 +5,16 @@
 #include <string.h>
 #include <sys/file.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "part.h"
+
+void stx_crash_point(const char *name)
+{
+        const char *at = getenv("NTBFAB_STX_CRASH_AT");
+        if (at && !strcmp(at, name))
+                _exit(86);
+}
 
 void stx_tx_init(struct stx_tx *tx)
 {
@@ -90,8 +98,8 @@ static int lock_part(struct stx_part *p, char *why, size_t whylen)
                 int e = stx_gas_take_err(p->g);
                 if (e) {
                         snprintf(why, whylen,
-                                 "partition %u: cannot read its status through MRPC: %s",
-                                 p->part, strerror(-e));
+                                 "partition %u: cannot read its status through MRPC: %s", p->part,
+                                 strerror(-e));
                         return e;
                 }
                 if (st == STX_ST_NORMAL)
@@ -113,8 +121,7 @@ static int lock_part(struct stx_part *p, char *why, size_t whylen)
 }
 
 /* Write the old values back and configure again; a failure of that is added to why. */
-static void roll_back(struct stx_part *p, struct stx_tx *tx, bool locked, char *why,
-                      size_t whylen)
+static void roll_back(struct stx_part *p, struct stx_tx *tx, bool locked, char *why, size_t whylen)
 {
         char w2[512];
         size_t n = strlen(why);
@@ -130,8 +137,8 @@ static void roll_back(struct stx_part *p, struct stx_tx *tx, bool locked, char *
 }
 
 int stx_tx_commit(struct stx_part *p, struct stx_tx *tx,
-                  int (*check)(struct stx_part *p, void *ctx, char *why, size_t whylen),
-                  void *ctx, char *why, size_t whylen)
+                  int (*check)(struct stx_part *p, void *ctx, char *why, size_t whylen), void *ctx,
+                  char *why, size_t whylen)
 {
         why[0] = 0;
         if (tx->nomem) {
@@ -147,10 +154,11 @@ int stx_tx_commit(struct stx_part *p, struct stx_tx *tx,
                 return r;
         }
         for (size_t i = 0; i < tx->n; i++)
-                tx->w[i].old = tx->w[i].bytes == 8 ? stx_p64(p, tx->w[i].off)
-                                                   : stx_p32(p, tx->w[i].off);
+                tx->w[i].old =
+                    tx->w[i].bytes == 8 ? stx_p64(p, tx->w[i].off) : stx_p32(p, tx->w[i].off);
         for (size_t i = 0; i < tx->n; i++)
                 put(p, &tx->w[i], false);
+        stx_crash_point("edited");
         r = stx_gas_take_err(p->g);
         if (r) {
                 snprintf(why, whylen, "partition %u: writing its registers through MRPC failed: %s",

@@ -45,8 +45,8 @@ void stx_tx_w64(struct stx_tx *tx, uint64_t off, uint64_t v);
  * error registers), -ETIMEDOUT, -ENOMEM, an MRPC failure.
  */
 int stx_tx_commit(struct stx_part *p, struct stx_tx *tx,
-                  int (*check)(struct stx_part *p, void *ctx, char *why, size_t whylen),
-                  void *ctx, char *why, size_t whylen);
+                  int (*check)(struct stx_part *p, void *ctx, char *why, size_t whylen), void *ctx,
+                  char *why, size_t whylen);
 
 /* Registers of the partition's control block. */
 static inline uint32_t stx_p32(struct stx_part *p, uint64_t off)
@@ -61,5 +61,9 @@ static inline uint64_t stx_p64(struct stx_part *p, uint64_t off)
 /* Reset the partition (lock, reset): every LUT entry, window translation and requester
  * entry the switch keeps for it is cleared but what the firmware holds. */
 int stx_part_reset(struct stx_part *p, char *why, size_t whylen);
+
+/* Tests: the process exits (status 86) at the point named by NTBFAB_STX_CRASH_AT, e.g.
+ * "edited" (registers written, the partition locked, not configured). */
+void stx_crash_point(const char *name);
 
 #endif

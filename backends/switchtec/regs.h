@@ -32,8 +32,8 @@
 #define STX_MRPC_PAYLOAD 1024
 
 /* MRPC commands (doc: Linux's include/linux/switchtec.h, switchtec-user). */
-#define STX_MRPC_GAS_READ  0x29 /* in {u32 offset, u32 len}: out len bytes */
-#define STX_MRPC_GAS_WRITE 0x87 /* in {u32 offset, u32 len, data[len]} */
+#define STX_MRPC_GAS_READ  0x29                   /* in {u32 offset, u32 len}: out len bytes */
+#define STX_MRPC_GAS_WRITE 0x34                   /* in {u32 offset, u32 len, data[len]} */
 #define STX_MRPC_GAS_MAX   (STX_MRPC_PAYLOAD - 8) /* bytes one GAS_WRITE carries */
 
 /* System information (doc). */
@@ -48,10 +48,10 @@
 #define STX_MAX_PARTS 48
 
 /* Info block: which partitions are NT, which is the caller's. */
-#define STX_NTB_PART_COUNT (STX_GAS_NTB + 0x00) /* u8 */
-#define STX_NTB_PART_ID    (STX_GAS_NTB + 0x01) /* u8: the partition of the function used */
-#define STX_NTB_EP_MAP     (STX_GAS_NTB + 0x04) /* u64: bit p: partition p has an NT endpoint */
-#define STX_NTB_REQ_ID     (STX_GAS_NTB + 0x0c) /* u16: the host bridge's requester ID */
+#define STX_NTB_PART_COUNT    (STX_GAS_NTB + 0x00) /* u8 */
+#define STX_NTB_PART_ID       (STX_GAS_NTB + 0x01) /* u8: the partition of the function used */
+#define STX_NTB_EP_MAP        (STX_GAS_NTB + 0x04) /* u64: bit p: partition p has an NT endpoint */
+#define STX_NTB_REQ_ID        (STX_GAS_NTB + 0x0c) /* u16: the host bridge's requester ID */
 /* Per partition p: crosslink enabled, and the partitions it targets (low, high 32 bits). */
 #define STX_NTB_XLINK(p)      (STX_GAS_NTB + 0x20 + 16 * (uint64_t)(p))
 #define STX_NTB_XLINK_LOW(p)  (STX_NTB_XLINK(p) + 4)
@@ -99,7 +99,7 @@ enum stx_part_status {
 #define STX_BAR_VALID       (1u << 0)
 #define STX_BAR_DIR_WIN_EN  (1u << 4)
 #define STX_BAR_LUT_WIN_EN  (1u << 5)
-#define STX_BAR_LUT_SHIFT   8 /* bits 13:8: log2 of a LUT entry's size */
+#define STX_BAR_LUT_SHIFT   8  /* bits 13:8: log2 of a LUT entry's size */
 #define STX_BAR_COUNT_SHIFT 14 /* bits 14 and up: LUT entries - 1 */
 
 static inline uint32_t stx_bar_ctl(bool dir, uint32_t lut_count, unsigned lut_log2)
