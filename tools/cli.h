@@ -24,6 +24,8 @@ struct verb {
 
 extern const struct verb verbs_model[];
 extern const size_t verbs_model_count;
+extern const struct verb verbs_switchtec[];
+extern const size_t verbs_switchtec_count;
 
 /* Errors: "ntbfab: error: ..." on stderr, one line. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -13,6 +13,7 @@ static const struct {
     {verbs_model, &verbs_model_count},
     {verbs_cluster, &verbs_cluster_count},
     {verbs_device, &verbs_device_count},
+    {verbs_switchtec, &verbs_switchtec_count},
 };
 
 static const struct verb *lookup(const char *name)
