@@ -128,6 +128,12 @@ int stx_dev_open(struct stx_dev *d, const struct stx_dev_cfg *cfg, char *why, si
         memset(d, 0, sizeof(*d));
         d->g.fd = -1;
         d->xlink = -1;
+        if (!cfg->mrpc && !cfg->gas) {
+                snprintf(why, whylen,
+                         "where is the switch? give the GAS file (sysfs resource0 of its "
+                         "management function) or its management device for MRPC");
+                return -EINVAL;
+        }
         int r = cfg->mrpc ? stx_gas_open(&d->g, cfg->mrpc, true, why, whylen)
                           : stx_gas_open(&d->g, cfg->gas, false, why, whylen);
         if (r)

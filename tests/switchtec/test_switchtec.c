@@ -96,8 +96,9 @@ static const struct stxm_params two_parts = {.ep_map = 0x3,
                                              .host_rid = 0x0008,
                                              .bar_size = 64ull << 20};
 
-/* Quick polls: the model ticks every 0.5 ms; 4000 polls of 1 ms bound the wait only. */
-static const struct stx_timing quick = {1000, 4000};
+/* Quick polls: the model ticks every 0.5 ms; 60000 polls of 1 ms bound the wait only (a
+ * loaded machine may not run the model thread for seconds). */
+static const struct stx_timing quick = {1000, 60000};
 
 static void dev_open(struct fx *f, struct stx_dev *d, bool mrpc, bool records)
 {
@@ -444,6 +445,41 @@ static void test_mrpc_and_crosslink(void **state)
         fx_stop(&f);
 }
 
+/* ---- refusals at open ------------------------------------------------------------------- */
+
+static void test_open_refusals(void **state)
+{
+        (void)state;
+        struct fx f;
+        fx_start(&f, &two_parts);
+        struct stx_dev d;
+        char why[512];
+        struct stx_dev_cfg c = {.partition = -1, .tm = quick};
+        assert_int_equal(stx_dev_open(&d, &c, why, sizeof(why)), -EINVAL);
+        assert_non_null(strstr(why, "where is the switch?"));
+        c.gas = f.gas;
+        c.partition = 3;
+        assert_int_equal(stx_dev_open(&d, &c, why, sizeof(why)), -ENODEV);
+        assert_non_null(strstr(why, "partition 3 has no NT endpoint"));
+        /* Records that are not the backend's: refused, nothing read half. */
+        FILE *r = fopen(f.rec, "w");
+        assert_non_null(r);
+        fputs("L 5 0x80010003 0\nlut five\n", r);
+        fclose(r);
+        c.partition = -1;
+        c.records = f.rec;
+        assert_int_equal(stx_dev_open(&d, &c, why, sizeof(why)), -EINVAL);
+        assert_non_null(strstr(why, "records:2: not a switchtec record"));
+        /* Without a partition, the GAS's own (partition_id). */
+        unlink(f.rec);
+        assert_int_equal(stx_dev_open(&d, &c, why, sizeof(why)), 0);
+        assert_int_equal(d.partition, 0);
+        assert_int_equal(d.lut_entries, 512);
+        assert_int_equal(d.rid_size, 256);
+        stx_dev_close(&d);
+        fx_stop(&f);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -453,6 +489,7 @@ int main(void)
             cmocka_unit_test(test_status_never_settles),
             cmocka_unit_test(test_crash_and_read_back),
             cmocka_unit_test(test_mrpc_and_crosslink),
+            cmocka_unit_test(test_open_refusals),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
