@@ -156,10 +156,9 @@ static void test_article_figure(void **state)
         ntbf_topo_free(t);
 }
 
-static void test_multifunction_one_entry(void **state)
+/* nic0 on node 0: bus 3, 4 functions and 8 VFs, lent. */
+static uint32_t add_nic(struct ntbf_topo *t)
 {
-        (void)state;
-        struct ntbf_topo *t = fx_b2b("pxh830");
         uint32_t d = ntbf_topo_add_device(t, 0, "nic0");
         struct ntbf_device *dev = &t->devices[d];
         dev->bus = 3;
@@ -168,6 +167,14 @@ static void test_multifunction_one_entry(void **state)
         dev->vfs = 8;
         dev->bars[0] = (struct ntbf_bar){.size = 16 * NTBF_KiB, .flags = NTBF_BAR_64};
         dev->vf_bars[0] = 16 * NTBF_KiB;
+        return d;
+}
+
+static void test_multifunction_one_entry(void **state)
+{
+        (void)state;
+        struct ntbf_topo *t = fx_b2b("pxh830");
+        uint32_t d = add_nic(t);
         fx_finalize_ok(t);
         struct ntbf_state *s = fx_state_ok(t);
         uint32_t ids[12];
@@ -594,14 +601,7 @@ static void test_rid_mask_rules(void **state)
         for (uint32_t rule = NTBF_RID_MASK_NATIVE; rule <= NTBF_RID_MASK_REFUSE; rule++) {
                 struct ntbf_topo *t = fx_b2b("pxh830");
                 t->adapters[0].p.rid_mask = rule;
-                uint32_t d = ntbf_topo_add_device(t, 0, "nic0");
-                struct ntbf_device *dev = &t->devices[d];
-                dev->bus = 3;
-                dev->lend = true;
-                dev->functions = 4;
-                dev->vfs = 8;
-                dev->bars[0] = (struct ntbf_bar){.size = 16 * NTBF_KiB, .flags = NTBF_BAR_64};
-                dev->vf_bars[0] = 16 * NTBF_KiB;
+                uint32_t d = add_nic(t);
                 uint32_t one = ntbf_topo_add_device(t, 0, "nvme0");
                 t->devices[one].bus = 4;
                 t->devices[one].lend = true;
