@@ -345,6 +345,12 @@ static void rid_0400(struct stx_dev *d)
         stx_rid_add(d, 0x0400, &proxy, why, sizeof(why));
 }
 
+static void lut_clear_4(struct stx_dev *d)
+{
+        char why[512];
+        stx_lut_clear(d, 4, why, sizeof(why));
+}
+
 static void test_crash_and_read_back(void **state)
 {
         (void)state;
@@ -407,6 +413,16 @@ static void test_crash_and_read_back(void **state)
         assert_int_equal(stx_reconcile(&d, &rc, why, sizeof(why)), 0);
         assert_int_equal(rc.stale_rid, 1);
         assert_int_equal(reg32(&f, C0 + STX_RID_ENTRY(2)), 0);
+        stx_dev_close(&d);
+
+        /* The same for a LUT entry. */
+        crash_child(&f, "lut-unrecorded", lut_clear_4);
+        assert_int_equal(reg64(&f, C0 + STX_LUT_ENTRY(4)), 0x70000003);
+        dev_open(&f, &d, false, true);
+        assert_int_equal(stx_reconcile(&d, &rc, why, sizeof(why)), 0);
+        assert_int_equal(rc.stale_lut, 1);
+        assert_int_equal(rc.kept, 0);
+        assert_int_equal(reg64(&f, C0 + STX_LUT_ENTRY(4)), 0);
         stx_dev_close(&d);
         fx_stop(&f);
 }
