@@ -135,8 +135,7 @@ static int show_status(struct stx_dev *d, bool json)
         }
         if (json) {
                 json_object_object_add(j, "bars", bars);
-                json_print(j);
-                json_object_put(j);
+                json_print(j); /* and frees it */
         }
         return stx_gas_take_err(g) ? EXIT_FAIL : EXIT_OK;
 }
@@ -145,8 +144,7 @@ static int show_status(struct stx_dev *d, bool json)
 static int finish(struct stx_dev *d, struct table *t, struct json_object *a, const char *what)
 {
         if (a) {
-                json_print(a);
-                json_object_put(a);
+                json_print(a); /* and frees it */
         } else if (!t->nrows) {
                 printf("no %s enabled in partition %d\n", what, d->partition);
         } else {

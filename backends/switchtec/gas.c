@@ -226,8 +226,12 @@ uint32_t stx_rd32(struct stx_gas *g, uint64_t off)
         LOAD(uint32_t, g, off);
 }
 
+/* A 64-bit register at an offset that is not a multiple of 8 (ep_map, in the packed NTB info
+ * block) is read as two 32-bit loads, low half first, as ioread64 does on such registers. */
 uint64_t stx_rd64(struct stx_gas *g, uint64_t off)
 {
+        if (off & 7)
+                return stx_rd32(g, off) | (uint64_t)stx_rd32(g, off + 4) << 32;
         LOAD(uint64_t, g, off);
 }
 
@@ -247,6 +251,10 @@ void stx_wr64(struct stx_gas *g, uint64_t off, uint64_t v)
 {
         if (g->mrpc) {
                 mrpc_write(g, off, &v, sizeof(v));
+        } else if (off & 7) {
+                *(volatile uint32_t *)(g->map + off) = (uint32_t)v;
+                *(volatile uint32_t *)(g->map + off + 4) = (uint32_t)(v >> 32);
+                atomic_thread_fence(memory_order_seq_cst);
         } else {
                 *(volatile uint64_t *)(g->map + off) = v;
                 atomic_thread_fence(memory_order_seq_cst);

@@ -23,6 +23,8 @@ static uint32_t r32(struct stxm *m, uint64_t off)
 
 static uint64_t r64(struct stxm *m, uint64_t off)
 {
+        if (off & 7) /* ep_map: the packed info block */
+                return r32(m, off) | (uint64_t)r32(m, off + 4) << 32;
         return __atomic_load_n((uint64_t *)(m->gas + off), __ATOMIC_ACQUIRE);
 }
 
