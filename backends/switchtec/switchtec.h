@@ -16,8 +16,8 @@
  * the windows, memory for export, doorbells, scratchpads, link, events) belongs to the
  * backend below it: linux-ntb over the kernel's ntb_hw_switchtec, reached through its
  * struct ntbf_backend_ops like any backend. This file is the GAS-level part; the vtable that
- * composes the two (xlat_set and rid_add here, the rest passed down) is written when
- * linux-ntb lands (docs/switchtec.md, "Status").
+ * composes the two (xlat_set and rid_add here, the rest passed down, through
+ * backends/linux-ntb/lntb.h) is not written yet (docs/switchtec.md, "Status").
  *
  * Every change is a partition transaction (part.h): lock, edit, configure, check the error
  * registers, roll back on refusal. What this host programmed is recorded in a file
