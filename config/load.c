@@ -65,6 +65,7 @@ struct ld {
         bool lost_links;        /* something links may refer to was left out */
         bool lost_windows;      /* an adapter was left out or kept with stand-in figures */
         struct ntbf__strmap nodes, switches, adapters; /* name -> index; adapters "node.name" */
+        struct ntbf__strmap addrs; /* a node's address, host lowercased ("host.port") -> node */
         uint32_t suggested; /* keys of the last take_map() a misspelling was reported for */
         bool *incomplete;   /* per node: an adapter of it was left out, links to it are moot */
         uint32_t nincomplete;
@@ -481,6 +482,34 @@ static uint32_t next(const struct ld *ld, uint32_t v)
 }
 
 /* ---- composite keys --------------------------------------------------------------------- */
+
+static const char *keep_key(struct ld *ld, const char *a, const char *b);
+
+/*
+ * Two nodes with one address: their daemons cannot both listen there, and a daemon that
+ * finds its node by its host's addresses (docs/daemon.md) could not tell them apart. Host
+ * names compare without regard to case; the port as a number.
+ */
+static void check_address(struct ld *ld, uint32_t idx, struct ntbf_loc loc)
+{
+        const char *a = ld->t->nodes[idx].address, *colon = strrchr(a, ':');
+        char host[64];
+        snprintf(host, sizeof(host), "%.*s", (int)(colon - a), a);
+        for (char *p = host; *p; p++)
+                *p = (char)tolower((unsigned char)*p);
+        char port[8];
+        snprintf(port, sizeof(port), "%lu", strtoul(colon + 1, NULL, 10));
+        const char *key = keep_key(ld, host, port);
+        uint32_t old;
+        int r = key ? ntbf__strmap_put(&ld->addrs, key, idx, &old) : -ENOMEM;
+        if (r < 0)
+                ld->err = -ENOMEM;
+        else if (r == 1)
+                err(ld, loc,
+                    "address %s is already the address of node '%s' (line %u); give each node "
+                    "the HOST:PORT its own daemon listens on",
+                    a, ld->t->nodes[old].name, ld->t->nodes[old].loc.line);
+}
 
 static const char *keep_key(struct ld *ld, const char *a, const char *b)
 {
@@ -1102,6 +1131,7 @@ static void load_node(struct ld *ld, uint32_t v)
                 else
                         snprintf(n.address, sizeof(n.address), "%s", s);
         }
+        struct ntbf_loc addr_loc = n.address[0] ? at(ld, vals[N_ADDRESS]) : (struct ntbf_loc){0};
         get_size(ld, vals[N_RAM], "'ram'", &n.ram);
         get_u32(ld, vals[N_CPU_RIDS], "'cpu_rids'", 0, 64,
                 "a CPU uses 1 or 2 requester IDs (root complex and host bridge)", &n.cpu_rids);
@@ -1123,6 +1153,8 @@ static void load_node(struct ld *ld, uint32_t v)
                 tidy_name(n.name);
                 ld->t->nodes[idx] = n;
                 put(ld, &ld->nodes, name, idx);
+                if (n.address[0])
+                        check_address(ld, idx, addr_loc);
                 if (!id_ok) {
                         uint32_t *p = realloc(ld->standin, (ld->nstandin + 1) * sizeof(*p));
                         if (!p) {
@@ -2046,6 +2078,7 @@ static void ld_free(struct ld *ld)
         ntbf__strmap_free(&ld->nodes);
         ntbf__strmap_free(&ld->switches);
         ntbf__strmap_free(&ld->adapters);
+        ntbf__strmap_free(&ld->addrs);
         while (ld->keys) {
                 struct chunk *c = ld->keys;
                 ld->keys = c->next;
@@ -2079,6 +2112,7 @@ int ntbf_config_load_mem(const char *name, const char *buf, size_t len, struct n
         ntbf__strmap_init(&ld.nodes);
         ntbf__strmap_init(&ld.switches);
         ntbf__strmap_init(&ld.adapters);
+        ntbf__strmap_init(&ld.addrs);
         ld.t = ntbf_topo_new("", name);
         ld.sink = ntbf_topo_new("", NULL);
         if (!ld.t || !ld.sink || ntbf_topo_add_node(ld.sink, "", 0) == NTBF_NONE)
