@@ -98,6 +98,12 @@ static uint64_t now_ms(void)
         return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+const char *ntbf_rpc_host_socket(void)
+{
+        const char *e = getenv("NTBFAB_SOCKET");
+        return e && e[0] ? e : NTBF_RPC_HOST_SOCKET;
+}
+
 const char *ntbf_rpc_socket_path(const char *dir, const char *node, char *buf, size_t len)
 {
         snprintf(buf, len, "%s/run/%s.sock", dir, node);

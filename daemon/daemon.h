@@ -74,7 +74,11 @@ struct ntbf__d {
         /* Configuration. */
         struct ntbf_topo *t;
         uint32_t self, manager;
-        char dir[PATH_MAX / 2];
+        char dir[PATH_MAX / 2]; /* the backend's directory (the simulated fabric's instance) */
+        char run_dir[PATH_MAX / 2], state_dir[PATH_MAX / 2];
+        char run_base[PATH_MAX / 2 + 64]; /* RUN/NODE (--dir) or RUN/ntbfabd: .sock .pid .lock */
+        char log_path[PATH_MAX];
+        char config_path[PATH_MAX];
         char sock_path[PATH_MAX];
         uint8_t key[NTBF_KEY_BYTES];
         uv_loop_t *loop;
@@ -121,7 +125,7 @@ struct ntbf__d {
         struct ntbf__sx *sx; /* SISCI sessions (sisci.c) */
 
         uv_timer_t beat, lease_tick, shutdown_timer;
-        uv_signal_t sigterm, sigint;
+        uv_signal_t sigterm, sigint, sighup;
         bool stopping;
         unsigned stop_pending;
         int exit_code;
@@ -207,6 +211,8 @@ extern const size_t ntbf__nmethods;
 /* A connection went away: close its handles. */
 void ntbf__methods_conn_gone(void *ctx, struct ntbf__rpc_conn *c);
 void ntbf__handle_close(struct ntbf__d *d, struct ntbf__handle *h);
+/* Whether another node's operator may call method here through cluster.call. */
+bool ntbf__forwardable(const char *method);
 
 uint64_t ntbf__now_ms(void);
 

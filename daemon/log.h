@@ -1,4 +1,5 @@
-/* daemon/log.h: the daemon's log: levels, one line per event, to stderr and DIR/log/NODE.log. */
+/* daemon/log.h: the daemon's log: levels, one line per event, to stderr (the journal under
+ * systemd), syslog and/or a file reopened on SIGHUP. */
 #ifndef NTBF_DAEMON_LOG_H
 #define NTBF_DAEMON_LOG_H
 
@@ -7,13 +8,22 @@
 
 enum ntbf__log_level { NTBF_LOG_ERROR, NTBF_LOG_WARN, NTBF_LOG_INFO, NTBF_LOG_DEBUG };
 
+/* Where lines go (--log stderr,syslog,file). */
+enum { NTBF_LOG_STDERR = 1, NTBF_LOG_SYSLOG = 2, NTBF_LOG_FILE = 4 };
+
 /* Parse "error", "warn", "info", "debug"; -EINVAL otherwise. */
 int ntbf__log_level_parse(const char *s, enum ntbf__log_level *out);
+/* Parse a comma-separated list of stderr, syslog, file into NTBF_LOG_* bits; -EINVAL. */
+int ntbf__log_sinks_parse(const char *s, unsigned *out);
 /*
- * Start logging as node: lines go to stderr (when to_stderr) and are appended to path
- * (when not NULL; created 0640). Returns 0 or -errno (the file could not be opened).
+ * Start logging as node to sinks: NTBF_LOG_FILE appends to path (created 0640; path must
+ * be given), NTBF_LOG_SYSLOG to syslog (facility daemon, ident ntbfabd), NTBF_LOG_STDERR
+ * to stderr: with a timestamp, or with the priority prefix journald reads ("<6>") when
+ * stderr is the journal's stream (JOURNAL_STREAM). Returns 0 or -errno (the file).
  */
-int ntbf__log_open(const char *node, const char *path, enum ntbf__log_level level, bool to_stderr);
+int ntbf__log_open(const char *node, unsigned sinks, const char *path, enum ntbf__log_level level);
+/* Open the file again (after logrotate moved it: SIGHUP). 0 or -errno; the old one stays. */
+int ntbf__log_reopen(void);
 void ntbf__log_close(void);
 bool ntbf__log_enabled(enum ntbf__log_level level);
 /* "2026-11-21T13:30:33.123Z NODE info: message" (control characters escaped). */

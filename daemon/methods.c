@@ -74,6 +74,9 @@ static void m_node_status(void *ctx, struct ntbf__rpc_call *call, struct json_ob
         ntbf__jput_u(o, "uptime_ms", ntbf__now_ms() - d->start_ms);
         ntbf__jput_s(o, "version", NTBF_VERSION);
         ntbf__jput_u(o, "pid", (uint64_t)getpid());
+        ntbf__jput_s(o, "config", d->config_path);
+        ntbf__jput_s(o, "socket", d->sock_path);
+        ntbf__jput_s(o, "backend_dir", d->dir);
         const struct ntbf_node *me = &t->nodes[d->self];
         for (uint32_t i = 0; i < me->nadapters; i++) {
                 uint32_t a = me->adapters[i];
@@ -176,6 +179,76 @@ static void m_cluster_status(void *ctx, struct ntbf__rpc_call *call, struct json
         if (!ntbf__peer_connected(d, d->manager))
                 return (void)need_fm(d, call);
         ntbf__peer_request(d, d->manager, "status", NULL, pass, call);
+}
+
+/* ---- the whole cluster through this daemon ----------------------------------------------------
+ */
+
+/* What an operator may ask of another node's daemon through this one (cluster.call). */
+static const char *const forwardable[] = {"node.status",
+                                          "rpc.list",
+                                          "device.lend",
+                                          "device.unlend",
+                                          "device.available",
+                                          "device.unavailable",
+                                          "device.borrow",
+                                          "device.return",
+                                          "device.borrows",
+                                          "device.lspci",
+                                          NULL};
+
+bool ntbf__forwardable(const char *method)
+{
+        for (size_t i = 0; forwardable[i]; i++)
+                if (!strcmp(forwardable[i], method))
+                        return true;
+        return false;
+}
+
+static void m_rpc_list(void *ctx, struct ntbf__rpc_call *call, struct json_object *p)
+{
+        (void)p;
+        struct ntbf__d *d = ctx;
+        struct json_object *list = ntbf__rpc_list(&d->rpc), *o = json_object_new_object();
+        for (size_t i = 0; i < json_object_array_length(list); i++) {
+                struct json_object *m = json_object_array_get_idx(list, i), *n;
+                json_object_object_get_ex(m, "name", &n);
+                json_object_object_add(
+                    m, "forwardable",
+                    json_object_new_boolean(ntbf__forwardable(json_object_get_string(n))));
+        }
+        json_object_object_add(o, "methods", list);
+        ntbf__rpc_result(call, o);
+}
+
+/*
+ * An operator's call for another node (or this one): sent to that node's daemon over the
+ * authenticated peer session, run there as if asked on its own socket (docs/rpc.md).
+ */
+static void m_cluster_call(void *ctx, struct ntbf__rpc_call *call, struct json_object *p)
+{
+        struct ntbf__d *d = ctx;
+        const char *node = NULL, *method = NULL;
+        struct json_object *params = NULL;
+        ntbf__jget_s(p, "node", &node);
+        ntbf__jget_s(p, "method", &method);
+        json_object_object_get_ex(p, "params", &params);
+        uint32_t n = ntbf_topo_find_node(d->t, node);
+        if (n == NTBF_NONE)
+                return ntbf__rpc_fail(call, NTBF_RPC_PARAMS, 0, "cluster '%s' has no node '%.64s'",
+                                      d->t->name, node);
+        if (!ntbf__forwardable(method))
+                return ntbf__rpc_fail(call, NTBF_RPC_PARAMS, 0,
+                                      "method '%.64s' cannot be called on another node: call it "
+                                      "on that node's own socket (rpc.list says which can)",
+                                      method);
+        if (n == d->self)
+                return ntbf__rpc_invoke(&d->rpc, method, params, pass, call);
+        struct json_object *q = json_object_new_object();
+        ntbf__jput_s(q, "method", method);
+        json_object_object_add(q, "params",
+                               params ? json_object_get(params) : json_object_new_object());
+        ntbf__peer_request(d, n, "rpc", q, pass, call);
 }
 
 static void m_node_shutdown(void *ctx, struct ntbf__rpc_call *call, struct json_object *p)
@@ -1154,6 +1227,12 @@ const struct ntbf__rpc_method ntbf__methods[] = {
     {"node.status", m_node_status, {{NULL}}},
     {"cluster.status", m_cluster_status, {{NULL}}},
     {"node.shutdown", m_node_shutdown, {{NULL}}},
+    {"rpc.list", m_rpc_list, {{NULL}}},
+    {"cluster.call",
+     m_cluster_call,
+     {{"node", NTBF_P_STR, true, 0, 0, NULL},
+      {"method", NTBF_P_STR, true, 0, 0, NULL},
+      {"params", NTBF_P_OBJECT, false, 0, 0, NULL}}},
     {"events.subscribe", m_subscribe, {{NULL}}},
     {"device.lend",
      m_lend,

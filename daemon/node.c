@@ -591,6 +591,18 @@ static void mask_intx(struct ntbf__d *d, uint32_t fdid)
         ntbf__node_cfg(d, dev, fn, true, 0x04, 2, &v);
 }
 
+/* An operator's call from another node's socket (cluster.call): run as if asked here. */
+static void do_rpc(struct ntbf__d *d, struct json_object *p, ntbf__done_fn cb, void *arg)
+{
+        const char *method = NULL;
+        struct json_object *params = NULL;
+        if (!ntbf__jget_s(p, "method", &method) || !ntbf__forwardable(method) ||
+            !json_object_object_get_ex(p, "params", &params) ||
+            !json_object_is_type(params, json_type_object))
+                return cb(arg, -EINVAL, "not a method another node may call here", NULL);
+        ntbf__rpc_invoke(&d->rpc, method, params, cb, arg);
+}
+
 /* ---- dispatch ------------------------------------------------------------------------------- */
 
 static bool fm_method(const char *m)
@@ -624,6 +636,8 @@ void ntbf__d_request(struct ntbf__d *d, uint32_t from, const char *m, struct jso
                 return ntbf__kern_export(d, from, p, cb, arg);
         if (!strcmp(m, "kunexport"))
                 return ntbf__kern_unexport(d, from, p, cb, arg);
+        if (!strcmp(m, "rpc"))
+                return do_rpc(d, p, cb, arg);
         if (from == d->manager && ntbf__sx_request(d, m, p, cb, arg))
                 return;
         cb(arg, -ENOSYS, "unknown peer request", NULL);

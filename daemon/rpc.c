@@ -17,9 +17,21 @@ struct ntbf__rpc_call {
         const struct ntbf__rpc_method *m;
         bool sync; /* being handled inside dispatch: the caller goes on with the queue */
         bool done;
+        ntbf__done_fn cb; /* a call of ntbf__rpc_invoke: its answer goes here, not to conn */
+        void *arg;
 };
 
 static void process(struct ntbf__rpc_conn *c);
+static bool check_params(const struct ntbf__rpc_method *m, struct json_object *params, char *msg,
+                         size_t len);
+static const struct ntbf__rpc_method *find_method(const struct ntbf__rpc_server *s,
+                                                  const char *name);
+
+/* The error a JSON-RPC code stands for, for callers that get errno-like codes. */
+static int invoke_err(int code)
+{
+        return code == NTBF_RPC_PARAMS ? -EINVAL : code == NTBF_RPC_NO_METHOD ? -ENOSYS : -EIO;
+}
 
 /* ---- connections --------------------------------------------------------------------------- */
 
@@ -164,7 +176,10 @@ static void finish(struct ntbf__rpc_call *call)
 int ntbf__rpc_answer(struct ntbf__rpc_call *call, struct json_object *result)
 {
         int r = -EPIPE;
-        if (call->conn && !call->conn->closing) {
+        if (call->cb) {
+                call->cb(call->arg, 0, NULL, result ? result : json_object_new_object());
+                r = 0; /* it went to the peer that asked (cluster.call) */
+        } else if (call->conn && !call->conn->closing) {
                 struct json_object *o = envelope(call->id);
                 json_object_object_add(o, "result", result ? result : json_object_new_object());
                 r = send_obj(call->conn, o);
@@ -185,11 +200,13 @@ void ntbf__rpc_result_fds(struct ntbf__rpc_call *call, struct json_object *resul
                           const char *const *names, unsigned nfds)
 {
         struct ntbf__rpc_conn *c = call->conn;
-        if (!c || c->closing) {
+        if (call->cb && !nfds)
+                return ntbf__rpc_result(call, result);
+        if (!call->cb && (!c || c->closing)) {
                 json_object_put(result);
                 return finish(call);
         }
-        if (nfds && !c->ops->send_fds) {
+        if (nfds && (call->cb || !c->ops->send_fds)) {
                 json_object_put(result);
                 return ntbf__rpc_fail(call, NTBF_RPC_FAILED, NTBF_EUNSUPPORTED,
                                       "this connection cannot pass file descriptors (connect "
@@ -210,15 +227,76 @@ void ntbf__rpc_result_fds(struct ntbf__rpc_call *call, struct json_object *resul
 
 void ntbf__rpc_fail(struct ntbf__rpc_call *call, int code, int err, const char *fmt, ...)
 {
-        if (call->conn && !call->conn->closing) {
-                char msg[1024];
-                va_list ap;
-                va_start(ap, fmt);
-                vsnprintf(msg, sizeof(msg), fmt, ap);
-                va_end(ap);
+        char msg[1024];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        if (call->cb)
+                call->cb(call->arg, code == NTBF_RPC_FAILED && err ? err : invoke_err(code), msg,
+                         NULL);
+        else if (call->conn && !call->conn->closing)
                 send_error(call->conn, call->id, code, err, msg);
-        }
         finish(call);
+}
+
+void ntbf__rpc_invoke(struct ntbf__rpc_server *s, const char *method, struct json_object *params,
+                      ntbf__done_fn cb, void *arg)
+{
+        char msg[512];
+        const struct ntbf__rpc_method *m = find_method(s, method);
+        if (!m) {
+                snprintf(msg, sizeof(msg), "method '%.64s' not found", method);
+                return cb(arg, -ENOSYS, msg, NULL);
+        }
+        if (!check_params(m, params, msg, sizeof(msg)))
+                return cb(arg, -EINVAL, msg, NULL);
+        struct ntbf__rpc_call *call = calloc(1, sizeof(*call));
+        if (!call)
+                return cb(arg, -ENOMEM, "out of memory", NULL);
+        call->m = m;
+        call->cb = cb;
+        call->arg = arg;
+        call->sync = true;
+        struct json_object *empty = params ? NULL : json_object_new_object();
+        m->fn(s->ctx, call, params ? params : empty);
+        json_object_put(empty);
+        call->sync = false;
+        if (call->done)
+                free(call);
+}
+
+struct json_object *ntbf__rpc_list(const struct ntbf__rpc_server *s)
+{
+        static const char *const types[] = {"integer", "string", "boolean", "string", "object"};
+        struct json_object *list = json_object_new_array();
+        for (size_t i = 0; i < s->nmethods; i++) {
+                const struct ntbf__rpc_method *m = &s->methods[i];
+                struct json_object *o = json_object_new_object(), *ps = json_object_new_array();
+                json_object_object_add(o, "name", json_object_new_string(m->name));
+                for (size_t k = 0; k < NTBF_RPC_PARAMS_MAX && m->params[k].name; k++) {
+                        const struct ntbf__param *p = &m->params[k];
+                        struct json_object *x = json_object_new_object();
+                        json_object_object_add(x, "name", json_object_new_string(p->name));
+                        json_object_object_add(x, "type", json_object_new_string(types[p->type]));
+                        json_object_object_add(x, "required", json_object_new_boolean(p->required));
+                        if (p->type == NTBF_P_UINT) {
+                                json_object_object_add(x, "min", json_object_new_uint64(p->min));
+                                json_object_object_add(x, "max", json_object_new_uint64(p->max));
+                        }
+                        if (p->type == NTBF_P_ENUM) {
+                                struct json_object *e = json_object_new_array();
+                                for (size_t c = 0; p->choices[c]; c++)
+                                        json_object_array_add(
+                                            e, json_object_new_string(p->choices[c]));
+                                json_object_object_add(x, "enum", e);
+                        }
+                        json_object_array_add(ps, x);
+                }
+                json_object_object_add(o, "params", ps);
+                json_object_array_add(list, o);
+        }
+        return list;
 }
 
 /* ---- checking ------------------------------------------------------------------------------ */
@@ -241,6 +319,8 @@ static const char *type_name(const struct ntbf__param *p)
                 return "a non-negative integer";
         case NTBF_P_BOOL:
                 return "true or false";
+        case NTBF_P_OBJECT:
+                return "an object";
         default:
                 return "a string";
         }
@@ -286,6 +366,13 @@ static bool check_value(const struct ntbf__param *p, struct json_object *v, char
                 if (!json_object_is_type(v, json_type_boolean))
                         return bad(msg, len, "parameter '%s' must be true or false, not %s",
                                    p->name, json_kind(v));
+                return true;
+        case NTBF_P_OBJECT:
+                /* Its members are the business of the method that gets it (cluster.call
+                 * hands it to the method it names, which checks it). */
+                if (!json_object_is_type(v, json_type_object))
+                        return bad(msg, len, "parameter '%s' must be an object, not %s", p->name,
+                                   json_kind(v));
                 return true;
         case NTBF_P_STR:
         case NTBF_P_ENUM: {

@@ -28,7 +28,7 @@ enum {
         NTBF_RPC_FAILED = -32000, /* operational: data names the ntbfab error */
 };
 
-enum ntbf__ptype { NTBF_P_UINT, NTBF_P_STR, NTBF_P_BOOL, NTBF_P_ENUM };
+enum ntbf__ptype { NTBF_P_UINT, NTBF_P_STR, NTBF_P_BOOL, NTBF_P_ENUM, NTBF_P_OBJECT };
 
 struct ntbf__param {
         const char *name;
@@ -79,6 +79,9 @@ struct ntbf__rpc_conn {
         void *user;  /* the daemon's per-connection data */
 };
 
+/* rpc.list: every method of s with its parameters (name, type, required, range, choices). */
+struct json_object *ntbf__rpc_list(const struct ntbf__rpc_server *s);
+
 /* Install a connection on a transport. */
 struct ntbf__rpc_conn *ntbf__rpc_conn_new(struct ntbf__rpc_server *s,
                                           const struct ntbf__tran_ops *ops, void *tctx);
@@ -111,6 +114,14 @@ void ntbf__rpc_result_fds(struct ntbf__rpc_call *call, struct json_object *resul
  */
 void ntbf__rpc_fail(struct ntbf__rpc_call *call, int code, int err, const char *fmt, ...)
     NTBF_PRINTF(4, 5);
+/*
+ * Run method for a caller that is no connection (cluster.call: an operator on another node,
+ * through that node's daemon): params (not taken) are checked as on a socket, then cb gets
+ * (0, NULL, result) or (error, sentence, NULL) exactly once. The call has no connection
+ * (ntbf__rpc_call_conn is NULL) and cannot pass file descriptors.
+ */
+void ntbf__rpc_invoke(struct ntbf__rpc_server *s, const char *method, struct json_object *params,
+                      ntbf__done_fn cb, void *arg);
 /* Send an event notification to a subscribed connection (params ownership taken). */
 int ntbf__rpc_notify(struct ntbf__rpc_conn *c, struct json_object *params);
 

@@ -8,9 +8,11 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "daemon.h"
+#include "host.h"
 #include "log.h"
 #include "ntbfab/error.h"
 #include "ntbfab/units.h"
@@ -471,8 +473,32 @@ int ntbf__sock_listen(struct ntbf__d *d, char *why, size_t whylen)
 {
         d->rpc = (struct ntbf__rpc_server){ntbf__methods, ntbf__nmethods, d,
                                            ntbf__methods_conn_gone, NULL};
+        int e, fd = ntbf__host_inherited_socket();
+        if (fd >= 0) {
+                /* Socket activation (ntbfabd.socket): systemd made the socket, with the mode
+                 * and group of the unit, and keeps it while the daemon restarts. */
+                struct sockaddr_un sa;
+                socklen_t len = sizeof(sa);
+                if (!getsockname(fd, (struct sockaddr *)&sa, &len) && sa.sun_path[0])
+                        snprintf(d->sock_path, sizeof(d->sock_path), "%.*s",
+                                 (int)sizeof(sa.sun_path), sa.sun_path);
+                e = uv_pipe_init(d->loop, &d->listener, 0);
+                if (!e) {
+                        d->listening = true;
+                        d->listener.data = d;
+                        e = uv_pipe_open(&d->listener, fd);
+                }
+                if (!e)
+                        e = uv_listen((uv_stream_t *)&d->listener, 64, on_connection);
+                if (e)
+                        snprintf(why, whylen, "cannot listen on the socket systemd passed: %s",
+                                 uv_strerror(e));
+                else
+                        LOG_I("listening on %s, passed by systemd", d->sock_path);
+                return e;
+        }
         unlink(d->sock_path); /* a stale socket: the node lock says no daemon uses it */
-        int e = uv_pipe_init(d->loop, &d->listener, 0);
+        e = uv_pipe_init(d->loop, &d->listener, 0);
         if (!e) {
                 d->listening = true;
                 d->listener.data = d;

@@ -515,6 +515,10 @@ static int run_down(int argc, char **argv)
         struct fab f;
         if (fab_find(&o, &f))
                 return EXIT_FAIL;
+        if (!fab_need_dir(&f, "down")) {
+                fab_close(&f);
+                return EXIT_FAIL;
+        }
         struct json_object *out = json_object_new_object(), *killed = json_object_new_array();
         /* The manager last: the others return their borrows to it as they stop. */
         for (uint32_t k = 0; k <= f.t->nnodes; k++) {
@@ -588,7 +592,9 @@ static int run_status(int argc, char **argv)
                 return EXIT_FAIL;
         struct json_object *cs = NULL, *nodes = json_object_new_object();
         char why[1024];
-        int cr = fab_call_quiet(&f, f.t->nodes[f.manager].name, "cluster.status", NULL, &cs, why,
+        /* The manager answers; a host's daemon asks it itself. */
+        uint32_t asked = f.local != NTBF_NONE ? f.local : f.manager;
+        int cr = fab_call_quiet(&f, f.t->nodes[asked].name, "cluster.status", NULL, &cs, why,
                                 sizeof(why));
         for (uint32_t n = 0; n < f.t->nnodes; n++) {
                 struct json_object *ns = NULL;
@@ -600,7 +606,8 @@ static int run_status(int argc, char **argv)
         }
         if (o.json) {
                 struct json_object *out = json_object_new_object();
-                json_object_object_add(out, "dir", json_str(f.dir));
+                json_object_object_add(out, "dir", f.dir[0] ? json_str(f.dir) : NULL);
+                json_object_object_add(out, "socket", f.sock[0] ? json_str(f.sock) : NULL);
                 json_object_object_add(out, "cluster", cs);
                 json_object_object_add(out, "cluster_error", cr ? json_str(why) : NULL);
                 json_object_object_add(out, "nodes", nodes);
@@ -608,7 +615,12 @@ static int run_status(int argc, char **argv)
                 fab_close(&f);
                 return cr ? EXIT_FAIL : EXIT_OK;
         }
-        printf("cluster '%s' in %s%s%s\n", f.t->name, f.dir, f.origin[0] ? " from " : "", f.origin);
+        if (f.dir[0])
+                printf("cluster '%s' in %s%s%s\n", f.t->name, f.dir, f.origin[0] ? " from " : "",
+                       f.origin);
+        else
+                printf("cluster '%s' of %s, through the daemon of '%s' at %s\n", f.t->name, f.file,
+                       f.t->nodes[f.local].name, f.sock);
         struct table tb;
         static const char *const hn[] = {"node",      "id",      "daemon",    "manager",
                                          "heartbeat", "borrows", "programmed"};
@@ -813,6 +825,10 @@ static int run_fault(int argc, char **argv)
         struct fab f;
         if (fab_find(&o, &f))
                 return EXIT_FAIL;
+        if (!fab_need_dir(&f, "fault")) {
+                fab_close(&f);
+                return EXIT_FAIL;
+        }
         struct ntbf_fault ft = {0};
         uint32_t ad = 0, port = 0, node = NTBF_NONE;
         if (k <= 2) {

@@ -11,6 +11,22 @@
 
 static const struct verb *find(const char *name);
 
+/*
+ * The node a verb acts for: the one named, else the node of the host's daemon the CLI talks
+ * to; without either, a usage error (the cluster is closed).
+ */
+static const char *this_node(const struct verb *v, struct fab *f, const char *node,
+                             const char *usage)
+{
+        if (node)
+                return node;
+        if (f->local != NTBF_NONE)
+                return f->t->nodes[f->local].name;
+        fab_close(f);
+        cli_usage(v, "%s", usage);
+        return NULL;
+}
+
 /* Exit status of a failed call: the message was printed. */
 static int failed(struct fab *f)
 {
@@ -57,12 +73,15 @@ static int lend_like(const char *verb, const char *method, int argc, char **argv
                           &o, lend_opt, &lo);
         if (r)
                 return r;
-        if (optind + 2 != argc)
+        if (optind + 2 != argc && optind + 1 != argc)
                 return cli_usage(v, "give the node and the device's PCI address");
         struct fab f;
         if (fab_find(&o, &f))
                 return EXIT_FAIL;
-        const char *node = argv[optind], *bdf = argv[optind + 1];
+        /* On a host, BDF alone is a device of the host's own node. */
+        const char *node = optind + 2 == argc ? argv[optind] : NULL, *bdf = argv[argc - 1];
+        if (!(node = this_node(v, &f, node, "give the node and the device's PCI address")))
+                return EXIT_USAGE;
         if (fab_node(&f, node) == NTBF_NONE) {
                 fab_close(&f);
                 return EXIT_USAGE;
@@ -112,24 +131,109 @@ static int run_unavailable(int argc, char **argv)
 
 /* ---- devices ------------------------------------------------------------------------------- */
 
+struct list_opts {
+        const char *node, *state, *bad, *cls_text;
+        uint64_t cls;
+        bool has_cls;
+};
+
+static int list_opt(int c, const char *arg, void *ctx)
+{
+        struct list_opts *l = ctx;
+        if (c == 'n')
+                l->node = arg;
+        else if (c == 's')
+                l->state = arg;
+        else if (c == 'c' && !ntbf_uint_parse(arg, &l->cls) && l->cls <= 0xffffff)
+                l->has_cls = true, l->cls_text = arg;
+        else if (c == 'c')
+                l->bad = arg;
+        return EXIT_OK;
+}
+
+/* A class filter matches the whole code (0x010802) or its base class and subclass
+ * (0x0108: mass storage, NVM) or base class (0x01). */
+static bool class_matches(uint64_t cls, uint64_t want, const char *text)
+{
+        size_t digits = strlen(text) - (strncmp(text, "0x", 2) ? 0 : 2);
+        if (digits <= 2)
+                return cls >> 16 == want;
+        if (digits <= 4)
+                return cls >> 8 == want;
+        return cls == want;
+}
+
+static void device_row(struct table *tb, struct json_object *d)
+{
+        struct json_object *bs = jo(d, "borrowers");
+        char who[256] = "";
+        size_t ow = 0;
+        for (size_t k = 0; bs && k < json_object_array_length(bs) && ow < sizeof(who); k++)
+                ow += (size_t)snprintf(who + ow, sizeof(who) - ow, "%s%s", k ? ", " : "",
+                                       json_object_get_string(json_object_array_get_idx(bs, k)));
+        table_cell(tb, "0x%04" PRIx64, ju(d, "fdid"));
+        table_cell(tb, "%s", js(d, "node"));
+        table_cell(tb, "%s", js(d, "bdf"));
+        table_cell(tb, "%s", js(d, "name"));
+        table_cell(tb, "0x%06" PRIx64, ju(d, "class"));
+        table_cell(tb, "%04" PRIx64 ":%04" PRIx64, ju(d, "vendor"), ju(d, "device"));
+        table_cell(tb, "%s", js(d, "state"));
+        table_cell(tb, "%s", who[0] ? who : "-");
+}
+
 static int run_devices(int argc, char **argv)
 {
         const struct verb *v = find("devices");
         struct fab_opts o = {0};
-        int r = fab_parse(v, argc, argv, NULL, 0, &o, NULL, NULL);
+        struct list_opts lo = {0};
+        static const struct option ex[] = {{"node", required_argument, NULL, 'n'},
+                                           {"class", required_argument, NULL, 'c'},
+                                           {"state", required_argument, NULL, 's'}};
+        int r = fab_parse(v, argc, argv, ex, 3, &o, list_opt, &lo);
         if (r)
                 return r;
+        static const char *const states[] = {"available", "unavailable", "exclusive", "shared",
+                                             "lost",      "borrowed",    NULL};
+        bool state_ok = !lo.state;
+        for (size_t i = 0; lo.state && states[i]; i++)
+                state_ok |= !strcmp(lo.state, states[i]);
+        if (!state_ok)
+                return cli_usage(v,
+                                 "--state takes available, unavailable, exclusive, shared, "
+                                 "borrowed (exclusive or shared) or lost, not '%s'",
+                                 lo.state);
+        if (lo.bad)
+                return cli_usage(
+                    v, "--class takes a PCI class code like 0x010802 or 0x01, not '%s'", lo.bad);
         if (optind != argc)
-                return cli_usage(v, "devices takes no arguments");
+                return cli_usage(v, "devices takes no arguments (filter with --node, --class, "
+                                    "--state)");
         struct fab f;
         if (fab_find(&o, &f))
                 return EXIT_FAIL;
+        if (lo.node && fab_node(&f, lo.node) == NTBF_NONE) {
+                fab_close(&f);
+                return EXIT_USAGE;
+        }
         struct json_object *res;
         if (fab_call_any(&f, "device.list", NULL, &res))
                 return failed(&f);
+        struct json_object *keep = json_object_new_array();
+        for (size_t i = 0; i < json_object_array_length(res); i++) {
+                struct json_object *d = json_object_array_get_idx(res, i);
+                const char *st = js(d, "state");
+                bool borrowed = !strcmp(st, "exclusive") || !strcmp(st, "shared");
+                if ((lo.node && strcmp(js(d, "node"), lo.node)) ||
+                    (lo.has_cls && !class_matches(ju(d, "class"), lo.cls, lo.cls_text)) ||
+                    (lo.state && strcmp(lo.state, "borrowed") && strcmp(st, lo.state)) ||
+                    (lo.state && !strcmp(lo.state, "borrowed") && !borrowed))
+                        continue;
+                json_object_array_add(keep, json_object_get(d));
+        }
+        json_object_put(res);
         if (o.json) {
                 struct json_object *out = json_object_new_object();
-                json_object_object_add(out, "devices", res);
+                json_object_object_add(out, "devices", keep);
                 json_print(out);
                 fab_close(&f);
                 return EXIT_OK;
@@ -138,26 +242,14 @@ static int run_devices(int argc, char **argv)
                                         "class", "vendor:device", "state", "borrowers"};
         struct table tb;
         table_init(&tb, h, 8);
-        for (size_t i = 0; i < json_object_array_length(res); i++) {
-                struct json_object *d = json_object_array_get_idx(res, i), *bs = jo(d, "borrowers");
-                char who[256] = "";
-                size_t ow = 0;
-                for (size_t k = 0; bs && k < json_object_array_length(bs) && ow < sizeof(who); k++)
-                        ow += (size_t)snprintf(
-                            who + ow, sizeof(who) - ow, "%s%s", k ? ", " : "",
-                            json_object_get_string(json_object_array_get_idx(bs, k)));
-                table_cell(&tb, "0x%04" PRIx64, ju(d, "fdid"));
-                table_cell(&tb, "%s", js(d, "node"));
-                table_cell(&tb, "%s", js(d, "bdf"));
-                table_cell(&tb, "%s", js(d, "name"));
-                table_cell(&tb, "0x%06" PRIx64, ju(d, "class"));
-                table_cell(&tb, "%04" PRIx64 ":%04" PRIx64, ju(d, "vendor"), ju(d, "device"));
-                table_cell(&tb, "%s", js(d, "state"));
-                table_cell(&tb, "%s", who[0] ? who : "-");
-        }
-        table_print(&tb, stdout, 0);
+        for (size_t i = 0; i < json_object_array_length(keep); i++)
+                device_row(&tb, json_object_array_get_idx(keep, i));
+        if (json_object_array_length(keep))
+                table_print(&tb, stdout, 0);
+        else
+                printf("no device matches\n");
         table_free(&tb);
-        json_object_put(res);
+        json_object_put(keep);
         fab_close(&f);
         return EXIT_OK;
 }
@@ -255,13 +347,13 @@ static int run_borrow(int argc, char **argv)
                     v, "--dma-window takes a size of at least 4KiB, like 16MiB, not '%s'", bo.bad);
         if (bo.shared && bo.exclusive)
                 return cli_usage(v, "--shared and --exclusive exclude each other");
-        if (!bo.node)
-                return cli_usage(v, "say which node borrows with --node NODE");
         if (optind + 1 != argc)
                 return cli_usage(v, "give one FDID (see 'ntbfab devices')");
         struct fab f;
         if (fab_find(&o, &f))
                 return EXIT_FAIL;
+        if (!(bo.node = this_node(v, &f, bo.node, "say which node borrows with --node NODE")))
+                return EXIT_USAGE;
         uint32_t fdid;
         if (fab_node(&f, bo.node) == NTBF_NONE) {
                 fab_close(&f);
@@ -322,13 +414,13 @@ static int run_return(int argc, char **argv)
         int r = fab_parse(v, argc, argv, ex, 2, &o, borrow_opt, &bo);
         if (r)
                 return r;
-        if (!bo.node)
-                return cli_usage(v, "say which node returns it with --node NODE");
         if (optind + 1 != argc)
                 return cli_usage(v, "give one FDID");
         struct fab f;
         if (fab_find(&o, &f))
                 return EXIT_FAIL;
+        if (!(bo.node = this_node(v, &f, bo.node, "say which node returns it with --node NODE")))
+                return EXIT_USAGE;
         uint32_t fdid;
         if (fab_node(&f, bo.node) == NTBF_NONE) {
                 fab_close(&f);
@@ -455,13 +547,13 @@ static int run_lspci(int argc, char **argv)
         int r = fab_parse(v, argc, argv, ex, 1, &o, borrow_opt, &bo);
         if (r)
                 return r;
-        if (!bo.node)
-                return cli_usage(v, "say whose devices with --node NODE");
         if (optind != argc)
                 return cli_usage(v, "lspci takes no arguments");
         struct fab f;
         if (fab_find(&o, &f))
                 return EXIT_FAIL;
+        if (!(bo.node = this_node(v, &f, bo.node, "say whose devices with --node NODE")))
+                return EXIT_USAGE;
         if (fab_node(&f, bo.node) == NTBF_NONE) {
                 fab_close(&f);
                 return EXIT_USAGE;
@@ -498,6 +590,177 @@ static int run_lspci(int argc, char **argv)
         return EXIT_OK;
 }
 
+/* ---- device show ------------------------------------------------------------------------- */
+
+static int run_device(int argc, char **argv)
+{
+        const struct verb *v = find("device");
+        struct fab_opts o = {0};
+        int r = fab_parse(v, argc, argv, NULL, 0, &o, NULL, NULL);
+        if (r)
+                return r;
+        if (optind + 2 != argc || strcmp(argv[optind], "show"))
+                return cli_usage(v, "write 'ntbfab device show FDID'");
+        struct fab f;
+        if (fab_find(&o, &f))
+                return EXIT_FAIL;
+        uint32_t fdid;
+        if (parse_fdid(&f, argv[optind + 1], &fdid)) {
+                fab_close(&f);
+                return cli_usage(v, "'%s' is not an fdid (like 0x4001) nor NODE.DEVICE",
+                                 argv[optind + 1]);
+        }
+        struct json_object *cs, *dev = NULL, *borrows = json_object_new_array();
+        if (fab_call_any(&f, "cluster.status", NULL, &cs)) {
+                json_object_put(borrows);
+                return failed(&f);
+        }
+        struct json_object *devs = jo(cs, "devices"), *bor = jo(cs, "borrows");
+        for (size_t i = 0; devs && i < json_object_array_length(devs); i++)
+                if (ju(json_object_array_get_idx(devs, i), "fdid") == fdid)
+                        dev = json_object_get(json_object_array_get_idx(devs, i));
+        for (size_t i = 0; bor && i < json_object_array_length(bor); i++)
+                if (ju(json_object_array_get_idx(bor, i), "fdid") == fdid)
+                        json_object_array_add(borrows,
+                                              json_object_get(json_object_array_get_idx(bor, i)));
+        json_object_put(cs);
+        if (!dev) {
+                cli_error("0x%04x is not lent to the cluster (see 'ntbfab devices'; a node lends "
+                          "with 'ntbfab lend')",
+                          fdid);
+                json_object_put(borrows);
+                fab_close(&f);
+                return EXIT_FAIL;
+        }
+        /* The model's view: where the function sits and what its BARs are. */
+        uint32_t n = ntbf_topo_find_node(f.t, js(dev, "node"));
+        uint32_t d = n == NTBF_NONE ? NTBF_NONE : ntbf_topo_find_device(f.t, n, js(dev, "name"));
+        const struct ntbf_device *td = d == NTBF_NONE ? NULL : &f.t->devices[d];
+        struct json_object *bars = json_object_new_array();
+        for (unsigned b = 0; td && b < NTBF_MAX_BARS; b++) {
+                const struct ntbf_bar *bar = &td->bars[b];
+                if (!bar->size)
+                        continue;
+                struct json_object *x = json_object_new_object();
+                json_object_object_add(x, "bar", json_u64(b));
+                json_object_object_add(x, "size", json_u64(bar->size));
+                json_object_object_add(x, "address", json_u64(bar->addr));
+                json_object_object_add(x, "prefetchable",
+                                       json_object_new_boolean(bar->flags & NTBF_BAR_PREF));
+                json_object_object_add(x, "bits", json_u64(bar->flags & NTBF_BAR_64 ? 64 : 32));
+                json_object_array_add(bars, x);
+        }
+        if (o.json) {
+                struct json_object *out = json_object_new_object();
+                json_object_object_add(out, "device", dev);
+                json_object_object_add(out, "bars", bars);
+                json_object_object_add(out, "dma_bits", td ? json_u64(td->dma_bits) : NULL);
+                json_object_object_add(out, "vfio", json_object_new_boolean(td && td->vfio));
+                json_object_object_add(out, "borrows", borrows);
+                json_print(out);
+                fab_close(&f);
+                return EXIT_OK;
+        }
+        printf("0x%04" PRIx64 " %s.%s\n", ju(dev, "fdid"), js(dev, "node"), js(dev, "name"));
+        printf("  address      %s (function %" PRIu64 ") of %s\n", js(dev, "bdf"),
+               ju(dev, "function"), js(dev, "node"));
+        printf("  class        0x%06" PRIx64 ", vendor:device %04" PRIx64 ":%04" PRIx64 "%s\n",
+               ju(dev, "class"), ju(dev, "vendor"), ju(dev, "device"),
+               td && td->vfio ? ", a real device (vfio-pci)" : "");
+        printf("  state        %s%s\n", js(dev, "state"),
+               jb(dev, "isolate") ? ", isolated in its own IOMMU domain while borrowed" : "");
+        if (td)
+                printf("  DMA          %u address bits\n", td->dma_bits);
+        for (size_t i = 0; i < json_object_array_length(bars); i++) {
+                struct json_object *b = json_object_array_get_idx(bars, i);
+                char a[32];
+                printf("  BAR%" PRIu64 "         %s at 0x%" PRIx64 " (%" PRIu64 "-bit%s)\n",
+                       ju(b, "bar"), fmt_size(ju(b, "size"), a, sizeof(a)), ju(b, "address"),
+                       ju(b, "bits"), jb(b, "prefetchable") ? ", prefetchable" : "");
+        }
+        if (!json_object_array_length(borrows))
+                printf("  borrows      none\n");
+        for (size_t i = 0; i < json_object_array_length(borrows); i++) {
+                struct json_object *b = json_object_array_get_idx(borrows, i);
+                char a[32];
+                printf("  borrowed by  %s (%s, DMA window %s, lease %" PRIu64 " ms)\n",
+                       js(b, "borrower"), js(b, "mode"),
+                       fmt_size(ju(b, "dma_window"), a, sizeof(a)), ju(b, "lease_ms"));
+        }
+        json_object_put(dev);
+        json_object_put(bars);
+        json_object_put(borrows);
+        fab_close(&f);
+        return EXIT_OK;
+}
+
+/* ---- rpc ------------------------------------------------------------------------------------ */
+
+struct rpc_opts {
+        const char *node;
+};
+
+static int rpc_opt(int c, const char *arg, void *ctx)
+{
+        if (c == 'n')
+                ((struct rpc_opts *)ctx)->node = arg;
+        return EXIT_OK;
+}
+
+/* Any method of a node's daemon, as SPDK's rpc.py does; rpc.list names them all. */
+static int run_rpc(int argc, char **argv)
+{
+        const struct verb *v = find("rpc");
+        struct fab_opts o = {0};
+        struct rpc_opts ro = {0};
+        static const struct option ex[] = {{"node", required_argument, NULL, 'n'}};
+        int r = fab_parse(v, argc, argv, ex, 1, &o, rpc_opt, &ro);
+        if (r)
+                return r;
+        if (optind >= argc || optind + 2 < argc)
+                return cli_usage(v, "give a METHOD (see 'ntbfab rpc rpc.list') and its params as "
+                                    "one JSON object");
+        const char *method = argv[optind];
+        struct json_object *params = NULL;
+        if (optind + 1 < argc) {
+                enum json_tokener_error e;
+                params = json_tokener_parse_verbose(argv[optind + 1], &e);
+                if (!params || !json_object_is_type(params, json_type_object)) {
+                        json_object_put(params);
+                        return cli_usage(
+                            v,
+                            "params must be one JSON object, like '{\"fdid\": 16385}'"
+                            "%s%s",
+                            params || e == json_tokener_success ? "" : ": ",
+                            params || e == json_tokener_success ? "" : json_tokener_error_desc(e));
+                }
+        }
+        struct fab f;
+        if (fab_find(&o, &f)) {
+                json_object_put(params);
+                return EXIT_FAIL;
+        }
+        const char *node = ro.node                ? ro.node
+                           : f.local != NTBF_NONE ? f.t->nodes[f.local].name
+                                                  : f.t->nodes[f.manager].name;
+        if (fab_node(&f, node) == NTBF_NONE) {
+                json_object_put(params);
+                fab_close(&f);
+                return EXIT_USAGE;
+        }
+        struct json_object *res;
+        if (fab_call(&f, node, method, params, &res))
+                return failed(&f);
+        if (o.json)
+                puts(json_object_to_json_string_ext(res, JSON_C_TO_STRING_PLAIN |
+                                                             JSON_C_TO_STRING_NOSLASHESCAPE));
+        else
+                json_print(json_object_get(res));
+        json_object_put(res);
+        fab_close(&f);
+        return EXIT_OK;
+}
+
 const struct verb verbs_device[] = {
     {"lend", "[--json] [--dir DIR] [--unavailable] [--force] NODE BDF",
      "Lend a device function of NODE to the cluster.",
@@ -514,10 +777,28 @@ const struct verb verbs_device[] = {
      run_available},
     {"unavailable", "[--json] [--dir DIR] NODE BDF",
      "Stop new borrows of a lent device (current ones go on).", "", run_unavailable},
-    {"devices", "[--json] [--dir DIR]", "List the lent devices of the cluster.",
+    {"devices", "[--json] [--dir DIR] [--node NODE] [--class CLASS] [--state STATE]",
+     "List the lent devices of the cluster.",
      "\nfdid, node, PCI address, name, class, ids, state (available, unavailable, exclusive,\n"
-     "shared, lost) and borrowers, from the fabric manager.\n",
+     "shared, lost) and borrowers, from the fabric manager.\n"
+     "  --node NODE     only NODE's devices\n"
+     "  --class CLASS   only this PCI class: 0x010802 (the whole code), 0x0108 (base class\n"
+     "                  and subclass), 0x01 (base class)\n"
+     "  --state STATE   only devices in this state; 'borrowed' is exclusive or shared\n",
      run_devices},
+    {"device", "[--json] [--dir DIR] show FDID", "Show one lent device: state, BARs, borrows.",
+     "\nFDID is the fabric-wide id (0x4001) or NODE.DEVICE[.FUNCTION]. Shows its address,\n"
+     "class and ids, its state, its BARs as the model places them, and who borrows it with\n"
+     "which DMA window and lease.\n",
+     run_device},
+    {"rpc", "[--json] [--dir DIR] [--node NODE] METHOD [PARAMS]",
+     "Call any method of a node daemon (rpc.list lists them).",
+     "\nPARAMS is one JSON object. The answer's result is printed as JSON (compact with\n"
+     "--json). NODE's daemon answers: by default the host's own daemon, or the fabric\n"
+     "manager of a simulated cluster. 'ntbfab rpc rpc.list' lists every method with its\n"
+     "parameters; through a host's daemon, another node answers the methods marked\n"
+     "forwardable (docs/rpc.md).\n",
+     run_rpc},
     {"borrow",
      "[--json] [--dir DIR] FDID --node NODE [--exclusive|--shared] [--dma-window SIZE] "
      "[--attach|--detach]",

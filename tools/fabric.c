@@ -120,12 +120,74 @@ bool fab_running(const char *dir)
         return any;
 }
 
+/* The cluster file a host's daemon loaded: NTBFAB_CONFIG, else what node.status says. */
+static int find_by_socket(struct fab *f, const char *sock)
+{
+        snprintf(f->sock, sizeof(f->sock), "%s", sock);
+        struct ntbf_rpc *c;
+        struct json_object *st = NULL;
+        int r = ntbf_rpc_connect(sock, &c);
+        if (r) {
+                if (r == -EACCES)
+                        cli_error("the daemon at %s refused this user; ask for allow_users or "
+                                  "allow_groups in the cluster file",
+                                  sock);
+                else
+                        cli_error("no daemon answers at %s; start it (systemctl start ntbfabd) "
+                                  "or set NTBFAB_SOCKET to its socket",
+                                  sock);
+                return EXIT_FAIL;
+        }
+        r = ntbf_rpc_call(c, "node.status", NULL, &st, 10000);
+        if (r) {
+                cli_error("the daemon at %s does not answer node.status: %s", sock,
+                          ntbf_rpc_error(c));
+                ntbf_rpc_close(c);
+                return EXIT_FAIL;
+        }
+        ntbf_rpc_close(c);
+        const char *env = getenv("NTBFAB_CONFIG");
+        snprintf(f->file, sizeof(f->file), "%s", env && env[0] ? env : js(st, "config"));
+        snprintf(f->origin, sizeof(f->origin), "%s", f->file);
+        char node[64];
+        snprintf(node, sizeof(node), "%s", js(st, "node") ? js(st, "node") : "");
+        json_object_put(st);
+        struct ntbf_diags d;
+        ntbf_diags_init(&d);
+        r = ntbf_config_load(f->file, &f->t, &d);
+        ntbf_diags_print(&d, stderr);
+        ntbf_diags_free(&d);
+        if (r) {
+                cli_error("cannot load %s, the cluster file of the daemon at %s: %s; set "
+                          "NTBFAB_CONFIG to a copy this user can read",
+                          f->file, sock, ntbf_strerror(r));
+                return EXIT_FAIL;
+        }
+        f->local = ntbf_topo_find_node(f->t, node);
+        if (f->local == NTBF_NONE) {
+                cli_error("%s has no node '%s', the node of the daemon at %s; it runs with "
+                          "another cluster file",
+                          f->file, node, sock);
+                fab_close(f);
+                return EXIT_FAIL;
+        }
+        f->manager = fab_manager(f->t);
+        return EXIT_OK;
+}
+
 int fab_find(const struct fab_opts *o, struct fab *f)
 {
         memset(f, 0, sizeof(*f));
+        f->local = NTBF_NONE;
         const char *dir = o->dir ? o->dir : getenv("NTBFAB_DIR");
         if (dir && !dir[0])
                 dir = NULL; /* NTBFAB_DIR= means unset */
+        const char *sock = getenv("NTBFAB_SOCKET");
+        struct stat st;
+        if (!dir && sock && sock[0])
+                return find_by_socket(f, sock);
+        if (!dir && !stat(NTBF_RPC_HOST_SOCKET, &st) && S_ISSOCK(st.st_mode))
+                return find_by_socket(f, NTBF_RPC_HOST_SOCKET);
         if (!dir) {
                 /* The one cluster that is up for this user (docs/cli.md). */
                 char prefix[64];
@@ -151,8 +213,11 @@ int fab_find(const struct fab_opts *o, struct fab *f)
                         closedir(d);
                 if (found != 1) {
                         if (!found)
-                                cli_error("no cluster is up for this user; run 'ntbfab up FILE' "
-                                          "first (or name its directory with --dir DIR)");
+                                cli_error("no ntbfabd runs on this host (no %s) and no cluster is "
+                                          "up for this user; start the daemon (systemctl start "
+                                          "ntbfabd) or run 'ntbfab up FILE' (or name the "
+                                          "cluster with --dir DIR or NTBFAB_SOCKET)",
+                                          NTBF_RPC_HOST_SOCKET);
                         else
                                 cli_error("%d clusters are up (%s); choose one with --dir DIR",
                                           found, names);
@@ -190,6 +255,16 @@ int fab_find(const struct fab_opts *o, struct fab *f)
         return EXIT_OK;
 }
 
+bool fab_need_dir(const struct fab *f, const char *verb)
+{
+        if (f->dir[0])
+                return true;
+        cli_error("'ntbfab %s' works on simulated clusters brought up by 'ntbfab up' (name one "
+                  "with --dir DIR); the daemon at %s is a host's: manage it with systemctl",
+                  verb, f->sock);
+        return false;
+}
+
 void fab_close(struct fab *f)
 {
         ntbf_topo_free(f->t);
@@ -217,7 +292,20 @@ int fab_call_quiet(const struct fab *f, const char *node, const char *method,
         char path[PATH_MAX];
         struct ntbf_rpc *c;
         *res = NULL;
-        ntbf_rpc_socket_path(f->dir, node, path, sizeof(path));
+        if (f->sock[0] && strcmp(node, f->t->nodes[f->local].name)) {
+                /* Another node: through the host's daemon (cluster.call, docs/rpc.md). */
+                struct json_object *q = json_object_new_object();
+                json_object_object_add(q, "node", json_object_new_string(node));
+                json_object_object_add(q, "method", json_object_new_string(method));
+                if (params)
+                        json_object_object_add(q, "params", params);
+                params = q;
+                method = "cluster.call";
+        }
+        if (f->sock[0])
+                snprintf(path, sizeof(path), "%s", f->sock);
+        else
+                ntbf_rpc_socket_path(f->dir, node, path, sizeof(path));
         int r = ntbf_rpc_connect(path, &c);
         if (r) {
                 json_object_put(params);
@@ -225,6 +313,10 @@ int fab_call_quiet(const struct fab *f, const char *node, const char *method,
                         snprintf(why, len,
                                  "the daemon at %s refused this user; ask for allow_users or "
                                  "allow_groups in the cluster file",
+                                 path);
+                else if (f->sock[0])
+                        snprintf(why, len,
+                                 "no daemon answers at %s; start it (systemctl start ntbfabd)",
                                  path);
                 else
                         snprintf(why, len,
@@ -255,6 +347,8 @@ int fab_call_any(const struct fab *f, const char *method, struct json_object *pa
 {
         char why[1024], first[1024] = "";
         int r = NTBF_ENOTFOUND;
+        if (f->sock[0]) /* the host's daemon asks the manager itself */
+                return fab_call(f, f->t->nodes[f->local].name, method, params, res);
         /* The manager first: it answers cluster-wide questions itself. */
         for (uint32_t k = 0; k <= f->t->nnodes; k++) {
                 uint32_t n = k == 0 ? f->manager : k - 1;

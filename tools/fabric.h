@@ -28,14 +28,22 @@ int fab_parse(const struct verb *v, int argc, char **argv, const struct option *
  * up` recorded there (docs/cli.md, "Which cluster").
  */
 struct fab {
-        char dir[PATH_MAX / 2];
-        char file[PATH_MAX];   /* DIR/cluster.yaml */
-        char origin[PATH_MAX]; /* the file `up` was given */
+        char dir[PATH_MAX / 2]; /* "" when the cluster is reached through a host's daemon */
+        char sock[PATH_MAX];    /* that daemon's socket ("" with an instance directory) */
+        char file[PATH_MAX];    /* DIR/cluster.yaml, or the cluster file the daemon loaded */
+        char origin[PATH_MAX];  /* the file `up` was given */
         struct ntbf_topo *t;
         uint32_t manager;
+        uint32_t local; /* the node of the host's daemon (NTBF_NONE with a directory) */
 };
-/* Find the cluster (o->dir, NTBFAB_DIR, or the one that is up); prints the error itself. */
+/*
+ * Find the cluster: o->dir, NTBFAB_DIR, NTBFAB_SOCKET, this host's daemon at the default
+ * socket, or the one `ntbfab up` brought up for this user (docs/cli.md, "Which cluster");
+ * prints the error itself.
+ */
 int fab_find(const struct fab_opts *o, struct fab *f);
+/* A verb that only works on a cluster `ntbfab up` started: false (and says so) otherwise. */
+bool fab_need_dir(const struct fab *f, const char *verb);
 void fab_close(struct fab *f);
 /* The manager node of a topology (cluster.manager, else the lowest id). */
 uint32_t fab_manager(const struct ntbf_topo *t);

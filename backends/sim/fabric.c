@@ -1037,7 +1037,8 @@ int ntbf_sim_attach(const struct ntbf_backend_env *env, struct ntbf_backend **ou
                 r = errno == ENOENT ? NTBF_ENOTFOUND : -errno;
                 ntbf__say(why, whylen,
                           "no simulated fabric in %s (%s); create it with 'ntbfab up FILE' "
-                          "(or ntbfab-simd --config FILE --dir %s)",
+                          "(or ntbfab-simd --config FILE --dir %s; a daemon started without "
+                          "--dir looks where NTBFAB_SIM_DIR says)",
                           env->dir, strerror(errno), env->dir);
                 goto fail;
         }

@@ -7,9 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ntbfab/config.h"
+#include "ntbfab/rpc.h"
 #include "lending.h"
 
 /* ---- errors: one sentence per thread and context ------------------------------------------ */
@@ -93,10 +95,8 @@ int ntbf__ctx_connected(struct ntbf_ctx *ctx)
         pthread_mutex_lock(&ctx->rpc_lock);
         int r = 0;
         if (ctx->rpc_dead) {
-                char path[PATH_MAX + 64];
-                ntbf_rpc_socket_path(ctx->dir, ctx->node, path, sizeof(path));
                 struct ntbf_rpc *c;
-                r = ntbf_rpc_connect(path, &c);
+                r = ntbf_rpc_connect(ctx->sock, &c);
                 if (!r) {
                         /* A new connection is a new daemon session: older handles are void. */
                         ntbf_rpc_close(ctx->rpc);
@@ -107,7 +107,7 @@ int ntbf__ctx_connected(struct ntbf_ctx *ctx)
                         ntbf__fail(ctx, r,
                                    "the daemon of node %s went away and nothing answers at %s "
                                    "(%s); start ntbfabd for the node again",
-                                   ctx->node, path, ntbf_strerror(r));
+                                   ctx->node, ctx->sock, ntbf_strerror(r));
                 }
         }
         pthread_mutex_unlock(&ctx->rpc_lock);
@@ -253,10 +253,8 @@ void ntbf__events_start(struct ntbf_ctx *ctx)
                 return;
         }
         events_stop(ctx); /* a thread whose daemon went away: start over */
-        char path[PATH_MAX + 64];
-        ntbf_rpc_socket_path(ctx->dir, ctx->node, path, sizeof(path));
         struct json_object *res = NULL;
-        if (ntbf_rpc_connect(path, &ctx->ev) == 0) {
+        if (ntbf_rpc_connect(ctx->sock, &ctx->ev) == 0) {
                 /* Without events a device still works; its event fd just never fires. */
                 int r = ntbf_rpc_call(ctx->ev, "events.subscribe", json_object_new_object(), &res,
                                       ctx->timeout_ms);
@@ -298,7 +296,7 @@ static int load_topology(struct ntbf_ctx *ctx)
         const char *env = getenv("NTBFAB_CONFIG");
         if (env && *env)
                 snprintf(ctx->config, sizeof(ctx->config), "%s", env);
-        else
+        else if (!ctx->config[0]) /* a host's daemon said which file it loaded */
                 snprintf(ctx->config, sizeof(ctx->config), "%s/cluster.yaml", ctx->dir);
         struct ntbf_diags d;
         ntbf_diags_init(&d);
@@ -405,7 +403,54 @@ static void ctx_free(struct ntbf_ctx *ctx)
         free(ctx);
 }
 
+static int ctx_open_at(const char *dir, const char *node, const char *sock, const char *config,
+                       struct ntbf_ctx **out);
+static int open_host(const char *node, struct ntbf_ctx **out);
+
 int ntbf_ctx_open(const char *dir, const char *node, struct ntbf_ctx **out)
+{
+        return ctx_open_at(dir, node, NULL, NULL, out);
+}
+
+/*
+ * This host's daemon (a service, docs/operations.md): it says which node it is, which
+ * cluster file it loaded and where the backend's instance lives.
+ */
+static int open_host(const char *node, struct ntbf_ctx **out)
+{
+        const char *sock = ntbf_rpc_host_socket();
+        struct ntbf_rpc *c;
+        struct json_object *st = NULL, *v;
+        int r = ntbf_rpc_connect(sock, &c);
+        if (r)
+                return ntbf__fail(NULL, r, "cannot connect to this host's daemon at %s: %s", sock,
+                                  ntbf_strerror(r));
+        r = ntbf_rpc_call(c, "node.status", NULL, &st, env_timeout());
+        if (r) {
+                ntbf__fail(NULL, r, "this host's daemon at %s does not answer node.status: %s",
+                           sock, ntbf_rpc_error(c));
+                ntbf_rpc_close(c);
+                return r;
+        }
+        ntbf_rpc_close(c);
+        char me[NTBF_NAME_MAX + 1] = "", dir[PATH_MAX] = "", config[PATH_MAX] = "";
+        if (json_object_object_get_ex(st, "node", &v))
+                snprintf(me, sizeof(me), "%s", json_object_get_string(v));
+        if (json_object_object_get_ex(st, "backend_dir", &v))
+                snprintf(dir, sizeof(dir), "%s", json_object_get_string(v));
+        if (json_object_object_get_ex(st, "config", &v))
+                snprintf(config, sizeof(config), "%s", json_object_get_string(v));
+        json_object_put(st);
+        if (node && *node && strcmp(node, me)) {
+                return ntbf__fail(NULL, NTBF_ENOTFOUND,
+                                  "this host's daemon at %s serves node '%s', not '%s'", sock, me,
+                                  node);
+        }
+        return ctx_open_at(dir, me, sock, config, out);
+}
+
+static int ctx_open_at(const char *dir, const char *node, const char *sock, const char *config,
+                       struct ntbf_ctx **out)
 {
         open_err[0] = 0;
         if (!out)
@@ -415,10 +460,14 @@ int ntbf_ctx_open(const char *dir, const char *node, struct ntbf_ctx **out)
                 dir = getenv("NTBFAB_DIR");
         if (!node || !*node)
                 node = getenv("NTBFAB_NODE");
+        struct stat st;
+        if ((!dir || !*dir) && !stat(ntbf_rpc_host_socket(), &st) && S_ISSOCK(st.st_mode))
+                return open_host(node, out);
         if (!dir || !*dir)
                 return ntbf__fail(NULL, -EINVAL,
                                   "no instance directory: pass one or set NTBFAB_DIR (ntbfab up "
-                                  "prints it)");
+                                  "prints it), or start this host's daemon (no %s)",
+                                  ntbf_rpc_host_socket());
         if (!node || !*node)
                 return ntbf__fail(NULL, -EINVAL,
                                   "no node: pass one or set NTBFAB_NODE to the name of this "
@@ -439,6 +488,10 @@ int ntbf_ctx_open(const char *dir, const char *node, struct ntbf_ctx **out)
         pthread_mutex_init(&ctx->lock, NULL);
         snprintf(ctx->dir, sizeof(ctx->dir), "%s", dir);
         snprintf(ctx->node, sizeof(ctx->node), "%s", node);
+        if (sock)
+                snprintf(ctx->sock, sizeof(ctx->sock), "%s", sock);
+        if (config)
+                snprintf(ctx->config, sizeof(ctx->config), "%s", config);
         ctx->timeout_ms = env_timeout();
         ctx->gen = 1;
         ntbf__dmamem_init(&ctx->mem, NULL, NULL);
@@ -452,18 +505,18 @@ int ntbf_ctx_open(const char *dir, const char *node, struct ntbf_ctx **out)
                                ctx->config);
                 goto fail;
         }
-        char path[PATH_MAX + 64];
-        ntbf_rpc_socket_path(ctx->dir, ctx->node, path, sizeof(path));
-        r = ntbf_rpc_connect(path, &ctx->rpc);
+        if (!ctx->sock[0])
+                ntbf_rpc_socket_path(ctx->dir, ctx->node, ctx->sock, sizeof(ctx->sock));
+        r = ntbf_rpc_connect(ctx->sock, &ctx->rpc);
         if (r) {
                 if (r == NTBF_ENOTFOUND)
                         ntbf__fail(NULL, r,
                                    "no daemon of node %s listens at %s; start it (ntbfab up, or "
                                    "ntbfabd --node %s)",
-                                   node, path, node);
+                                   node, ctx->sock, node);
                 else
                         ntbf__fail(NULL, r, "cannot connect to the daemon of node %s at %s: %s",
-                                   node, path, ntbf_strerror(r));
+                                   node, ctx->sock, ntbf_strerror(r));
                 goto fail;
         }
         r = attach_backend(ctx);
@@ -484,6 +537,11 @@ int ntbf_ctx_open(const char *dir, const char *node, struct ntbf_ctx **out)
 fail:
         ctx_free(ctx);
         return r;
+}
+
+const char *ntbf_ctx_socket(const struct ntbf_ctx *ctx)
+{
+        return ctx ? ctx->sock : NULL;
 }
 
 void ntbf_ctx_close(struct ntbf_ctx *ctx)

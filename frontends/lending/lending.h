@@ -41,6 +41,7 @@ struct ntbf_ctx {
         char node[NTBF_NAME_MAX + 1];
         uint32_t node_idx;
         char config[PATH_MAX + 64];
+        char sock[PATH_MAX + 64]; /* the node daemon's socket */
         struct ntbf_topo *topo;
         const struct ntbf_backend_ops *ops;
         struct ntbf_backend *b;

@@ -20,8 +20,10 @@ struct ntbf_dev;
 
 /*
  * Connect to node's daemon in instance directory dir. NULL dir/node: the environment
- * variables NTBFAB_DIR and NTBFAB_NODE (docs/device-api.md says how a process knows who it
- * is). Returns 0, NTBF_ENOTFOUND (no such node or no daemon there), -errno.
+ * variables NTBFAB_DIR and NTBFAB_NODE; without a directory, this host's daemon (its
+ * socket NTBFAB_SOCKET, else /run/ntbfab/ntbfabd.sock), which says which node it is
+ * (docs/device-api.md says how a process knows who it is). Returns 0, NTBF_ENOTFOUND (no
+ * such node or no daemon there), -errno.
  */
 NTBF_EXPORT int ntbf_ctx_open(const char *dir, const char *node, struct ntbf_ctx **out);
 /* Close the context; every device still open through it is closed first. */
@@ -155,6 +157,8 @@ struct ntbf_adapter_h;
 
 /* The cluster topology the context loaded (valid until ntbf_ctx_close), or NULL. */
 NTBF_EXPORT const struct ntbf_topo *ntbf_ctx_topo(const struct ntbf_ctx *ctx);
+/* The socket of the context's node daemon (DIR/run/NODE.sock, or this host's daemon's). */
+NTBF_EXPORT const char *ntbf_ctx_socket(const struct ntbf_ctx *ctx);
 /* The node the context acts as (its index in the topology), or NTBF_NONE. */
 NTBF_EXPORT uint32_t ntbf_ctx_node(const struct ntbf_ctx *ctx);
 /* The instance directory the context attached to, or NULL. */

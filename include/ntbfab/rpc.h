@@ -13,6 +13,10 @@ struct ntbf_rpc;
  * stopped daemon) for NTBFAB_RPC_TIMEOUT_MS (default 5 s), -errno.
  */
 NTBF_EXPORT int ntbf_rpc_connect(const char *path, struct ntbf_rpc **out);
+/* The socket of this host's daemon, when it runs as a service (docs/operations.md). */
+#define NTBF_RPC_HOST_SOCKET "/run/ntbfab/ntbfabd.sock"
+/* NTBFAB_SOCKET when set and not empty, else NTBF_RPC_HOST_SOCKET. */
+NTBF_EXPORT const char *ntbf_rpc_host_socket(void);
 /* The socket path of node in instance directory dir, into buf. */
 NTBF_EXPORT const char *ntbf_rpc_socket_path(const char *dir, const char *node, char *buf,
                                              size_t len);

@@ -754,7 +754,7 @@ static void test_isolation_entries(void **state)
 
 int main(void)
 {
-        ntbf__log_open("test", NULL, NTBF_LOG_ERROR, true);
+        ntbf__log_open("test", NTBF_LOG_STDERR, NULL, NTBF_LOG_ERROR);
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_registry_and_conflicts),
             cmocka_unit_test(test_frontends),

@@ -578,21 +578,29 @@ static int env_timeout(void)
 /* Attach to the node: identity, the device API's context, the daemon session, events. */
 static sci_error_t bring_up(void)
 {
-        if (find_dir(sx.dir, sizeof(sx.dir)) || find_node(sx.dir, sx.node, sizeof(sx.node)))
+        /* This host's daemon (a service) when no simulated cluster is named or up. */
+        struct stat hs;
+        bool host = !(getenv("NTBFAB_DIR") && *getenv("NTBFAB_DIR")) &&
+                    !stat(ntbf_rpc_host_socket(), &hs) && S_ISSOCK(hs.st_mode);
+        if (!host &&
+            (find_dir(sx.dir, sizeof(sx.dir)) || find_node(sx.dir, sx.node, sizeof(sx.node))))
                 return SCI_ERR_SYSTEM;
         sx.timeout_ms = env_timeout();
-        int r = ntbf_ctx_open(sx.dir, sx.node, &sx.ctx);
+        int r = ntbf_ctx_open(host ? NULL : sx.dir, host ? NULL : sx.node, &sx.ctx);
         if (r) {
                 sx_warn("%s", ntbf_ctx_error(NULL));
                 return SCI_ERR_SYSTEM;
         }
+        if (host)
+                snprintf(sx.node, sizeof(sx.node), "%s",
+                         ntbf_ctx_topo(sx.ctx)->nodes[ntbf_ctx_node(sx.ctx)].name);
         sx.t = ntbf_ctx_topo(sx.ctx);
         sx.node_idx = ntbf_ctx_node(sx.ctx);
         sx.node_id = sx.t->nodes[sx.node_idx].id;
         ntbf_ctx_backend(sx.ctx, &sx.ops, &sx.b);
         sx.sim = ntbf_sim_is(sx.b);
         char path[PATH_MAX + 64];
-        ntbf_rpc_socket_path(sx.dir, sx.node, path, sizeof(path));
+        snprintf(path, sizeof(path), "%s", ntbf_ctx_socket(sx.ctx));
         struct json_object *res = NULL;
         if ((r = ntbf_rpc_connect(path, &sx.rpc)) || (r = ntbf_rpc_connect(path, &sx.ev))) {
                 sx_warn("cannot connect to the daemon of node %s at %s: %s", sx.node, path,
