@@ -10,10 +10,14 @@ SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian packages the build and the tests need (the VM and kernel tiers, tests/vm and
 # tests/kernel: QEMU, a static busybox for the guests' initramfs, cpio to pack it, xz for the
 # guest kernel and the kernel source; zlib1g-dev for linking the guest programs statically
-# against libsqlite3.a; perl for the kernel's checkpatch.pl).
+# against libsqlite3.a; perl for the kernel's checkpatch.pl; the daemon on a host:
+# libsystemd-dev, libcap-ng-dev; its tests: systemd (systemd-analyze), iproute2 (network
+# namespaces)).
 DEPS := gcc make meson ninja-build pkg-config clang libclang-rt-14-dev \
 	libyaml-dev libuv1-dev libjson-c-dev libsqlite3-dev libsodium-dev libcmocka-dev \
-	zlib1g-dev qemu-system-x86 busybox-static cpio xz-utils e2fsprogs perl
+	libsystemd-dev libcap-ng-dev \
+	zlib1g-dev qemu-system-x86 busybox-static cpio xz-utils e2fsprogs perl \
+	systemd iproute2 python3
 
 .PHONY: run test test-mdev _deps _build _asan _fuzz
 .DEFAULT_GOAL := run
