@@ -203,6 +203,8 @@ struct json_object *ntbf__hw_proxies(struct ntbf__d *d, uint32_t adapter);
 /* ---- tran_sock.c: the Unix socket (mode 0660, SO_PEERCRED checks) -------------------------- */
 
 int ntbf__sock_listen(struct ntbf__d *d, char *why, size_t whylen);
+/* Whether h belongs to a client connection (which closes its handles itself). */
+bool ntbf__sock_conn_handle(struct ntbf__d *d, const uv_handle_t *h);
 
 /* ---- methods.c: the RPC methods ------------------------------------------------------------ */
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "host.h"
 #include "vfio.h"
 #include "log.h"
 #include "ntbfab/error.h"
@@ -251,11 +252,29 @@ static void m_cluster_call(void *ctx, struct ntbf__rpc_call *call, struct json_o
         ntbf__peer_request(d, n, "rpc", q, pass, call);
 }
 
+static void finish_now(uv_timer_t *t)
+{
+        ntbf__d_finish(t->data);
+}
+
 static void m_node_shutdown(void *ctx, struct ntbf__rpc_call *call, struct json_object *p)
 {
-        (void)p;
         struct ntbf__d *d = ctx;
+        bool keep = false;
+        ntbf__jget_b(p, "keep", &keep);
         ntbf__rpc_result(call, NULL);
+        if (keep) {
+                /* An upgrade: nothing is returned or unlent; the hardware stays programmed and
+                 * a start within the lease resumes everything (docs/operations.md). */
+                LOG_I("stop asked for by a client (node.shutdown), keeping every lend and "
+                      "borrow: start again within the lease (%u ms)",
+                      d->t->opts.lease_ms);
+                ntbf__host_notify_stopping();
+                d->stopping = true;
+                /* From the loop, once this answer is on its way. */
+                uv_timer_start(&d->shutdown_timer, finish_now, 0, 0);
+                return;
+        }
         LOG_I("stop asked for by a client (node.shutdown)");
         ntbf__node_shutdown(d);
 }
@@ -1226,7 +1245,7 @@ static const char *const states[] = {"available", "unavailable", "exclusive",
 const struct ntbf__rpc_method ntbf__methods[] = {
     {"node.status", m_node_status, {{NULL}}},
     {"cluster.status", m_cluster_status, {{NULL}}},
-    {"node.shutdown", m_node_shutdown, {{NULL}}},
+    {"node.shutdown", m_node_shutdown, {{"keep", NTBF_P_BOOL, false, 0, 0, NULL}}},
     {"rpc.list", m_rpc_list, {{NULL}}},
     {"cluster.call",
      m_cluster_call,

@@ -957,8 +957,10 @@ int ntbf__node_load(struct ntbf__d *d, char *why, size_t whylen)
 static void close_rest(uv_handle_t *h, void *arg)
 {
         struct ntbf__d *d = arg;
-        /* Client connections close themselves once their last answer is flushed. */
-        if (h->type == UV_NAMED_PIPE && h != (uv_handle_t *)&d->listener)
+        /* Client connections close themselves (pipe, then retry timer) once their last
+         * answer is flushed: closing their timer here would close it twice. */
+        if ((h->type == UV_NAMED_PIPE && h != (uv_handle_t *)&d->listener) ||
+            ntbf__sock_conn_handle(d, h))
                 return;
         if (!uv_is_closing(h))
                 uv_close(h, NULL);

@@ -347,6 +347,17 @@ static void s_close(void *tctx)
 
 static const struct ntbf__tran_ops sock_ops = {s_send, s_pause, s_close, s_send_fds};
 
+bool ntbf__sock_conn_handle(struct ntbf__d *d, const uv_handle_t *h)
+{
+        for (struct ntbf__rpc_conn *c = d->rpc.conns; c; c = c->next) {
+                struct sconn *s = c->tctx;
+                if (c->ops == &sock_ops &&
+                    (h == (uv_handle_t *)&s->retry || h == (uv_handle_t *)&s->pipe))
+                        return true;
+        }
+        return false;
+}
+
 /* ---- access control ------------------------------------------------------------------------ */
 
 static bool account_id(const char *s, bool group, uint32_t *id)

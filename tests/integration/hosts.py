@@ -305,6 +305,18 @@ def main():
     if [d["state"] for d in devs if d["fdid"] == fdid] != ["exclusive"]:
         fail(f"the accelerator after b's restart: {devs}")
 
+    log("an upgrade of b: node.shutdown keeping everything, then a start: the borrow survives")
+    cli("b", "rpc", "node.shutdown", '{"keep": true}')
+    if procs["b"].wait(20) != 0:
+        fail(f"b's daemon exited {procs['b'].returncode} after node.shutdown keep")
+    start_daemon("b")
+    wait_for("b back with the manager", lambda: reachable("b"))
+    again = cli_json("b", "status")["nodes"]["b"]
+    borrows = json.loads(cli("b", "rpc", "--json", "device.borrows").stdout)
+    if (again["borrows"], again["programmed"]) != (before["borrows"], before["programmed"]) or \
+            [x["local_bdf"] for x in borrows] != [bor["local_bdf"]]:
+        fail(f"b after its upgrade: {again}, borrows {borrows}; before: {before}")
+
     log("the manager's daemon (a) is killed and started again: the registry is the same")
     procs["a"].send_signal(signal.SIGKILL)
     procs["a"].wait()
