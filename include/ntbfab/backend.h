@@ -4,6 +4,8 @@
 
 #include "topology.h"
 
+NTBF_BEGIN_DECLS
+
 /*
  * A backend only programs hardware: translation slots, requester IDs, doorbells,
  * scratchpads, multicast groups, DMA engines, host interrupts, link state. It never
@@ -568,5 +570,7 @@ NTBF_EXPORT const struct ntbf_backend_ops *ntbf_backend_open_ops(const char *nam
  * run/, state/, log/ and a simulated fabric): /dev/shm/ntbfab-UID-NAME. Returns buf.
  */
 NTBF_EXPORT const char *ntbf_instance_dir_default(const struct ntbf_topo *t, char *buf, size_t len);
+
+NTBF_END_DECLS
 
 #endif

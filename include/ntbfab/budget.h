@@ -5,6 +5,8 @@
 #include "path.h"
 #include "topology.h"
 
+NTBF_BEGIN_DECLS
+
 /*
  * The state records what is allocated on every adapter and switch: LUT slots, requester
  * IDs, multicast groups, and address ranges reserved in nodes' domains. It starts with
@@ -193,5 +195,7 @@ NTBF_EXPORT size_t ntbf_budget_rows(const struct ntbf_state *s, struct ntbf_budg
                                     size_t max);
 NTBF_EXPORT const char *ntbf_budget_kind_name(enum ntbf_budget_kind k);
 NTBF_EXPORT const char *ntbf_res_kind_name(enum ntbf_res_kind k);
+
+NTBF_END_DECLS
 
 #endif

@@ -12,6 +12,15 @@
 #define NTBF_EXPORT
 #endif
 
+/* The declarations of every header have C linkage, for C++ programs too. */
+#ifdef __cplusplus
+#define NTBF_BEGIN_DECLS extern "C" {
+#define NTBF_END_DECLS   }
+#else
+#define NTBF_BEGIN_DECLS
+#define NTBF_END_DECLS
+#endif
+
 #if defined(__GNUC__)
 #define NTBF_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
 #else

@@ -5,6 +5,8 @@
 #include "diag.h"
 #include "topology.h"
 
+NTBF_BEGIN_DECLS
+
 /*
  * Load a cluster file: parse it, build the topology and finalize it. Every mistake of
  * the file is reported to diags as "FILE:LINE:COL: error: what is wrong; what would fix
@@ -17,5 +19,7 @@ NTBF_EXPORT int ntbf_config_load(const char *path, struct ntbf_topo **out,
 /* The same from memory; name is the file name used in diagnostics. */
 NTBF_EXPORT int ntbf_config_load_mem(const char *name, const char *buf, size_t len,
                                      struct ntbf_topo **out, struct ntbf_diags *diags);
+
+NTBF_END_DECLS
 
 #endif

@@ -4,6 +4,8 @@
 
 #include "common.h"
 
+NTBF_BEGIN_DECLS
+
 /*
  * A driver uses a device the same way whether it sits in this host or is borrowed from
  * another (article sections 4 and 6.1). A context connects the process to its node's
@@ -174,5 +176,7 @@ NTBF_EXPORT struct ntbf_adapter_h *ntbf_ctx_adapter(struct ntbf_ctx *ctx, uint32
  * 0, or -EFAULT when the range is not inside one allocation chunk of the context.
  */
 NTBF_EXPORT int ntbf_dma_bus(struct ntbf_ctx *ctx, const void *ptr, size_t len, uint64_t *bus);
+
+NTBF_END_DECLS
 
 #endif

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include "common.h"
 
+NTBF_BEGIN_DECLS
+
 enum ntbf_severity { NTBF_SEV_ERROR, NTBF_SEV_WARNING, NTBF_SEV_NOTE };
 
 /* A position in an input file; line and column count from 1, 0 means unknown. */
@@ -44,5 +46,7 @@ NTBF_EXPORT void ntbf_diags_sort(struct ntbf_diags *d);
 /* Print in the compiler format "FILE:LINE:COL: error: message", one per line. */
 NTBF_EXPORT void ntbf_diags_print(const struct ntbf_diags *d, FILE *out);
 NTBF_EXPORT const char *ntbf_severity_name(enum ntbf_severity sev);
+
+NTBF_END_DECLS
 
 #endif

@@ -5,6 +5,8 @@
 #include <errno.h>
 #include "common.h"
 
+NTBF_BEGIN_DECLS
+
 /*
  * Every ntbfab function that can fail returns 0 or a negative code: either -errno
  * or one of the NTBF_E* codes below, which live outside the errno range.
@@ -37,5 +39,7 @@ enum {
 NTBF_EXPORT const char *ntbf_strerror(int err);
 /* The symbolic name ("NTBF_ENOPATH", "ENOMEM", ...) of a code. */
 NTBF_EXPORT const char *ntbf_err_name(int err);
+
+NTBF_END_DECLS
 
 #endif

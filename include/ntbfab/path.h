@@ -4,6 +4,8 @@
 
 #include "topology.h"
 
+NTBF_BEGIN_DECLS
+
 /* Longest path the model handles, in hops. */
 #define NTBF_PATH_MAX 64
 
@@ -89,5 +91,7 @@ NTBF_EXPORT const char *ntbf_hop_kind_name(enum ntbf_hop_kind k);
 /* A short label for a hop: "borrower.ntb0", "top (port 3 -> 5)", "link lender.ntb0 - top.3". */
 NTBF_EXPORT const char *ntbf_hop_name(const struct ntbf_topo *t, const struct ntbf_hop *h,
                                       char *buf, size_t len);
+
+NTBF_END_DECLS
 
 #endif

@@ -4,6 +4,8 @@
 
 #include "budget.h"
 
+NTBF_BEGIN_DECLS
+
 enum ntbf_domain_kind {
         NTBF_DOM_HOST, /* a node's physical address space */
         NTBF_DOM_IOVA, /* a node's IOMMU domain for inbound NTB traffic */
@@ -78,5 +80,7 @@ NTBF_EXPORT int ntbf_resolve(const struct ntbf_state *s, const struct ntbf_reque
                              struct ntbf_domain dom, uint64_t addr, struct ntbf_route *out);
 
 NTBF_EXPORT const char *ntbf_landing_name(enum ntbf_landing l);
+
+NTBF_END_DECLS
 
 #endif

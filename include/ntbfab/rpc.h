@@ -4,6 +4,8 @@
 
 #include "common.h"
 
+NTBF_BEGIN_DECLS
+
 struct json_object;
 struct ntbf_rpc;
 
@@ -49,5 +51,7 @@ NTBF_EXPORT int ntbf_rpc_fd(const struct ntbf_rpc *c);
  */
 NTBF_EXPORT int ntbf_rpc_next_event(struct ntbf_rpc *c, struct json_object **params,
                                     int timeout_ms);
+
+NTBF_END_DECLS
 
 #endif

@@ -6,6 +6,8 @@
 #include "backend.h"
 #include "path.h"
 
+NTBF_BEGIN_DECLS
+
 /*
  * The simulated fabric (docs/sim.md) is reached like any backend, through the "sim" entry
  * of the registry (ntbf_backend_find("sim")). What only a simulator has lives here:
@@ -171,5 +173,7 @@ NTBF_EXPORT void ntbf_sim_devhost_stats(struct ntbf_sim_devhost *dh,
                                         struct ntbf_sim_devhost_stats *out);
 /* Stop the threads, release the device host role. Stop before closing the backend. */
 NTBF_EXPORT void ntbf_sim_devhost_stop(struct ntbf_sim_devhost *dh);
+
+NTBF_END_DECLS
 
 #endif

@@ -5,6 +5,8 @@
 #include "common.h"
 #include "diag.h"
 
+NTBF_BEGIN_DECLS
+
 /*
  * A topology is plain data: arrays of objects that refer to each other by index.
  * It is built with the ntbf_topo_add_* functions (the YAML loader is one user),
@@ -475,5 +477,7 @@ static inline uint32_t ntbf_device_nfuncs(const struct ntbf_device *d)
 {
         return d->functions + d->vfs;
 }
+
+NTBF_END_DECLS
 
 #endif

@@ -4,6 +4,8 @@
 
 #include "common.h"
 
+NTBF_BEGIN_DECLS
+
 /*
  * Parse a size: a decimal or 0x-hex integer with an optional binary unit:
  * K, KiB, M, MiB, G, GiB, T, TiB (all powers of 1024; case-insensitive K, k).
@@ -31,5 +33,7 @@ static inline uint64_t ntbf_div_ceil(uint64_t a, uint64_t b)
 {
         return a / b + (a % b != 0);
 }
+
+NTBF_END_DECLS
 
 #endif
