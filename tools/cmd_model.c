@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "draw.h"
 #include "ntbfab/config.h"
 #include "ntbfab/error.h"
 #include "ntbfab/units.h"
@@ -170,15 +171,108 @@ static void port_peer(const struct ntbf_topo *t, struct ntbf_port_ref p, char *b
                 ntbf_port_name(t, ntbf_link_peer(&t->links[l], p), buf, len);
 }
 
+#define DRAW_PATHS_MAX 8
+
+struct topo_opts {
+        bool dot, budgets;
+        const char *svg;
+        const char *paths[DRAW_PATHS_MAX];
+        unsigned npaths;
+        bool too_many;
+};
+
+static int topo_opt(int c, const char *arg, void *ctx)
+{
+        struct topo_opts *o = ctx;
+        if (c == 'd')
+                o->dot = true;
+        else if (c == 's')
+                o->svg = arg;
+        else if (c == 'b')
+                o->budgets = true;
+        else if (c == 'p' && o->npaths < DRAW_PATHS_MAX)
+                o->paths[o->npaths++] = arg;
+        else if (c == 'p')
+                o->too_many = true;
+        return EXIT_OK;
+}
+
+/* --dot / --svg: the fabric as a picture, with budgets and paths when asked. */
+static int draw_topology(const struct verb *v, const struct topo_opts *o, const char *file)
+{
+        struct ntbf_topo *t;
+        struct ntbf_state *s = NULL;
+        if (cli_load(file, &t, o->budgets ? &s : NULL, false))
+                return EXIT_FAIL;
+        struct ntbf_path paths[DRAW_PATHS_MAX];
+        int r = EXIT_OK;
+        for (unsigned i = 0; i < o->npaths && !r; i++) {
+                char buf[128], why[768], *colon;
+                snprintf(buf, sizeof(buf), "%s", o->paths[i]);
+                struct ntbf_endpoint a, b;
+                if (!(colon = strchr(buf, ','))) {
+                        r = cli_usage(v,
+                                      "--path takes FROM,TO (two endpoints like borrower and "
+                                      "lender.nvme0), not '%s'",
+                                      o->paths[i]);
+                        break;
+                }
+                *colon = 0;
+                if (ntbf_endpoint_parse(t, buf, &a, why, sizeof(why)) ||
+                    ntbf_endpoint_parse(t, colon + 1, &b, why, sizeof(why)) ||
+                    ntbf_path_find(t, NULL, a, b, &paths[i], why, sizeof(why))) {
+                        cli_error("--path %s: %s", o->paths[i], why);
+                        r = EXIT_FAIL;
+                }
+        }
+        char *text = NULL;
+        size_t len = 0;
+        if (!r) {
+                FILE *m = open_memstream(&text, &len);
+                if (!m) {
+                        cli_error("out of memory");
+                        r = EXIT_FAIL;
+                } else {
+                        draw_dot(m, t, s, paths, o->npaths);
+                        fclose(m);
+                }
+        }
+        if (!r && o->dot)
+                fwrite(text, 1, len, stdout);
+        char why[512];
+        if (!r && o->svg && draw_svg(text, len, o->svg, why, sizeof(why))) {
+                cli_error("%s", why);
+                r = EXIT_FAIL;
+        }
+        free(text);
+        ntbf_state_free(s);
+        ntbf_topo_free(t);
+        return r;
+}
+
 static int run_topology(int argc, char **argv)
 {
         const struct verb *v = find_verb("topology");
         bool json = false;
-        int r = parse(v, argc, argv, NULL, 0, &json, NULL, NULL);
+        struct topo_opts to = {0};
+        static const struct option lo[] = {{"dot", no_argument, NULL, 'd'},
+                                           {"svg", required_argument, NULL, 's'},
+                                           {"budgets", no_argument, NULL, 'b'},
+                                           {"path", required_argument, NULL, 'p'}};
+        int r = parse(v, argc, argv, lo, 4, &json, topo_opt, &to);
         if (r)
                 return r;
         if (optind + 1 != argc)
                 return cli_usage(v, optind >= argc ? "no file given" : "one file at a time");
+        if (to.too_many)
+                return cli_usage(v, "at most %d --path options", DRAW_PATHS_MAX);
+        if ((to.budgets || to.npaths) && !to.dot && !to.svg)
+                return cli_usage(v,
+                                 "--budgets and --path draw on a picture: add --dot or --svg FILE");
+        if (json && (to.dot || to.svg))
+                return cli_usage(v, "--json and a picture exclude each other");
+        if (to.dot || to.svg)
+                return draw_topology(v, &to, argv[optind]);
         struct ntbf_topo *t;
         if (cli_load(argv[optind], &t, NULL, false))
                 return EXIT_FAIL;
@@ -1224,8 +1318,14 @@ const struct verb verbs_model[] = {
      "other node, and the CPUs' requester IDs fit every switch.\n"
      "Exit status: 0 if every file is valid, 1 if any is not, 2 on a usage error.\n",
      run_validate},
-    {"topology", "[--json] FILE", "Show nodes, adapters, switches, links and devices.",
-     "\nAddresses are those the model assigns (docs/model.md), as a BIOS would.\n", run_topology},
+    {"topology", "[--json] [--dot | --svg SVGFILE] [--budgets] [--path FROM,TO]... FILE",
+     "Show nodes, adapters, switches, links and devices.",
+     "\nAddresses are those the model assigns (docs/model.md), as a BIOS would.\n"
+     "  --dot           print the fabric as a Graphviz graph instead\n"
+     "  --svg SVGFILE   draw it into SVGFILE (with Graphviz's dot)\n"
+     "  --budgets       show each adapter's and switch's budgets (used/total) on it\n"
+     "  --path FROM,TO  draw the least-latency path between two endpoints bold (up to 8)\n",
+     run_topology},
     {"path", "[--json] [--disjoint K] FILE FROM TO",
      "Show the least-latency path between two endpoints.",
      "\nAn endpoint is NODE (its CPU), NODE.ram, or NODE.DEVICE.\n"
