@@ -37,6 +37,42 @@ static void usage(FILE *f)
                    "--help.\nExit status: 0 success, 1 operational failure, 2 usage error.\n");
 }
 
+/* scdoc(5) text: every character scdoc would read as markup is escaped. */
+static void scdoc_text(const char *s)
+{
+        for (; *s; s++) {
+                if (*s == '*' || *s == '_' || *s == '\\')
+                        putchar('\\');
+                putchar(*s);
+        }
+}
+
+/*
+ * The manual page of a verb, ntbfab-VERB(8), in scdoc's format: made at build time from the
+ * table every `ntbfab VERB --help` prints, so the page says what the program does.
+ */
+static int print_scdoc(const struct verb *v)
+{
+        printf("ntbfab-%s(8)\n\n# NAME\n\nntbfab-%s - ", v->name, v->name);
+        scdoc_text(v->summary);
+        printf("\n\n# SYNOPSIS\n\n*ntbfab %s* ", v->name);
+        scdoc_text(v->args);
+        printf("\n\n# DESCRIPTION\n\n");
+        scdoc_text(v->summary);
+        printf("\n");
+        if (v->help[0]) {
+                printf("\n```\n");
+                const char *h = v->help[0] == '\n' ? v->help + 1 : v->help;
+                fputs(h, stdout);
+                printf("%s```\n", h[0] && h[strlen(h) - 1] == '\n' ? "" : "\n");
+        }
+        printf("\nEvery verb takes *--json* for machine-readable output and *--help*.\n\n"
+               "# EXIT STATUS\n\n0 success, 1 operational failure, 2 usage error.\n\n"
+               "# SEE ALSO\n\n*ntbfab*(8), *ntbfabd*(8), *ntbfab-cluster*(5). docs/cli.md in "
+               "the source tree describes every verb and its JSON output.\n");
+        return EXIT_OK;
+}
+
 int main(int argc, char **argv)
 {
         if (argc < 2) {
@@ -49,6 +85,9 @@ int main(int argc, char **argv)
                 usage(stdout);
                 return EXIT_OK;
         }
+        /* Build time: `ntbfab --scdoc VERB` prints the verb's manual page (man/meson.build). */
+        if (!strcmp(argv[1], "--scdoc") && argc == 3 && lookup(argv[2]))
+                return print_scdoc(lookup(argv[2]));
         if (!strcmp(argv[1], "--version")) {
                 printf("ntbfab %s\n", NTBF_VERSION);
                 return EXIT_OK;
