@@ -12,12 +12,13 @@ SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # guest kernel and the kernel source; zlib1g-dev for linking the guest programs statically
 # against libsqlite3.a; perl for the kernel's checkpatch.pl; the daemon on a host:
 # libsystemd-dev, libcap-ng-dev; its tests: systemd (systemd-analyze), iproute2 (network
-# namespaces)).
-DEPS := gcc make meson ninja-build pkg-config clang libclang-rt-14-dev \
+# namespaces); the man pages: scdoc; pictures: graphviz; the C++ header test: g++; the Debian
+# packages and their test in a clean root: dpkg-dev, debhelper, dh-dkms, debootstrap).
+DEPS := gcc g++ make meson ninja-build pkg-config clang libclang-rt-14-dev \
 	libyaml-dev libuv1-dev libjson-c-dev libsqlite3-dev libsodium-dev libcmocka-dev \
-	libsystemd-dev libcap-ng-dev \
+	libsystemd-dev libcap-ng-dev scdoc graphviz \
 	zlib1g-dev qemu-system-x86 busybox-static cpio xz-utils e2fsprogs perl \
-	systemd iproute2 python3
+	systemd iproute2 python3 dpkg-dev debhelper dh-dkms debootstrap
 
 .PHONY: run test test-mdev _deps _build _asan _fuzz
 .DEFAULT_GOAL := run

@@ -59,6 +59,18 @@ struct json_object *json_str(const char *s);
 struct json_object *json_diag(const struct ntbf_diag *d);
 struct json_object *json_path(const struct ntbf_topo *t, const struct ntbf_path *p);
 
+/*
+ * Progress of something that can take seconds (up, down): one line on the terminal,
+ * rewritten in place and erased at the end; nothing when stdout is not a terminal or the
+ * output is JSON (wanted false).
+ */
+struct progress {
+        bool on, shown;
+};
+void progress_start(struct progress *p, bool wanted);
+void progress_show(struct progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void progress_end(struct progress *p);
+
 /* Human output helpers. */
 const char *fmt_size(uint64_t v, char *buf, size_t len);
 /* For address spaces whose size is not a round number: "256.0 TiB". */

@@ -26,6 +26,7 @@
 #define DOWN_WAIT_MS 15000
 
 static const struct verb *find(const char *name);
+static bool stop_pid(int pid, unsigned ms);
 
 static uint64_t now_ms(void)
 {
@@ -175,6 +176,41 @@ static void last_line(const char *path, char *out, size_t len)
         char *nl = strrchr(s, '\n');
         snprintf(out, len, "%s", nl ? nl + 1 : s);
         free(s);
+}
+
+/*
+ * A failed up: stop what it started (daemons, then the device host), so nothing is left
+ * half up, and say what failed; what was running before it stays. When something cannot be
+ * stopped, say what to run.
+ */
+static void up_failed(struct fab *f, const char *failure, int helper_pid, const int *pids)
+{
+        unsigned stopped = 0, left = 0;
+        for (uint32_t n = 0; n < f->t->nnodes; n++) {
+                if (pids[n] >= 0)
+                        continue; /* it ran before this up, or was reaped */
+                stop_pid(-pids[n], DOWN_WAIT_MS);
+                waitpid(-pids[n], NULL, WNOHANG);
+                if (ntbf__pid_alive(-pids[n]))
+                        left++;
+                else
+                        stopped++;
+        }
+        if (helper_pid > 0) {
+                stop_pid(helper_pid, DOWN_WAIT_MS);
+                waitpid(helper_pid, NULL, WNOHANG);
+                if (ntbf__pid_alive(helper_pid))
+                        left++;
+                else
+                        stopped++;
+        }
+        if (left)
+                cli_error("%s; %u process%s this 'up' started could not be stopped: run 'ntbfab "
+                          "down --dir %s'",
+                          failure, left, left == 1 ? "" : "es", f->dir);
+        else
+                cli_error("%s; stopped the %u process%s this 'up' started", failure, stopped,
+                          stopped == 1 ? "" : "es");
 }
 
 static void print_cluster(struct fab *f, struct json_object *status)
@@ -369,7 +405,7 @@ static int run_up(int argc, char **argv)
                 return EXIT_FAIL;
         }
         /* Start what is not running: up is idempotent. */
-        int started = 0;
+        int started = 0, helper_pid = 0;
         if (be->helper && !fab_pid(f.dir, hname)) {
                 char *a[] = {helper, "--config", f.file, "--dir", f.dir, "--quiet", NULL};
                 snprintf(p, sizeof(p), "%s/log/%s.log", f.dir, hname);
@@ -379,6 +415,7 @@ static int run_up(int argc, char **argv)
                         snprintf(pp, sizeof(pp), "%s/run/%s.pid", f.dir, hname);
                         snprintf(s, sizeof(s), "%d\n", pid);
                         write_file(pp, s, strlen(s), 0640);
+                        helper_pid = pid;
                         started++;
                 }
         }
@@ -393,42 +430,69 @@ static int run_up(int argc, char **argv)
                 pids[n] = -spawn(a, p); /* negative: started now, pid file not written yet */
                 started++;
         }
-        /* Wait until every daemon answers and sees the manager. */
+        /* Wait until every daemon answers and sees the manager, and every process this up
+         * started is still alive: only then is the cluster up. */
+        struct progress pg;
+        progress_start(&pg, !o.json);
         uint64_t deadline = now_ms() + UP_WAIT_MS;
         bool all = false;
-        while (!all && now_ms() < deadline) {
+        char failure[3 * PATH_MAX] = "";
+        while (!all && !failure[0] && now_ms() < deadline) {
                 all = true;
-                for (uint32_t n = 0; n < f.t->nnodes; n++) {
-                        if (pids[n] < 0) {
-                                int st;
-                                if (waitpid(-pids[n], &st, WNOHANG) == -pids[n]) {
-                                        snprintf(p, sizeof(p), "%s/log/%s.err", f.dir,
-                                                 f.t->nodes[n].name);
-                                        last_line(p, line, sizeof(line));
-                                        cli_error("the daemon of node '%s' stopped: %s (see %s)",
-                                                  f.t->nodes[n].name, line, p);
-                                        free(pids);
-                                        fab_close(&f);
-                                        return EXIT_FAIL;
-                                }
+                uint32_t ready = 0;
+                if (helper_pid && !ntbf__pid_alive(helper_pid)) {
+                        snprintf(p, sizeof(p), "%s/log/%s.log", f.dir, hname);
+                        last_line(p, line, sizeof(line));
+                        snprintf(failure, sizeof(failure), "%s stopped: %.1000s (see %.1000s)",
+                                 be->helper, line, p);
+                        break;
+                }
+                for (uint32_t n = 0; n < f.t->nnodes && !failure[0]; n++) {
+                        int st;
+                        if (pids[n] < 0 && waitpid(-pids[n], &st, WNOHANG) == -pids[n]) {
+                                snprintf(p, sizeof(p), "%s/log/%s.err", f.dir, f.t->nodes[n].name);
+                                last_line(p, line, sizeof(line));
+                                snprintf(failure, sizeof(failure),
+                                         "the daemon of node '%s' stopped: %.1000s (see %.1000s)",
+                                         f.t->nodes[n].name, line, p);
+                                pids[n] = 0; /* reaped: nothing to stop */
+                                break;
                         }
                         struct json_object *res = NULL;
                         if (fab_call_quiet(&f, f.t->nodes[n].name, "node.status", NULL, &res, why,
                                            sizeof(why)) ||
                             !jb(res, "manager_reachable"))
                                 all = false;
+                        else
+                                ready++;
                         json_object_put(res);
                 }
-                if (!all)
+                progress_show(&pg, "starting cluster '%s': %u of %u daemons ready", f.t->name,
+                              ready, f.t->nnodes);
+                if (!all && !failure[0])
                         nap_ms(50);
         }
-        free(pids);
-        if (!all) {
-                cli_error("the cluster did not come up within %d s; see the logs in %s/log",
-                          UP_WAIT_MS / 1000, f.dir);
+        /* Every daemon and the device host: alive now, by their pid files. */
+        for (uint32_t n = 0; all && !failure[0] && n < f.t->nnodes; n++)
+                if (!fab_pid(f.dir, f.t->nodes[n].name))
+                        snprintf(failure, sizeof(failure),
+                                 "the daemon of node '%s' is not running (see %s/log/%s.err)",
+                                 f.t->nodes[n].name, f.dir, f.t->nodes[n].name);
+        if (all && !failure[0] && be->helper && !fab_pid(f.dir, hname))
+                snprintf(failure, sizeof(failure), "%s is not running (see %s/log/%s.log)",
+                         be->helper, f.dir, hname);
+        if (!all && !failure[0])
+                snprintf(failure, sizeof(failure),
+                         "the cluster did not come up within %d s; see the logs in %s/log",
+                         UP_WAIT_MS / 1000, f.dir);
+        progress_end(&pg);
+        if (failure[0]) {
+                up_failed(&f, failure, helper_pid, pids);
+                free(pids);
                 fab_close(&f);
                 return EXIT_FAIL;
         }
+        free(pids);
         struct json_object *status = NULL;
         if (fab_call_any(&f, "cluster.status", NULL, &status)) {
                 fab_close(&f);
@@ -485,6 +549,72 @@ static bool stop_pid(int pid, unsigned ms)
         return true;
 }
 
+/* The short name of the cluster's backend helper ("simd": its pid file and log); false if
+ * its backend has none. */
+static bool helper_short(const struct fab *f, char *out, size_t len)
+{
+        const struct ntbf_backend_entry *be = ntbf_backend_entry(f->t->backend);
+        if (!be || !be->helper)
+                return false;
+        snprintf(out, len, "%s", strncmp(be->helper, "ntbfab-", 7) ? be->helper : be->helper + 7);
+        return true;
+}
+
+/* Whether pid is a daemon or the backend's helper of the cluster (stopped in their order). */
+static bool is_cluster_daemon(const struct fab *f, int pid)
+{
+        for (uint32_t n = 0; n < f->t->nnodes; n++)
+                if (fab_pid(f->dir, f->t->nodes[n].name) == pid)
+                        return true;
+        char h[64];
+        return helper_short(f, h, sizeof(h)) && fab_pid(f->dir, h) == pid;
+}
+
+/* The command name of pid (its comm), for messages. */
+static void proc_comm(int pid, char *out, size_t len)
+{
+        char p[64];
+        snprintf(p, sizeof(p), "/proc/%d/comm", pid);
+        FILE *f = fopen(p, "r");
+        out[0] = 0;
+        if (f) {
+                if (!fgets(out, (int)len, f))
+                        out[0] = 0;
+                fclose(f);
+        }
+        out[strcspn(out, "\n")] = 0;
+        if (!out[0])
+                snprintf(out, len, "pid %d", pid);
+}
+
+/* Processes other than this one that map a file of dir (the simulated fabric's memory). */
+static size_t attached_pids(const char *dir, int *out, size_t max)
+{
+        char prefix[PATH_MAX + 2], real[PATH_MAX];
+        snprintf(prefix, sizeof(prefix), "%s/", realpath(dir, real) ? real : dir);
+        size_t n = 0;
+        DIR *d = opendir("/proc");
+        struct dirent *e;
+        while (d && n < max && (e = readdir(d))) {
+                int pid = atoi(e->d_name);
+                if (pid <= 0 || pid == getpid())
+                        continue;
+                char p[64], line[PATH_MAX + 256];
+                snprintf(p, sizeof(p), "/proc/%d/maps", pid);
+                FILE *f = fopen(p, "r");
+                bool hit = false;
+                while (f && !hit && fgets(line, sizeof(line), f))
+                        hit = strstr(line, prefix) != NULL;
+                if (f)
+                        fclose(f);
+                if (hit && ntbf__pid_alive(pid))
+                        out[n++] = pid;
+        }
+        if (d)
+                closedir(d);
+        return n;
+}
+
 static void rm_tree(const char *dir)
 {
         char cmd[PATH_MAX + 32];
@@ -520,6 +650,28 @@ static int run_down(int argc, char **argv)
                 return EXIT_FAIL;
         }
         struct json_object *out = json_object_new_object(), *killed = json_object_new_array();
+        struct progress pg;
+        progress_start(&pg, !o.json);
+        /* Every other process of the cluster first: whatever maps its fabric (programs
+         * using libsisci or the device API, an ntbfab-nvme manager) would use a fabric that
+         * is about to vanish; stopped while their daemons still run, they release what they
+         * hold through them. */
+        struct json_object *others = json_object_new_array();
+        int att[256];
+        size_t natt = attached_pids(f.dir, att, 256);
+        for (size_t i = 0; i < natt; i++) {
+                char comm[64];
+                if (is_cluster_daemon(&f, att[i]))
+                        continue;
+                proc_comm(att[i], comm, sizeof(comm));
+                progress_show(&pg, "stopping %s (pid %d), attached to the fabric", comm, att[i]);
+                bool k = stop_pid(att[i], 5000);
+                struct json_object *x = json_object_new_object();
+                json_object_object_add(x, "pid", json_u64((uint64_t)att[i]));
+                json_object_object_add(x, "command", json_str(comm));
+                json_object_object_add(x, "killed", json_object_new_boolean(k));
+                json_object_array_add(others, x);
+        }
         /* The manager last: the others return their borrows to it as they stop. */
         for (uint32_t k = 0; k <= f.t->nnodes; k++) {
                 uint32_t n = k < f.t->nnodes ? k : f.manager;
@@ -528,18 +680,21 @@ static int run_down(int argc, char **argv)
                 if (k == f.t->nnodes && n == NTBF_NONE)
                         break;
                 int pid = fab_pid(f.dir, f.t->nodes[n].name);
+                if (pid)
+                        progress_show(&pg, "stopping the daemon of '%s' (pid %d)",
+                                      f.t->nodes[n].name, pid);
                 if (stop_pid(pid, DOWN_WAIT_MS))
                         json_object_array_add(killed, json_str(f.t->nodes[n].name));
         }
         /* The backend's helper, then what its create made. */
         const struct ntbf_backend_entry *be = ntbf_backend_entry(f.t->backend);
-        if (be && be->helper) {
-                char hname[64];
-                snprintf(hname, sizeof(hname), "%s",
-                         strncmp(be->helper, "ntbfab-", 7) ? be->helper : be->helper + 7);
+        char hname[64];
+        if (helper_short(&f, hname, sizeof(hname))) {
+                progress_show(&pg, "stopping %s", be->helper);
                 if (stop_pid(fab_pid(f.dir, hname), DOWN_WAIT_MS))
                         json_object_array_add(killed, json_str(hname));
         }
+        progress_end(&pg);
         r = be && be->ops && be->ops->destroy ? be->ops->destroy(f.t, f.dir) : -ENOENT;
         char p[PATH_MAX];
         snprintf(p, sizeof(p), "%s/run", f.dir);
@@ -553,8 +708,16 @@ static int run_down(int argc, char **argv)
                 json_object_object_add(out, "cluster", json_str(f.t->name));
                 json_object_object_add(out, "dir", json_str(f.dir));
                 json_object_object_add(out, "killed", killed);
+                json_object_object_add(out, "stopped", others);
                 json_print(out);
         } else {
+                for (size_t i = 0; i < json_object_array_length(others); i++) {
+                        struct json_object *x = json_object_array_get_idx(others, i);
+                        printf("stopped %s (pid %" PRIu64 "), which was attached to the fabric%s\n",
+                               js(x, "command"), ju(x, "pid"),
+                               jb(x, "killed") ? " (SIGKILL after 5 s)" : "");
+                }
+                json_object_put(others);
                 json_object_put(out);
                 size_t nk = json_object_array_length(killed);
                 if (nk)

@@ -2,6 +2,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "ntbfab/units.h"
@@ -118,6 +119,34 @@ void table_free(struct table *t)
                 free(t->cells[i]);
         free(t->cells);
         memset(t, 0, sizeof(*t));
+}
+
+void progress_start(struct progress *p, bool wanted)
+{
+        p->on = wanted && isatty(STDOUT_FILENO);
+        p->shown = false;
+}
+
+void progress_show(struct progress *p, const char *fmt, ...)
+{
+        if (!p->on)
+                return;
+        va_list ap;
+        va_start(ap, fmt);
+        fputs("\r\033[K", stdout);
+        vprintf(fmt, ap);
+        va_end(ap);
+        fflush(stdout);
+        p->shown = true;
+}
+
+void progress_end(struct progress *p)
+{
+        if (p->on && p->shown) {
+                fputs("\r\033[K", stdout);
+                fflush(stdout);
+        }
+        p->shown = false;
 }
 
 void json_print(struct json_object *o)
