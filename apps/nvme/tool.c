@@ -450,7 +450,17 @@ static int run_manager(struct opts *o)
         uint32_t entries = o->mgr_entries ? o->mgr_entries : 32;
         if (ntbf_nvmx_alloc(&x, ntbf_nvme_admin_bytes(entries), NTBF_NVMX_HOST, 0, NULL, &admin))
                 goto fail;
+        /* A reset waits for the controller (up to its CAP.TO): say so on a terminal. */
+        bool tty = !o->json && isatty(STDOUT_FILENO);
+        if (tty) {
+                printf("resetting %s: waiting for the controller to be ready", x.name);
+                fflush(stdout);
+        }
         r = ntbf_nvme_ctrl_reset(&c, &admin.m, entries);
+        if (tty) {
+                printf("\r\033[K");
+                fflush(stdout);
+        }
         if (r) {
                 snprintf(x.why, sizeof(x.why), "resetting %s: %s", x.name, ntbf_nvme_strstatus(r));
                 goto fail;
@@ -707,6 +717,63 @@ static void log_done(void *arg, bool write, uint64_t slba, uint32_t nlb, int sta
         fflush(f);
 }
 
+/*
+ * Progress of a run that can take seconds (write, verify, bench): one line on the terminal,
+ * rewritten at most five times a second and erased at the end; nothing with --json or when
+ * stdout is not a terminal. Chains to --log's callback.
+ */
+struct io_progress {
+        const char *verb;
+        FILE *log;
+        uint64_t done, total, t_start, t_last, time_ns;
+        bool on, shown;
+};
+
+static void progress_done(void *arg, bool write, uint64_t slba, uint32_t nlb, int status)
+{
+        struct io_progress *p = arg;
+        if (p->log)
+                log_done(p->log, write, slba, nlb, status);
+        p->done++;
+        uint64_t now = ntbf_nvme_now_ns();
+        if (!p->on || now - p->t_last < 200000000)
+                return;
+        p->t_last = now;
+        if (p->total)
+                printf("\r\033[K%s: %" PRIu64 " of %" PRIu64 " commands (%" PRIu64 "%%)", p->verb,
+                       p->done, p->total, p->done * 100 / p->total);
+        else
+                printf("\r\033[K%s: %" PRIu64 " commands, %.1f of %.1f s", p->verb, p->done,
+                       (double)(now - p->t_start) / 1e9, (double)p->time_ns / 1e9);
+        fflush(stdout);
+        p->shown = true;
+}
+
+/* Route j's completions through p (keeping --log's file). */
+static void progress_attach(struct io_progress *p, const struct opts *o, struct ntbf_nvme_job *j)
+{
+        p->verb = o->verb;
+        p->log = j->done == log_done ? j->done_arg : NULL;
+        p->total = j->ios;
+        p->time_ns = j->time_ns;
+        p->t_start = ntbf_nvme_now_ns();
+        p->t_last = 0; /* the first completion shows at once */
+        p->on = !o->json && isatty(STDOUT_FILENO);
+        if (p->on || p->log) {
+                j->done = progress_done;
+                j->done_arg = p;
+        }
+}
+
+static void progress_clear(struct io_progress *p)
+{
+        if (p->shown) {
+                printf("\r\033[K");
+                fflush(stdout);
+        }
+        p->shown = false;
+}
+
 static void print_stats(const struct opts *o, const struct ntbf_nvmx_client *c,
                         const struct ntbf_nvme_job *j, const struct ntbf_nvme_stats *st,
                         const char *what, int r)
@@ -919,7 +986,10 @@ static int run_io(struct opts *o)
         struct ntbf_nvme_stats *st = calloc(1, sizeof(*st));
         if (!st)
                 goto out;
+        struct io_progress pg = {0};
+        progress_attach(&pg, o, &j);
         int r = ntbf_nvme_job_run(c.paths, c.npaths, &c.cl.ns, c.data.m.va, &j, st);
+        progress_clear(&pg);
         /* After a failover, admin requests (deleting the pairs) go through the path that works. */
         for (unsigned p = 0; p < c.npaths; p++)
                 if (!c.paths[p].failed) {
@@ -970,7 +1040,10 @@ static int run_bench(struct opts *o)
         struct ntbf_nvme_stats *st = calloc(1, sizeof(*st));
         int ret = EXIT_FAIL;
         if (st) {
+                struct io_progress pg = {0};
+                progress_attach(&pg, o, &j);
                 int r = ntbf_nvme_job_run(c.paths, c.npaths, &c.cl.ns, c.data.m.va, &j, st);
+                progress_clear(&pg);
                 for (unsigned p = 0; p < c.npaths; p++)
                         if (!c.paths[p].failed) {
                                 ntbf_nvmx_client_use_path(&c, p);

@@ -100,6 +100,29 @@ grep -q "BAR2         256 MiB" "$top/show" || fail "device show BARs: $(cat "$to
 [ $? = 2 ] || fail "unparsable params are no usage error: $(cat "$top/err")"
 "$ntbfab" return lender.acc0 --node borrower >/dev/null || fail "return"
 
+echo "ntbfab-nvme: the manager's reset and a write show progress on a terminal only"
+nvme=$build/apps/nvme/ntbfab-nvme
+if command -v script >/dev/null && [ -x "$nvme" ]; then
+	script -qec "env NTBFAB_DIR=$dir NTBFAB_NODE=lender $nvme manager --fdid 0x4000" /dev/null \
+		>"$top/mgr.tty" 2>&1 &
+	bg="$bg $!"
+	n=0
+	while ! grep -q "manager ready" "$top/mgr.tty" && [ $n -lt 200 ]; do
+		sleep 0.1
+		n=$((n + 1))
+	done
+	grep -q "resetting lender.nvme0: waiting for the controller to be ready" "$top/mgr.tty" ||
+		fail "the manager's reset showed no progress: $(cat "$top/mgr.tty")"
+	script -qec "env NTBFAB_NODE=borrower $nvme write --fdid 0x4000 --lba 0 --blocks 256" \
+		/dev/null >"$top/w.tty" 2>&1 || fail "ntbfab-nvme write: $(cat "$top/w.tty")"
+	grep -q "write: [0-9]* of 32 commands" "$top/w.tty" ||
+		fail "a write showed no progress: $(cat "$top/w.tty")"
+	NTBFAB_NODE=borrower "$nvme" verify --fdid 0x4000 --lba 0 --blocks 256 >"$top/v.out" 2>&1 ||
+		fail "ntbfab-nvme verify: $(cat "$top/v.out")"
+	grep -q "commands" "$top/v.out" && grep -q "$(printf '\r')" "$top/v.out" &&
+		fail "progress through a pipe: $(cat "$top/v.out")"
+fi
+
 echo "down stops every process of the cluster, a program attached to its fabric included"
 NTBFAB_NODE=lender "$build/frontends/sisci-compat/sisci-pingpong" -rn 8 -server -loops 1000 \
 	>"$top/pp.out" 2>&1 &
