@@ -76,5 +76,5 @@ cc "$tmp/app.c" $flags -Wl,-rpath,"$libdir" -o "$tmp/app" 2>"$tmp/err" ||
 out=$(env -u LD_LIBRARY_PATH "$tmp/app" "$src/config/examples/cluster-60.yaml") ||
 	fail "the program: $out"
 [ "$out" = "cluster-60: 60 nodes" ] || fail "the program printed '$out'"
-ldd "$tmp/app" | grep -q "$libdir/libntbfab.so.0" || fail "not run against the installed library"
+env -u LD_LIBRARY_PATH ldd "$tmp/app" | grep -q "$libdir/libntbfab.so.0" || fail "not run against the installed library"
 echo "1 passed, 0 failed"

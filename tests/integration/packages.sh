@@ -4,7 +4,8 @@
 # Builds the packages from a copy of the source tree with `dpkg-buildpackage -b -us -uc`,
 # then installs them with apt (which must resolve every dependency they declare from
 # Debian's archive) into a fresh copy of a minimal Debian 12 root (debootstrap
-# --variant=minbase, made once and kept in the cache: NTBFAB_CACHE, else BUILD/pkg-cache).
+# --variant=minbase, made once and kept in the cache: NTBFAB_CACHE, else ~/.cache/ntbfab, so
+# that a fresh build directory does not fetch it again).
 # In that root, as an operator would: `ntbfab validate` on the installed example, `ntbfab
 # up` of a simulated cluster with the installed daemon, a SISCI example compiled there with
 # `cc $(pkg-config --cflags --libs sisci)` against the -dev packages and run between two
@@ -13,7 +14,8 @@
 set -u
 build=$(cd "$1" && pwd)
 src=$(cd "$2" && pwd)
-cache=${NTBFAB_CACHE:-$build/pkg-cache}
+cache=${NTBFAB_CACHE:-${HOME:+$HOME/.cache/ntbfab}}
+cache=${cache:-$build/pkg-cache}
 fail() {
 	echo "FAIL: $*" >&2
 	exit 1
@@ -32,13 +34,14 @@ cleanup() {
 	[ -n "${NTBFAB_KEEP:-}" ] || rm -rf "$tmp"
 }
 trap cleanup EXIT
+trap 'exit 1' INT TERM
 
 # ---- the packages -------------------------------------------------------------------------
 echo "building the packages (dpkg-buildpackage -b -us -uc)"
 mkdir "$tmp/ntbfab"
 (cd "$src" && tar --exclude='./build*' --exclude=./.git --exclude='./bench/results' -cf - .) |
 	(cd "$tmp/ntbfab" && tar -xf -)
-(cd "$tmp/ntbfab" && DEB_BUILD_OPTIONS="parallel=2 nocheck" nice dpkg-buildpackage -b -us -uc) >"$tmp/build.log" 2>&1 ||
+(cd "$tmp/ntbfab" && DEB_BUILD_OPTIONS="parallel=2 nocheck noddebs" nice dpkg-buildpackage -b -us -uc) >"$tmp/build.log" 2>&1 ||
 	fail "dpkg-buildpackage: $(tail -25 "$tmp/build.log")"
 for p in ntbfab libntbfab0 libntbfab-dev libsisci0 libsisci-dev ntbfab-dkms; do
 	ls "$tmp"/${p}_*.deb >/dev/null 2>&1 || fail "no package $p was built"
