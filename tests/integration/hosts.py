@@ -171,7 +171,20 @@ def environment_file():
     return [l.split("=", 1)[1].strip() for l in open(UNIT) if l.startswith("EnvironmentFile=")]
 
 
-def start_daemon(node, opts="", expect_ready=True):
+def activation_socket(node):
+    """What ntbfabd.socket does: the socket made before the daemon, mode 0660."""
+    path = sock(node)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if os.path.exists(path):
+        os.unlink(path)
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(path)
+    os.chmod(path, 0o660)
+    s.listen(64)
+    return s
+
+
+def start_daemon(node, opts="", expect_ready=True, listen=None):
     base = os.path.join(T, node)
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C",
            "CONFIGURATION_DIRECTORY": os.path.join(base, "etc"),
@@ -193,9 +206,19 @@ def start_daemon(node, opts="", expect_ready=True):
         fail(f"ExecStart of {UNIT} is not ntbfabd without --node: {argv}")
     argv[0] = os.path.join(BUILD, "daemon", "ntbfabd")  # the built one, not the installed path
     err = open(os.path.join(base, "stderr"), "a")
+    pre = None
+    if listen:
+        # Socket activation as systemd does it: the socket as fd 3, LISTEN_FDS=1 and
+        # LISTEN_PID the daemon's own pid (the shell's, which execs it).
+        env["LISTEN_FDS"] = "1"
+        argv = ["sh", "-c", 'export LISTEN_PID=$$; exec "$@"', "sh"] + argv
+        fd = listen.fileno()
+        # fd 3, inheritable (Python makes sockets close-on-exec; dup2 onto itself would not
+        # clear that).
+        pre = (lambda: os.dup2(fd, 3)) if fd != 3 else (lambda: os.set_inheritable(3, True))
     p = subprocess.Popen(["ip", "netns", "exec", ns_of(node), "env", "-i"] +
                          [f"{k}={v}" for k, v in env.items()] + argv,
-                         stdout=err, stderr=err)
+                         stdout=err, stderr=err, preexec_fn=pre, close_fds=not listen)
     procs[node] = p
     notify.settimeout(1)
     deadline = time.monotonic() + 30
@@ -265,9 +288,13 @@ def main():
         fail(f"the refusal does not say 'chmod 600': {err}")
     os.chmod(os.path.join(T, "a", "etc", "cluster.key"), 0o600)
 
-    log("three daemons, started as the unit starts them; c also logs to a file")
+    log("three daemons, started as the unit starts them; c also logs to a file, and gets its "
+        "socket from 'systemd' (ntbfabd.socket)")
+    c_sock = activation_socket("c")
     for n in NODES:
-        start_daemon(n, "--log stderr,file" if n == "c" else "")
+        start_daemon(n, "--log stderr,file" if n == "c" else "", listen=c_sock if n == "c" else None)
+    if "passed by systemd" not in open(os.path.join(T, "c", "stderr")).read():
+        fail("c's daemon did not serve the socket it was passed")
     for n in NODES:
         wait_for(f"{n}'s daemon with the manager", lambda: reachable(n))
         me = node_status(n)
@@ -360,6 +387,19 @@ def main():
     procs["c"].send_signal(signal.SIGHUP)
     wait_for("a new log file", lambda: os.path.exists(logf) and
              "log file reopened" in open(logf).read(), 10)
+
+    log("c's daemon restarts on its activation socket: a client that connects meanwhile waits")
+    procs["c"].send_signal(signal.SIGKILL)
+    procs["c"].wait()
+    early = subprocess.Popen([NTBFAB, "rpc", "--json", "node.status"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True,
+                             env=dict(os.environ, NTBFAB_SOCKET=sock("c")))
+    time.sleep(0.3)  # the client is connected (to systemd's socket) before the daemon runs
+    start_daemon("c", listen=c_sock)
+    out, errs = early.communicate(timeout=30)
+    if early.returncode or json.loads(out)["node"] != "c":
+        fail(f"a client of c during its restart: exit {early.returncode}: {out}{errs}")
+    c_sock.close()
 
     log("SIGTERM stops every daemon cleanly")
     for n in ["b", "c", "a"]:
