@@ -255,11 +255,11 @@ static int run_topology(int argc, char **argv)
         const struct verb *v = find_verb("topology");
         bool json = false;
         struct topo_opts to = {0};
-        static const struct option lo[] = {{"dot", no_argument, NULL, 'd'},
-                                           {"svg", required_argument, NULL, 's'},
-                                           {"budgets", no_argument, NULL, 'b'},
-                                           {"path", required_argument, NULL, 'p'}};
-        int r = parse(v, argc, argv, lo, 4, &json, topo_opt, &to);
+        static const struct option topo_longs[] = {{"dot", no_argument, NULL, 'd'},
+                                                   {"svg", required_argument, NULL, 's'},
+                                                   {"budgets", no_argument, NULL, 'b'},
+                                                   {"path", required_argument, NULL, 'p'}};
+        int r = parse(v, argc, argv, topo_longs, 4, &json, topo_opt, &to);
         if (r)
                 return r;
         if (optind + 1 != argc)

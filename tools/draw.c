@@ -157,7 +157,16 @@ void draw_dot(FILE *f, const struct ntbf_topo *t, const struct ntbf_state *s,
                                 "fillcolor=\"#d6eaf8\", label=\"",
                                 a);
                         esc(f, ad->name);
-                        fprintf(f, "\\n%s, %s", ad->p.model, ntbf_size_fmt(ad->p.window, w, 32));
+                        /* Several windows (windows:): their count and total. */
+                        uint64_t bytes = ad->p.window;
+                        if (ad->p.nwindows) {
+                                bytes = 0;
+                                for (uint32_t k = 0; k < ad->p.nwindows; k++)
+                                        bytes += ad->p.windows[k].size;
+                        }
+                        fprintf(f, "\\n%s, %s", ad->p.model, ntbf_size_fmt(bytes, w, 32));
+                        if (ad->p.nwindows > 1)
+                                fprintf(f, " in %u windows", ad->p.nwindows);
                         budget_lines(f, rows, nrows, false, a);
                         fprintf(f, "\"%s];\n    n%u -- a%u [color=\"#7f8c8d\"%s];\n",
                                 on_path(paths, npaths, NTBF_HOP_ADAPTER, a) ? ", penwidth=3" : "",
