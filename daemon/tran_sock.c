@@ -413,10 +413,13 @@ static void open_path(struct ntbf__d *d)
         bool named = o->nallow_users || o->nallow_groups;
         if (!named && !o->socket_group[0])
                 return;
-        char run[PATH_MAX];
-        snprintf(run, sizeof(run), "%s/run", d->dir);
-        const char *dirs[] = {d->dir, run};
-        for (int i = 0; i < 2; i++) {
+        /* The socket's directory, and with --dir the instance directory above it (on a host
+         * the runtime directory is made searchable already, docs/daemon.md). */
+        char inst[PATH_MAX];
+        snprintf(inst, sizeof(inst), "%s/run", d->dir);
+        bool instance = !strcmp(inst, d->run_dir);
+        const char *dirs[] = {d->run_dir, instance ? d->dir : NULL};
+        for (int i = 0; i < 2 && dirs[i]; i++) {
                 struct stat st;
                 if (stat(dirs[i], &st) || st.st_uid != geteuid())
                         continue; /* not ours to change: its owner decides */
