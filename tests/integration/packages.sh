@@ -73,16 +73,25 @@ cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null
 mkdir -p "$cache/apt-archives" "$root/var/cache/apt/archives"
 
 # Everything in the root runs in a mount namespace of its own: /proc, /dev/shm and the
-# cache of downloaded packages are mounted there and vanish with it.
+# cache of downloaded packages are mounted there and vanish with it. With --alone, in a
+# network namespace of its own too (only its loopback, up), so that the cluster's daemons
+# share no address or port with anything else on this machine.
 inroot() {
-	unshare --mount --propagation private sh -c '
-		root=$1 cache=$2
-		shift 2
+	net=""
+	if [ "$1" = --alone ]; then
+		net=--net
+		shift
+	fi
+	unshare --mount $net --propagation private sh -c '
+		root=$1 cache=$2 net=$3
+		shift 3
+		{ [ -z "$net" ] || ip link set lo up; } &&
 		mount -t proc proc "$root/proc" &&
 		mount -t tmpfs tmpfs "$root/dev/shm" &&
 		mount --bind "$cache/apt-archives" "$root/var/cache/apt/archives" &&
 		exec chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
-			LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive /bin/sh -c "$*"' sh "$root" "$cache" "$@"
+			LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive /bin/sh -c "$*"' sh "$root" "$cache" \
+		"$net" "$@"
 }
 
 echo "installing them in a clean root (apt resolves their dependencies)"
@@ -97,6 +106,11 @@ check() {
 	shift
 	inroot "$@" >"$tmp/out" 2>&1 || fail "$what: $(cat "$tmp/out")"
 }
+check_alone() {
+	what=$1
+	shift
+	inroot --alone "$@" >"$tmp/out" 2>&1 || fail "$what: $(cat "$tmp/out")"
+}
 check "validate" 'ntbfab validate /etc/ntbfab/cluster.yaml.example /usr/share/doc/ntbfab/examples/quickstart.yaml'
 grep -q "cluster.yaml.example: valid" "$tmp/out" || fail "validate: $(cat "$tmp/out")"
 check "the man pages" 'ls /usr/share/man/man8/ntbfabd.8* /usr/share/man/man8/ntbfab-borrow.8* \
@@ -107,7 +121,7 @@ check "the man pages" 'ls /usr/share/man/man8/ntbfabd.8* /usr/share/man/man8/ntb
 cp "$src/frontends/sisci-compat/examples/pingpong.c" "$root/tmp/"
 check "a SISCI example built against libsisci-dev" \
 	'cc -D_REENTRANT -O2 -o /tmp/pingpong /tmp/pingpong.c $(pkg-config --cflags --libs sisci)'
-check "a cluster of the installed programs, and the example between two of its nodes" '
+check_alone "a cluster of the installed programs, and the example between two of its nodes" '
 	set -e
 	ntbfab up /usr/share/doc/ntbfab/examples/quickstart.yaml --dir /dev/shm/pkgtest >/tmp/up.log
 	NTBFAB_DIR=/dev/shm/pkgtest NTBFAB_NODE=lender /tmp/pingpong -rn 8 -server -loops 100 \
