@@ -30,7 +30,8 @@ grep -q "^Permission is hereby granted" "$prefix/share/doc/ntbfab/LICENSE" || fa
 # Every verb's page and the four others, as roff man can show.
 if command -v scdoc >/dev/null; then
 	for v in $("$build/tools/ntbfab" --help | sed -n '/^verbs:/,/^$/s/^  \([a-z]*\) .*/\1/p'); do
-		has "share/man/man8/ntbfab-$v.8"
+		[ -e "$prefix/share/man/man8/ntbfab-$v.8" ] ||
+			fail "share/man/man8/ntbfab-$v.8 is not installed: add '$v' to ntbfab_man_verbs in man/meson.build"
 		grep -q "^\.SH SYNOPSIS" "$prefix/share/man/man8/ntbfab-$v.8" || fail "ntbfab-$v.8 is no man page"
 	done
 	for p in man8/ntbfab.8 man8/ntbfabd.8 man1/ntbfab-nvme.1 man5/ntbfab-cluster.5; do
