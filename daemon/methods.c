@@ -352,7 +352,8 @@ static void lend_common(struct ntbf__d *d, struct ntbf__rpc_call *call, struct j
                 return;
         bool real = ntbf__vfiod_is(d, dev);
         if (real && kind == 0) {
-                /* The lender binds itself as the device's driver first (seed 002). */
+                /* The lender binds itself as the device's driver first (docs/daemon.md, "Real
+                 * devices"). */
                 bool force = false;
                 char why[1024];
                 ntbf__jget_b(p, "force", &force);

@@ -25,13 +25,13 @@ for t in $targets; do
         case $t in
         fuzz_config)
                 cp "$root"/config/examples/*.yaml "$root"/tests/config-invalid/*.yaml \
-                        "$here"/seeds/* "$work/corpus/"
+                        "$here"/corpus_config/* "$work/corpus/"
                 extra="-dict=$here/config.dict -max_len=16384" ;;
         fuzz_rpc)
-                cp "$here"/seeds_rpc/* "$work/corpus/"
+                cp "$here"/corpus_rpc/* "$work/corpus/"
                 extra="-dict=$here/rpc.dict -max_len=65536" ;;
         fuzz_peer)
-                cp "$here"/seeds_peer/* "$work/corpus/"
+                cp "$here"/corpus_peer/* "$work/corpus/"
                 extra="-max_len=8192" ;;
         esac
         rc=0

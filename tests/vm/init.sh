@@ -245,7 +245,8 @@ if [ "$ROLE" = a ]; then
         ntbfabd --config $NTBFAB_DIR/cluster.yaml --node guesta --dir $NTBFAB_DIR --quiet &
         DPID=$!
         for i in $(seq 1 200); do [ -S $NTBFAB_DIR/run/guesta.sock ] && break; sleep 0.1; done
-        # The lender binds itself as the device's driver (seed 002), refusing to steal it.
+        # The lender binds itself as the device's driver (docs/daemon.md, "Real devices"),
+        # refusing to steal it.
         before=$(driver $NV)
         out=$(ntbfab lend guesta $NV 2>&1)
         rc=$?
