@@ -16,6 +16,7 @@
 extern const struct ntbf_backend_ops ntbf__sim_ops;
 extern const struct ntbf_backend_ops ntbf__ivshmem_ops;
 extern const struct ntbf_backend_ops ntbf__linux_ntb_ops;
+extern const struct ntbf_backend_ops ntbf__dolphin_ops;
 
 #define PLANNED "planned (issue 11): no such backend is built into this libntbfab yet"
 
@@ -34,8 +35,8 @@ static const struct ntbf_backend_entry entries[] = {
      .unbuilt = "not built yet: its register layer and `ntbfab switchtec` are (docs/switchtec.md); "
                 "the vtable that composes that layer with linux-ntb is not written"},
     {.name = "dolphin",
-     .about = "Dolphin PXH and MXH adapters, through Dolphin's driver",
-     .unbuilt = PLANNED},
+     .ops = &ntbf__dolphin_ops,
+     .about = "Dolphin PXH and MXH adapters, through Dolphin's SISCI library (docs/dolphin.md)"},
     {.name = "ivshmem",
      .ops = &ntbf__ivshmem_ops,
      .about = "a region two QEMU guests share (ivshmem-plain), or a file (docs/vm.md)"},

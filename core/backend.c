@@ -123,6 +123,7 @@ bool ntbf_backend_ops_valid(const struct ntbf_backend_ops *ops, char *why, size_
                 return false;
         const struct cb last[][2] = {
             {CB(cfg_read), CB(cfg_write)},
+            {CB(dev_map), CB(dev_unmap)},
             {CB(irq_alloc), CB(irq_free)},
             {CB(serve), CB(client_gone)},
         };
@@ -158,7 +159,8 @@ bool ntbf_backend_ops_valid(const struct ntbf_backend_ops *ops, char *why, size_
         X(KERNEL_IOMMU)                                                                            \
         X(LINK_CTRL)                                                                               \
         X(RESET)                                                                                   \
-        X(COUNTERS)
+        X(COUNTERS)                                                                                \
+        X(DEV_MAP)
 
 const char *ntbf_cap_name(uint32_t flag)
 {
@@ -237,6 +239,9 @@ const char *ntbf_cap_missing(const struct ntbf_backend_ops *ops, uint32_t flag)
                 break;
         case NTBF_CAP_COUNTERS:
                 NEED(CB(counters));
+                break;
+        case NTBF_CAP_DEV_MAP:
+                NEED(CB(dev_map), CB(dev_unmap));
                 break;
         default: /* NO_RID_TABLE, KERNEL_IOMMU: facts, no callbacks */
                 break;
@@ -362,4 +367,127 @@ const char *ntbf_instance_dir_default(const struct ntbf_topo *t, char *buf, size
         snprintf(buf, len, "/dev/shm/ntbfab-%u-%s", (unsigned)getuid(),
                  t && t->name[0] ? t->name : "cluster");
         return buf;
+}
+
+/* ---- capabilities against the cluster file ----------------------------------------------- */
+
+static unsigned popcount64(uint64_t v)
+{
+        unsigned n = 0;
+        for (; v; v &= v - 1)
+                n++;
+        return n;
+}
+
+/* "adapter NODE.ADAPTER: " in front of a mismatch. */
+#define MISMATCH(fmt, ...)                                                                         \
+        fail(why, whylen, "adapter %s.%s: " fmt, t->nodes[a->node].name, a->name, __VA_ARGS__)
+
+static bool window_match(const struct ntbf_topo *t, const struct ntbf_adapter *a, uint32_t i,
+                         const struct ntbf_window *hw, char *why, size_t whylen)
+{
+        const struct ntbf_window *m = &a->win[i];
+        if (hw->size != m->size)
+                return MISMATCH("the backend reports window %u of %#" PRIx64
+                                " bytes, the cluster file %#" PRIx64 "; set window: %#" PRIx64,
+                                i, hw->size, m->size, hw->size);
+        if (hw->slots != m->slots)
+                return MISMATCH("the backend reports %u slots in window %u, the cluster file %u; "
+                                "set lut_entries: %u",
+                                hw->slots, i, m->slots, hw->slots);
+        if (hw->base != m->base)
+                return MISMATCH("the backend reports window %u at %#" PRIx64
+                                ", the cluster file at %#" PRIx64 "; set window_base: %#" PRIx64,
+                                i, hw->base, m->base, hw->base);
+        if (hw->slot_size != m->slot_size || hw->first_slot != m->first_slot ||
+            hw->reserved != m->reserved)
+                return MISMATCH("window %u: the backend reports slots of %#" PRIx64
+                                " bytes from %u (%u reserved), the cluster file of %#" PRIx64
+                                " bytes from %u (%u reserved)",
+                                i, hw->slot_size, hw->first_slot, hw->reserved, m->slot_size,
+                                m->first_slot, m->reserved);
+        if (!hw->addr_align || m->addr_align % hw->addr_align || !hw->size_align ||
+            m->size_align % hw->size_align || hw->size_max < m->size_max)
+                return MISMATCH("window %u: the core plans translations aligned to %#" PRIx64
+                                ", in multiples of %#" PRIx64 ", of up to %#" PRIx64
+                                " bytes, but the backend takes addresses aligned to %#" PRIx64
+                                ", sizes in multiples of %#" PRIx64 ", up to %#" PRIx64,
+                                i, m->addr_align, m->size_align, m->size_max, hw->addr_align,
+                                hw->size_align, hw->size_max);
+        if ((hw->flags & NTBF_WIN_NATURAL_ALIGN) && !(m->flags & NTBF_WIN_NATURAL_ALIGN))
+                return MISMATCH("window %u needs naturally aligned far addresses, which the "
+                                "cluster file does not say",
+                                i);
+        return true;
+}
+
+/* A figure of the file and of the backend that must be equal: name the key that fixes it. */
+static bool same(const struct ntbf_topo *t, const struct ntbf_adapter *a, uint64_t hw,
+                 uint64_t file, const char *what, const char *key, char *why, size_t whylen)
+{
+        if (hw == file)
+                return true;
+        return MISMATCH("the backend reports %" PRIu64 " %s, the cluster file %" PRIu64
+                        "; set %s: %" PRIu64,
+                        hw, what, file, key, hw);
+}
+
+bool ntbf_caps_match(const struct ntbf_topo *t, uint32_t adapter, const struct ntbf_caps *c,
+                     char *why, size_t whylen)
+{
+        if (!t || !c || adapter >= t->nadapters)
+                return fail(why, whylen, "no topology, no capabilities or no such adapter");
+        const struct ntbf_adapter *a = &t->adapters[adapter];
+        const struct ntbf_node *n = &t->nodes[a->node];
+        if (!same(t, a, c->ports, a->p.ports, "ports", "ports", why, whylen) ||
+            !same(t, a, c->nwindows, a->nwin, "windows", "windows", why, whylen))
+                return false;
+        for (uint32_t i = 0; i < c->nwindows && i < NTBF_MAX_WINDOWS; i++)
+                if (!window_match(t, a, i, &c->windows[i], why, whylen))
+                        return false;
+        bool out = a->p.xlat & NTBF_XLAT_OUTBOUND, in = a->p.xlat & NTBF_XLAT_INBOUND;
+        if (!(c->flags & NTBF_CAP_XLAT_OUTBOUND) != !out ||
+            !(c->flags & NTBF_CAP_XLAT_INBOUND) != !in) {
+                bool o = c->flags & NTBF_CAP_XLAT_OUTBOUND, i = c->flags & NTBF_CAP_XLAT_INBOUND;
+                return MISMATCH("the backend programs translations %s, the cluster file says "
+                                "xlat: %s; set xlat: %s",
+                                o && i ? "both ways" : o ? "outbound" : "inbound",
+                                out && in ? "both" : out ? "outbound" : "inbound",
+                                o && i ? "both" : o ? "outbound" : "inbound");
+        }
+        if (!same(t, a, c->rid_table, a->p.rid_table, "requester-ID entries", "rid_table", why,
+                  whylen))
+                return false;
+        if (a->p.rid_table && !(c->flags & NTBF_CAP_RID_TABLE))
+                return MISMATCH("the cluster file gives a requester-ID table of %u entries, "
+                                "which the backend cannot program; set rid_table: 0",
+                                a->p.rid_table);
+        if (!a->p.rid_table && (c->flags & NTBF_CAP_RID_TABLE))
+                return MISMATCH("the backend programs a requester-ID table, which the cluster "
+                                "file says the adapter has not; set rid_table: %u",
+                                c->rid_table);
+        if (a->p.rid_table && !same(t, a, c->rid_reserved, a->p.rid_reserved,
+                                    "requester-ID entries for the CPU", "rid_reserved", why,
+                                    whylen))
+                return false;
+        uint64_t dma = (c->flags & NTBF_CAP_DMA) ? c->dma_channels : 0;
+        uint64_t db = (c->flags & NTBF_CAP_DOORBELL) ? popcount64(c->db_valid_mask) : 0;
+        uint64_t sp = (c->flags & NTBF_CAP_SCRATCHPAD) ? c->scratchpads : 0;
+        uint64_t msg = (c->flags & NTBF_CAP_MESSAGE) ? c->messages : 0;
+        if (!same(t, a, dma, a->p.dma_channels, "DMA channels", "dma_channels", why, whylen) ||
+            !same(t, a, db, a->p.doorbells, "doorbell bits", "doorbells", why, whylen) ||
+            !same(t, a, sp, a->p.scratchpads, "scratchpads", "scratchpads", why, whylen) ||
+            !same(t, a, msg, a->p.messages, "message registers", "messages", why, whylen))
+                return false;
+        bool iommu = c->flags & (NTBF_CAP_IOMMU | NTBF_CAP_KERNEL_IOMMU);
+        if (iommu != n->iommu)
+                return MISMATCH("traffic into node %s goes through %s, but the cluster file "
+                                "says iommu: %s; set iommu: %s",
+                                n->name,
+                                iommu ? "an IOMMU (the backend programs it, or the kernel owns it)"
+                                      : "no IOMMU the backend knows of",
+                                n->iommu ? "true" : "false", iommu ? "true" : "false");
+        if (why && whylen)
+                snprintf(why, whylen, "matches");
+        return true;
 }

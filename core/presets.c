@@ -179,6 +179,25 @@ static const struct ntbf_adapter_params adapter_presets[] = {
         .xlat = NTBF_XLAT_OUTBOUND | NTBF_XLAT_INBOUND,
     },
     {
+        /* A Dolphin adapter (PXH, MXH) as its SISCI library presents it, driven by
+         * backends/dolphin (docs/dolphin.md). SISCI answers the window and DMA figures
+         * (SCIQuery): the daemon refuses to start when this file says otherwise, naming the
+         * figure to set, so these are only where a file starts. */
+        .model = "dolphin-sisci",
+        .ports = 2,               /* assumption: a PXH830's (SCI_Q_ADAPTER_NUMBER_OF_PORTS) */
+        .window = 256 * NTBF_MiB, /* Dolphin factory default prefetchable BAR */
+        .lut_entries = 256,       /* assumption: the ATT's entries (SCI_Q_ADAPTER_ATT_*) */
+        .rid_table = 0,           /* SmartIO registers requesters itself: nothing to budget */
+        .rid_reserved = 0,
+        .addr_bits = 64,  /* assumption */
+        .doorbells = 0,   /* SISCI has none */
+        .scratchpads = 0, /* SISCI has none */
+        .messages = 0,
+        .dma_channels = 4, /* assumption: DMA queues handed out per process */
+        .hop_ns = 132,     /* the pxh830's: article 8.6 */
+        .xlat = NTBF_XLAT_INBOUND, /* a slot is a segment the memory's host makes */
+    },
+    {
         /* Shared memory between two QEMU guests (ivshmem-plain), presented as one link by
          * backends/ivshmem (docs/vm.md): every figure is that backend's choice. */
         .model = "ivshmem",

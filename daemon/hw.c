@@ -90,13 +90,20 @@ int ntbf__hw_open(struct ntbf__d *d, char *why, size_t whylen)
                         return r;
                 }
                 /* A backend that claims what it cannot do would fail later, half way. */
-                char bad[200];
+                char bad[400];
                 if (!ntbf_caps_valid(d->ops, &d->caps[a], bad, sizeof(bad))) {
                         snprintf(why, whylen,
                                  "the %s backend reports capabilities of adapter %s.%s that "
                                  "break the rules of backend.h: %s",
                                  d->ops->name, me->name, t->adapters[a].name, bad);
                         return NTBF_EPROTO;
+                }
+                /* The core plans with the cluster file's figures: they must be the
+                 * adapter's (a Dolphin adapter's come from SCIQuery, docs/dolphin.md). */
+                if (!ntbf_caps_match(t, a, &d->caps[a], bad, sizeof(bad))) {
+                        snprintf(why, whylen, "%s: %s (the %s backend's figures)",
+                                 t->file ? t->file : "the cluster file", bad, d->ops->name);
+                        return NTBF_ECONFIG;
                 }
                 evctx[a] = (struct evctx){d, a};
                 d->ops->set_events(d->h[a], &event_ops, &evctx[a]);

@@ -764,15 +764,16 @@ static void remap(struct ntbf_backend *b)
 static int ivs_map_window(struct ntbf_adapter_h *h, uint32_t win, uint64_t offset, uint64_t size,
                           unsigned flags, void **addr)
 {
-        (void)flags; /* shared memory: cached either way */
+        /* Shared memory: cached either way. */
+        bool fixed = flags & NTBF_MAP_FIXED;
         if (!addr || !size || win != 0 || offset % PAGE || size % PAGE || offset > h->window ||
-            size > h->window - offset)
+            size > h->window - offset || (fixed && (!*addr || (uintptr_t)*addr % PAGE)))
                 return -EINVAL;
         struct ivs_map *m = calloc(1, sizeof(*m));
         if (!m)
                 return -ENOMEM;
-        /* A range of address space, then each slot's part placed over it. */
-        uint8_t *va = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        /* A range of address space (or the caller's), then each slot's part placed over it. */
+        uint8_t *va = fixed ? *addr : mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (va == MAP_FAILED) {
                 free(m);
                 return -errno;
@@ -786,7 +787,10 @@ static int ivs_map_window(struct ntbf_adapter_h *h, uint32_t win, uint64_t offse
         }
         pthread_mutex_unlock(&h->b->lock);
         if (r) {
-                munmap(va, size);
+                if (fixed) /* the caller's reservation, as it was */
+                        mmap(va, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+                else
+                        munmap(va, size);
                 free(m);
                 return r;
         }

@@ -156,9 +156,16 @@ int ntbf__sim_map(struct ntbf_sim *s, uint32_t a, uint32_t win, uint64_t offset,
         m->base = ad->win[win].base + offset;
         m->post = sim_post_off(ad, &ad->win[win]) + offset;
         m->size = size;
-        m->flags = flags;
-        /* Reserve the addresses first so the runs land side by side. */
-        void *va = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        m->flags = flags & ~(unsigned)NTBF_MAP_FIXED;
+        /* Reserve the addresses first so the runs land side by side (or take the caller's). */
+        bool fixed = flags & NTBF_MAP_FIXED;
+        if (fixed && (!*addr || (uintptr_t)*addr % SIM_PAGE)) {
+                free(m);
+                return -EINVAL;
+        }
+        void *va = fixed ? *addr
+                         : mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                                -1, 0);
         if (va == MAP_FAILED) {
                 free(m);
                 return -ENOMEM;
@@ -184,7 +191,11 @@ int ntbf__sim_map(struct ntbf_sim *s, uint32_t a, uint32_t win, uint64_t offset,
         *addr = va;
         return 0;
 fail:
-        munmap(va, size);
+        if (fixed) /* the caller's reservation, as it was */
+                mmap(va, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
+                     -1, 0);
+        else
+                munmap(va, size);
         free(m->runs);
         free(m);
         return r;

@@ -132,9 +132,17 @@ enum ntbf_cap_flags {
         NTBF_CAP_LINK_CTRL = 1u << 17, /* link_enable/link_disable work */
         NTBF_CAP_RESET = 1u << 18,     /* reset works */
         NTBF_CAP_COUNTERS = 1u << 19,  /* counters reports the hardware's counts */
+        /*
+         * A managed fabric: the fabric's own software (Dolphin's SmartIO) decides which
+         * address a device's DMA uses to reach memory, so device addresses come from dev_map,
+         * not from the core's plans (its DMA and MSI windows). The device API then maps the
+         * DMA of every device of the fabric through dev_map (docs/writing-a-backend.md,
+         * "Managed fabrics").
+         */
+        NTBF_CAP_DEV_MAP = 1u << 20,
 };
 /* The highest flag above, for loops over all of them. */
-#define NTBF_CAP_LAST NTBF_CAP_COUNTERS
+#define NTBF_CAP_LAST NTBF_CAP_DEV_MAP
 
 /*
  * The windows of an adapter are struct ntbf_window (topology.h): the same figures as the
@@ -256,6 +264,13 @@ struct ntbf_irq {
 enum ntbf_map_flags {
         NTBF_MAP_READONLY = 1u << 0,
         NTBF_MAP_UNCACHED = 1u << 1, /* device registers: no write combining */
+        /*
+         * *addr is an input: map exactly there (page-aligned), replacing what the caller
+         * reserved at [*addr, + size) (SISCI's SCI_FLAG_FIXED_MAP_ADDR; how a backend over
+         * another library lays several mappings side by side). unmap_window then unmaps the
+         * range as for any mapping; the caller re-reserves it if it wants it back.
+         */
+        NTBF_MAP_FIXED = 1u << 2,
 };
 
 struct ntbf_counters {
@@ -449,6 +464,22 @@ struct ntbf_backend_ops {
         int (*cfg_write)(struct ntbf_backend *b, uint32_t device, uint32_t f, uint32_t off,
                          uint32_t size, uint32_t val);
 
+        /*
+         * Devices of a managed fabric (pair, optional; NTBF_CAP_DEV_MAP). Make [addr, addr +
+         * size) reachable by the DMA of function f of topology device `device` (of this host
+         * or borrowed from another) and return in *ioaddr the address the device must use:
+         * addr is memory for export this process allocated (mem_alloc; a DMA buffer, an
+         * interrupt vector's address) or a range of one slot of this adapter's windows (the
+         * device then reaches what the slot leads to). The backend gets the device from the
+         * fabric's software (Dolphin: SCIBorrowDevice) at the first mapping and gives it back
+         * at release. -EFAULT when addr is neither; NTBF_ENOTFOUND when the fabric does not
+         * know the device; -ENOTCONN for an unprogrammed slot. dev_unmap undoes one mapping
+         * by the address dev_map returned (-ENOENT when there is none).
+         */
+        int (*dev_map)(struct ntbf_adapter_h *h, uint32_t device, uint32_t f, uint64_t addr,
+                       uint64_t size, uint64_t *ioaddr);
+        int (*dev_unmap)(struct ntbf_adapter_h *h, uint32_t device, uint32_t f, uint64_t ioaddr);
+
         /* Host interrupt vectors (pair, optional). */
         int (*irq_alloc)(struct ntbf_adapter_h *h, struct ntbf_irq *out);
         int (*irq_free)(struct ntbf_adapter_h *h, struct ntbf_irq *irq);
@@ -492,7 +523,7 @@ struct ntbf_backend_ops {
  *                 mem_alloc/mem_free, mem_map/mem_unmap, host_map/host_unmap,
  *                 peer_msg_write/msg_read,
  *                 mcast_join/mcast_leave, dma_submit/dma_poll, iommu_map/iommu_unmap,
- *                 cfg_read/cfg_write, irq_alloc/irq_free, serve/client_gone
+ *                 cfg_read/cfg_write, dev_map/dev_unmap, irq_alloc/irq_free, serve/client_gone
  *   groups        doorbells (db_read, db_clear, db_set_mask, db_clear_mask, peer_db_set),
  *                 scratchpads (spad_read, spad_write, peer_spad_read, peer_spad_write),
  *                 device isolation (dev_isolate, dev_iommu_map, dev_iommu_unmap)
@@ -509,7 +540,8 @@ NTBF_EXPORT bool ntbf_backend_ops_valid(const struct ntbf_backend_ops *ops, char
  * false with the first broken rule in why:
  *   requires      each claimed flag has its callbacks (NTBF_CAP_XLAT_OUTBOUND: xlat_set,
  *                 ..., NTBF_CAP_LINK_CTRL: link_enable, NTBF_CAP_RESET: reset,
- *                 NTBF_CAP_COUNTERS: counters, NTBF_CAP_FAULT: fault)
+ *                 NTBF_CAP_COUNTERS: counters, NTBF_CAP_FAULT: fault, NTBF_CAP_DEV_MAP:
+ *                 dev_map)
  *   excludes      NTBF_CAP_RID_TABLE and NTBF_CAP_NO_RID_TABLE; NTBF_CAP_IOMMU and
  *                 NTBF_CAP_KERNEL_IOMMU
  *   figures       a flag and its figure agree (doorbells: db_valid_mask != 0, scratchpads,
@@ -523,6 +555,21 @@ NTBF_EXPORT bool ntbf_backend_ops_valid(const struct ntbf_backend_ops *ops, char
  */
 NTBF_EXPORT bool ntbf_caps_valid(const struct ntbf_backend_ops *ops, const struct ntbf_caps *c,
                                  char *why, size_t whylen);
+
+/*
+ * Check one adapter's capabilities against what the cluster file says of it, and return
+ * true, or false with the first figure that differs in why, naming the cluster file's key
+ * that would fix it. The core plans with the file's figures, so a backend whose figures come
+ * from the hardware (Dolphin's SISCI library answers SCIQuery) is held to the file here:
+ *   ports; every window's base, size, slots, slot size and reserved slots, and alignments
+ *   and a size_max that the core's plans fit (the rules of the conformance check
+ *   caps.figures); rid_table with NTBF_CAP_RID_TABLE / NTBF_CAP_NO_RID_TABLE; dma_channels;
+ *   doorbells, scratchpads and messages; the translation sides against `xlat`; an IOMMU
+ *   flag against the node's `iommu`.
+ * The daemon refuses to start when an adapter of its node fails it (docs/daemon.md).
+ */
+NTBF_EXPORT bool ntbf_caps_match(const struct ntbf_topo *t, uint32_t adapter,
+                                 const struct ntbf_caps *c, char *why, size_t whylen);
 
 /* The name of one capability flag ("NTBF_CAP_DOORBELL"), or "?". */
 NTBF_EXPORT const char *ntbf_cap_name(uint32_t flag);

@@ -43,11 +43,23 @@ static void test_ops_valid_rules(void **state)
         /* Every backend of the registry keeps the rules (the shared-memory one too). */
         const struct ntbf_backend_ops *ivs = ntbf_backend_find("ivshmem");
         assert_non_null(ivs);
+        assert_ptr_equal(ntbf_backend_at(3), ivs); /* built: sim, linux-ntb, dolphin, ivshmem */
         assert_true(ntbf_backend_ops_valid(ivs, NULL, 0));
         const struct ntbf_backend_ops *lntb = ntbf_backend_find("linux-ntb");
         assert_non_null(lntb);
+        assert_ptr_equal(ntbf_backend_at(1), lntb);
         assert_true(ntbf_backend_ops_valid(lntb, why0, sizeof(why0)));
-        assert_null(ntbf_backend_at(3));
+        /* Dolphin's: a managed fabric (inbound translation, devices mapped by the fabric). */
+        const struct ntbf_backend_ops *dol = ntbf_backend_find("dolphin");
+        assert_non_null(dol);
+        assert_ptr_equal(ntbf_backend_at(2), dol);
+        assert_true(ntbf_backend_ops_valid(dol, NULL, 0));
+        assert_null(dol->xlat_set);
+        assert_null(dol->rid_add);
+        assert_null(dol->db_read);
+        assert_null(dol->link_enable);
+        assert_null(dol->reset);
+        assert_null(ntbf_backend_at(4));
         assert_null(ntbf_backend_find("nope"));
         /* The registry: every entry named once, its vtable (if built) of the same name and
          * valid; an entry not built has a sentence; find and at see the built ones only. */
@@ -71,10 +83,11 @@ static void test_ops_valid_rules(void **state)
                         assert_null(ntbf_backend_find(e->name));
                 }
         }
-        assert_int_equal(built, 3);
+        assert_int_equal(built, 4);
         assert_ptr_equal(ntbf_backend_entry_at(0)->ops, sim); /* the default comes first */
         assert_string_equal(ntbf_backend_entry("sim")->helper, "ntbfab-simd");
         assert_null(ntbf_backend_entry("ivshmem")->helper);
+        assert_null(ntbf_backend_entry("dolphin")->helper);
         char msg[512];
         assert_ptr_equal(ntbf_backend_open_ops("ivshmem", msg, sizeof(msg)), ivs);
         char want[640];
@@ -154,6 +167,12 @@ static void test_ops_valid_rules(void **state)
         o = *sim;
         o.host_unmap = NULL;
         expect_invalid(&o, "host_map without host_unmap");
+        o = *dol;
+        o.dev_unmap = NULL;
+        expect_invalid(&o, "dev_map without dev_unmap");
+        o = *sim;
+        o.dev_unmap = dol->dev_unmap;
+        expect_invalid(&o, "dev_unmap without dev_map");
         /* A callback that needs another. */
         o = *sim;
         o.irq_alloc = NULL;
@@ -306,6 +325,9 @@ static void test_caps_valid_rules(void **state)
         o.peer_db_set = NULL;
         expect_caps_invalid(&o, &good, "NTBF_CAP_DOORBELL claimed without peer_db_set");
         c = good;
+        c.flags |= NTBF_CAP_DEV_MAP; /* the sim maps no device itself */
+        expect_caps_invalid(f.ops, &c, "NTBF_CAP_DEV_MAP claimed without dev_map");
+        c = good;
         c.flags &= ~(uint32_t)(NTBF_CAP_COUNTERS | NTBF_CAP_RESET | NTBF_CAP_LINK_CTRL);
         o = *f.ops;
         o.counters = NULL;
@@ -385,6 +407,77 @@ static void test_caps_valid_rules(void **state)
         assert_true(ntbf_caps_valid(f.ops, &c, why, sizeof(why)));
         c.slots--;
         expect_caps_invalid(f.ops, &c, "slots is 511 but the windows have 512");
+        fab_down(&f);
+}
+
+static void expect_mismatch(const struct ntbf_topo *t, const struct ntbf_caps *c, const char *want)
+{
+        char why[512];
+        assert_false(ntbf_caps_match(t, 0, c, why, sizeof(why)));
+        assert_string_equal(why, want);
+}
+
+/*
+ * ntbf_caps_match: the adapter's figures against the cluster file's, each figure once, with
+ * the key that would fix it (what the daemon says when a Dolphin adapter's SCIQuery figures
+ * differ from the file).
+ */
+static void test_caps_match_file(void **state)
+{
+        (void)state;
+        struct fab f;
+        fab_up(&f, fab_b2b(true));
+        struct ntbf_caps good, c;
+        char why[512];
+        assert_int_equal(f.ops->caps(f.h[0], &good), 0);
+        assert_true(ntbf_caps_match(f.t, 0, &good, why, sizeof(why)));
+        assert_string_equal(why, "matches");
+#define MISMATCH(text) expect_mismatch(f.t, &c, "adapter a.ntb0: " text)
+        c = good;
+        c.windows[0].slots *= 2;
+        c.windows[0].slot_size /= 2;
+        MISMATCH("the backend reports 512 slots in window 0, the cluster file 256; set "
+                 "lut_entries: 512");
+        c = good;
+        c.windows[0].size *= 2;
+        MISMATCH("the backend reports window 0 of 0x20000000 bytes, the cluster file "
+                 "0x10000000; set window: 0x20000000");
+        c = good;
+        c.windows[0].addr_align *= 2;
+        MISMATCH("window 0: the core plans translations aligned to 0x100000, in multiples of "
+                 "0x100000, of up to 0x100000 bytes, but the backend takes addresses aligned "
+                 "to 0x200000, sizes in multiples of 0x100000, up to 0x100000");
+        c = good;
+        c.windows[0].addr_align = c.windows[0].size_align = 4096; /* finer: fine */
+        assert_true(ntbf_caps_match(f.t, 0, &c, why, sizeof(why)));
+        c = good;
+        c.ports = 1;
+        MISMATCH("the backend reports 1 ports, the cluster file 2; set ports: 1");
+        c = good;
+        c.dma_channels = 2;
+        MISMATCH("the backend reports 2 DMA channels, the cluster file 4; set dma_channels: 2");
+        c = good;
+        c.flags &= ~(uint32_t)NTBF_CAP_DMA;
+        c.dma_channels = 0;
+        MISMATCH("the backend reports 0 DMA channels, the cluster file 4; set dma_channels: 0");
+        c = good;
+        c.flags = (c.flags & ~(uint32_t)NTBF_CAP_RID_TABLE) | NTBF_CAP_NO_RID_TABLE;
+        c.rid_table = c.rid_reserved = 0;
+        MISMATCH("the backend reports 0 requester-ID entries, the cluster file 32; set "
+                 "rid_table: 0");
+        c = good;
+        c.flags = (c.flags & ~(uint32_t)NTBF_CAP_XLAT_OUTBOUND) | NTBF_CAP_XLAT_INBOUND;
+        MISMATCH("the backend programs translations inbound, the cluster file says xlat: "
+                 "outbound; set xlat: inbound");
+        c = good;
+        c.db_valid_mask >>= 1;
+        MISMATCH("the backend reports 15 doorbell bits, the cluster file 16; set doorbells: 15");
+        c = good;
+        c.flags &= ~(uint32_t)NTBF_CAP_IOMMU;
+        MISMATCH("traffic into node a goes through no IOMMU the backend knows of, but the "
+                 "cluster file says iommu: true; set iommu: false");
+#undef MISMATCH
+        assert_false(ntbf_caps_match(f.t, f.t->nadapters, &good, why, sizeof(why)));
         fab_down(&f);
 }
 
@@ -721,6 +814,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_ops_valid_rules),
             cmocka_unit_test(test_caps_valid_rules),
+            cmocka_unit_test(test_caps_match_file),
             cmocka_unit_test(test_instance_lifecycle),
             cmocka_unit_test(test_doorbells_spads_events),
             cmocka_unit_test(test_xlat_programming),

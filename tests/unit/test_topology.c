@@ -37,8 +37,9 @@ static void test_presets(void **state)
         assert_int_equal(p->rid_reserved, 2);
         assert_int_equal(p->hop_ns, 132);
         const char *want[] = {"pxh830",  "mxh930",        "intel-gen3",          "intel-gen4",
-                              "amd-ntb", "switchtec-pfx", "switchtec-pfx-linux", "ivshmem"};
-        for (size_t i = 0; i < 8; i++) {
+                              "amd-ntb", "switchtec-pfx", "switchtec-pfx-linux", "dolphin-sisci",
+                              "ivshmem"};
+        for (size_t i = 0; i < 9; i++) {
                 const struct ntbf_adapter_params *q = ntbf_adapter_preset(want[i]);
                 assert_non_null(q);
                 /* Every preset must itself satisfy the slot rules finalize enforces. */
@@ -62,7 +63,12 @@ static void test_presets(void **state)
         assert_null(ntbf_adapter_preset("pxh831"));
         assert_int_equal(ntbf_switch_preset("mxs824")->ports, 24);
         assert_int_equal(ntbf_switch_preset("mxs824")->hop_ns, 170);
-        assert_null(ntbf_adapter_preset_at(8));
+        assert_null(ntbf_adapter_preset_at(9));
+        /* Dolphin through SISCI: inbound slots (segments), no requester table to budget. */
+        p = ntbf_adapter_preset("dolphin-sisci");
+        assert_int_equal(p->xlat, NTBF_XLAT_INBOUND);
+        assert_int_equal(p->rid_table, 0);
+        assert_int_equal(p->doorbells, 0);
 }
 
 static void test_b2b_address_map(void **state)

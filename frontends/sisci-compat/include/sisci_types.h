@@ -222,6 +222,12 @@ typedef struct {
 #define SCI_Q_ADAPTER_DMA_MTU          5u
 #define SCI_Q_ADAPTER_LINK_OPERATIONAL 6u
 #define SCI_Q_ADAPTER_CONFIGURED       7u
+/* The adapter's DMA alignments, and its address translation table (ATT): how many
+ * translations it holds and the bytes each maps (ntbfab: its first window's slots). */
+#define SCI_Q_ADAPTER_DMA_SIZE_ALIGNMENT    8u
+#define SCI_Q_ADAPTER_DMA_OFFSET_ALIGNMENT  9u
+#define SCI_Q_ADAPTER_ATT_PAGE_SIZE         10u
+#define SCI_Q_ADAPTER_ATT_NUMBER_OF_ENTRIES 11u
 
 #define SCI_Q_LOCAL_SEGMENT_IOADDR    1u
 #define SCI_Q_LOCAL_SEGMENT_PHYS_ADDR 2u
@@ -235,7 +241,7 @@ typedef struct {
         unsigned int subcommand;
         void *data; /* NODEID, NUMBER_OF_PORTS, LINK_OPERATIONAL, CONFIGURED: unsigned int;
                        BDF: unsigned int (bus << 8 | devfn); SERIAL_NUMBER: char[64];
-                       DMA_MTU: unsigned int */
+                       DMA_MTU, DMA_*_ALIGNMENT, ATT_*: unsigned int */
 } sci_query_adapter_t;
 
 typedef struct {

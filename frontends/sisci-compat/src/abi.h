@@ -171,6 +171,10 @@
         X(SCI_Q_ADAPTER_DMA_MTU)                                                                   \
         X(SCI_Q_ADAPTER_LINK_OPERATIONAL)                                                          \
         X(SCI_Q_ADAPTER_CONFIGURED)                                                                \
+        X(SCI_Q_ADAPTER_DMA_SIZE_ALIGNMENT)                                                        \
+        X(SCI_Q_ADAPTER_DMA_OFFSET_ALIGNMENT)                                                      \
+        X(SCI_Q_ADAPTER_ATT_PAGE_SIZE)                                                             \
+        X(SCI_Q_ADAPTER_ATT_NUMBER_OF_ENTRIES)                                                     \
         X(SCI_Q_LOCAL_SEGMENT_IOADDR)                                                              \
         X(SCI_Q_LOCAL_SEGMENT_PHYS_ADDR)                                                           \
         X(SCI_Q_REMOTE_SEGMENT_IOADDR)                                                             \

@@ -28,16 +28,26 @@ static unsigned backend_flags(unsigned flags)
         return f;
 }
 
-/* A window range [off, off + size) of adapter mapped page-aligned; *p points at off. */
+/*
+ * A window range [off, off + size) of adapter mapped page-aligned; *p points at off. With
+ * SCI_FLAG_FIXED_MAP_ADDR the mapping starts at fixed (page-aligned, and so must off be).
+ */
 static int map_range(uint32_t adapter, uint32_t win, uint64_t off, uint64_t size, unsigned flags,
-                     void **base, uint64_t *base_size, volatile uint8_t **p)
+                     void *fixed, void **base, uint64_t *base_size, volatile uint8_t **p)
 {
         struct ntbf_adapter_h *h = sx_ah(adapter);
         if (!h || !sx.ops->map_window)
                 return NTBF_EUNSUPPORTED;
         uint64_t lo = off & ~(uint64_t)(PAGE - 1),
                  hi = (off + size + PAGE - 1) & ~(uint64_t)(PAGE - 1);
-        int r = sx.ops->map_window(h, win, lo, hi - lo, backend_flags(flags), base);
+        unsigned bf = backend_flags(flags);
+        if (flags & SCI_FLAG_FIXED_MAP_ADDR) {
+                if (!fixed || (uintptr_t)fixed % PAGE || off % PAGE)
+                        return -EINVAL;
+                bf |= NTBF_MAP_FIXED;
+                *base = fixed;
+        }
+        int r = sx.ops->map_window(h, win, lo, hi - lo, bf, base);
         if (r)
                 return r;
         *base_size = hi - lo;
@@ -65,7 +75,8 @@ volatile uint8_t *sx_rseg_imap(struct sx_rseg *s)
                 return s->imap;
         }
         volatile uint8_t *p;
-        if (map_range(s->adapter, s->win, s->offset, s->size, 0, &s->imap_base, &s->imap_size, &p))
+        if (map_range(s->adapter, s->win, s->offset, s->size, 0, NULL, &s->imap_base, &s->imap_size,
+                      &p))
                 return NULL;
         s->imap = (void *)(uintptr_t)p;
         return s->imap;
@@ -116,11 +127,7 @@ void sx_map_drop(struct sx_map *m)
 
 static sci_error_t map_check(unsigned flags)
 {
-        if (flags & ~MAP_FLAGS)
-                return SCI_ERR_ILLEGAL_FLAG;
-        if (flags & SCI_FLAG_FIXED_MAP_ADDR)
-                return SCI_ERR_FLAG_NOT_IMPLEMENTED; /* the library chooses addresses */
-        return SCI_ERR_OK;
+        return flags & ~MAP_FLAGS ? SCI_ERR_ILLEGAL_FLAG : SCI_ERR_OK;
 }
 
 void *SCIMapLocalSegment(sci_local_segment_t segment, sci_map_t *map, size_t offset, size_t size,
@@ -138,6 +145,10 @@ void *SCIMapLocalSegment(sci_local_segment_t segment, sci_map_t *map, size_t off
         }
         if ((*err = map_check(flags)) != SCI_ERR_OK)
                 goto out;
+        if (flags & SCI_FLAG_FIXED_MAP_ADDR) {
+                *err = SCI_ERR_FLAG_NOT_IMPLEMENTED; /* local memory stays where it is */
+                goto out;
+        }
         if (!s->mem) {
                 *err = SCI_ERR_ILLEGAL_OPERATION; /* an empty segment */
                 goto out;
@@ -169,7 +180,6 @@ volatile void *SCIMapRemoteSegment(sci_remote_segment_t segment, sci_map_t *map,
                                    size_t size, void *addr, unsigned int flags, sci_error_t *error)
 {
         SX_ERR(error);
-        (void)addr;
         volatile void *ret = NULL;
         if ((*err = sx_enter()) != SCI_ERR_OK)
                 goto out;
@@ -193,6 +203,19 @@ volatile void *SCIMapRemoteSegment(sci_remote_segment_t segment, sci_map_t *map,
         volatile uint8_t *p = NULL;
         bool host = false;
         int r = 0;
+        if ((flags & SCI_FLAG_FIXED_MAP_ADDR) &&
+            (s->broadcast || s->local || (s->rkind == SX_R_BAR && !s->dh))) {
+                /* Only a window can be laid where the caller asks (map_window's
+                 * NTBF_MAP_FIXED); this host's memory and a BAR stay where they are. */
+                *err = SCI_ERR_FLAG_NOT_IMPLEMENTED;
+                goto out;
+        }
+        if ((flags & SCI_FLAG_FIXED_MAP_ADDR) && (!addr || (uintptr_t)addr % PAGE ||
+                                                  (s->offset + offset) % PAGE)) {
+                *err = !addr || (uintptr_t)addr % PAGE ? SCI_ERR_ILLEGAL_ADDRESS
+                                                      : SCI_ERR_OFFSET_ALIGNMENT;
+                goto out;
+        }
         if (s->rkind == SX_R_BAR && !s->dh) {
                 /* A device's BAR through the device API: the borrower's window, or the BAR. A
                  * BAR connected through a chosen adapter (dh) is mapped like a segment. */
@@ -214,7 +237,7 @@ volatile void *SCIMapRemoteSegment(sci_remote_segment_t segment, sci_map_t *map,
                         base_size = size;
                 }
         } else {
-                r = map_range(s->adapter, s->win, s->offset + offset, size, flags, &base,
+                r = map_range(s->adapter, s->win, s->offset + offset, size, flags, addr, &base,
                               &base_size, &p);
         }
         if (r) {

@@ -191,6 +191,26 @@ static sci_error_t query_adapter(sci_query_adapter_t *q)
         case SCI_Q_ADAPTER_CONFIGURED:
                 *u = 1;
                 return SCI_ERR_OK;
+        case SCI_Q_ADAPTER_DMA_SIZE_ALIGNMENT:
+        case SCI_Q_ADAPTER_DMA_OFFSET_ALIGNMENT: {
+                /* The engine's alignment; 1 when the library's DMA thread copies (no engine). */
+                struct ntbf_caps c;
+                *u = h && !sx.ops->caps(h, &c) && (c.flags & NTBF_CAP_DMA) && c.dma_align
+                         ? c.dma_align
+                         : 1;
+                return SCI_ERR_OK;
+        }
+        case SCI_Q_ADAPTER_ATT_PAGE_SIZE:
+        case SCI_Q_ADAPTER_ATT_NUMBER_OF_ENTRIES: {
+                /* A connection takes slots of the adapter's first window (the core's plans). */
+                const struct ntbf_window *w = &a->win[0];
+                uint64_t v = q->subcommand == SCI_Q_ADAPTER_ATT_PAGE_SIZE ? w->slot_size
+                                                                          : w->slots - w->reserved;
+                if (!a->nwin || v > UINT32_MAX)
+                        return SCI_ERR_ILLEGAL_QUERY;
+                *u = (unsigned)v;
+                return SCI_ERR_OK;
+        }
         default:
                 return SCI_ERR_ILLEGAL_QUERY;
         }
