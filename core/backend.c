@@ -389,12 +389,13 @@ static bool window_match(const struct ntbf_topo *t, const struct ntbf_adapter *a
         const struct ntbf_window *m = &a->win[i];
         if (hw->size != m->size)
                 return MISMATCH("the backend reports window %u of %#" PRIx64
-                                " bytes, the cluster file %#" PRIx64 "; set window: %#" PRIx64,
+                                " bytes, the cluster file %#" PRIx64 "; set window: %#" PRIx64
+                                " (or size: in windows:)",
                                 i, hw->size, m->size, hw->size);
         if (hw->slots != m->slots)
                 return MISMATCH("the backend reports %u slots in window %u, the cluster file %u; "
-                                "set lut_entries: %u",
-                                hw->slots, i, m->slots, hw->slots);
+                                "set lut_entries: %u (or slots: %u in windows:)",
+                                hw->slots, i, m->slots, hw->slots, hw->slots);
         if (hw->base != m->base)
                 return MISMATCH("the backend reports window %u at %#" PRIx64
                                 ", the cluster file at %#" PRIx64 "; set window_base: %#" PRIx64,
@@ -479,6 +480,12 @@ bool ntbf_caps_match(const struct ntbf_topo *t, uint32_t adapter, const struct n
             !same(t, a, sp, a->p.scratchpads, "scratchpads", "scratchpads", why, whylen) ||
             !same(t, a, msg, a->p.messages, "message registers", "messages", why, whylen))
                 return false;
+        if (!(c->flags & NTBF_CAP_DEV_MAP) != !a->p.managed)
+                return MISMATCH("the backend %s devices' DMA itself, but the cluster file's model "
+                                "'%s' says %s; use a model of this backend's (dolphin-sisci "
+                                "for the dolphin backend)",
+                                c->flags & NTBF_CAP_DEV_MAP ? "maps" : "does not map",
+                                a->p.model, a->p.managed ? "it does" : "it does not");
         bool iommu = c->flags & (NTBF_CAP_IOMMU | NTBF_CAP_KERNEL_IOMMU);
         if (iommu != n->iommu)
                 return MISMATCH("traffic into node %s goes through %s, but the cluster file "

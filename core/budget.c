@@ -1563,6 +1563,10 @@ static int admit_borrow(struct adm *a)
                  an);
         if ((r = take_rid(a, la, &devq, fix)) || (r = take_path_switches(a, &p->dma_path, &devq)))
                 return r;
+        /* A managed fabric maps the device's DMA and interrupts itself (the backend's
+         * dev_map): nothing of the lender's window is taken for them. */
+        if (t->adapters[la].p.managed)
+                return 0;
         if (q->dma_window > NTBF_PHYS_LIMIT)
                 return invalid(a, "a DMA window of %" PRIu64 " bytes is beyond 48-bit addressing",
                                q->dma_window);

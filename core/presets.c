@@ -187,7 +187,13 @@ static const struct ntbf_adapter_params adapter_presets[] = {
         .ports = 2,               /* assumption: a PXH830's (SCI_Q_ADAPTER_NUMBER_OF_PORTS) */
         .window = 256 * NTBF_MiB, /* Dolphin factory default prefetchable BAR */
         .lut_entries = 256,       /* assumption: the ATT's entries (SCI_Q_ADAPTER_ATT_*) */
-        .rid_table = 0,           /* SmartIO registers requesters itself: nothing to budget */
+        /* A slot is a segment: any page-aligned range of this many bytes at most. */
+        .nwindows = 1,
+        .windows = {{.size = 256 * NTBF_MiB,
+                     .slots = 256,
+                     .addr_align = 4 * NTBF_KiB,
+                     .size_align = 4 * NTBF_KiB}},
+        .rid_table = 0, /* SmartIO registers requesters itself: nothing to budget */
         .rid_reserved = 0,
         .addr_bits = 64,  /* assumption */
         .doorbells = 0,   /* SISCI has none */
@@ -196,6 +202,7 @@ static const struct ntbf_adapter_params adapter_presets[] = {
         .dma_channels = 4, /* assumption: DMA queues handed out per process */
         .hop_ns = 132,     /* the pxh830's: article 8.6 */
         .xlat = NTBF_XLAT_INBOUND, /* a slot is a segment the memory's host makes */
+        .managed = true,           /* SmartIO maps devices' DMA (SCIMap*SegmentForDevice) */
     },
     {
         /* Shared memory between two QEMU guests (ivshmem-plain), presented as one link by

@@ -282,6 +282,10 @@ static struct json_object *borrow_json(struct ntbf__fm *fm, const struct fm_allo
         ntbf__jput_u(dma, "iova", p->dma_iova);
         ntbf__jput_u(dma, "size", w);
         ntbf__jput_u(dma, "adapter", p->dma_path.last_adapter);
+        /* A managed fabric maps the device's DMA itself: no window was planned for it. */
+        if (p->dma_path.first_adapter < t->nadapters &&
+            t->adapters[p->dma_path.first_adapter].p.managed)
+                ntbf__jput_b(dma, "managed", true);
         json_object_object_add(o, "dma", dma);
         ntbf__jput_u(msi, "device_addr", p->msi_addr);
         ntbf__jput_u(msi, "host_addr", NTBF_MSI_BASE);

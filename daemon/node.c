@@ -519,11 +519,16 @@ static void do_cfg(struct ntbf__d *d, uint32_t from, struct json_object *p, ntbf
         if (from != d->self && !describe && (!l || !(l->borrowers >> from & 1)))
                 return cb(arg, -EPERM, "the device is not borrowed by the asking node", NULL);
         uint32_t probe;
-        if (ntbf__node_cfg(d, dev, fn, false, 0, 2, &probe) == NTBF_EUNSUPPORTED)
-                return cb(arg, NTBF_EUNSUPPORTED,
-                          "no config-space access to this device: it is not a VFIO device of "
-                          "this host and the backend models no config space for it",
-                          NULL);
+        if (ntbf__node_cfg(d, dev, fn, false, 0, 2, &probe) == NTBF_EUNSUPPORTED) {
+                /* Which config spaces the backend reaches is its own (the simulated fabric's
+                 * device models, sysfs for the dolphin backend): say which backend. */
+                char why[256];
+                snprintf(why, sizeof(why),
+                         "no config-space access to this device: it is not a VFIO device of "
+                         "this host and the %s backend reaches no config space of it",
+                         d->ops->name);
+                return cb(arg, NTBF_EUNSUPPORTED, why, NULL);
+        }
         struct json_object *o = json_object_new_object();
         if (!strcmp(op, "info")) {
                 uint32_t cap = 0;

@@ -388,9 +388,14 @@ static int run_borrow(int argc, char **argv)
                 printf("  BAR%" PRIu64 ": %s at 0x%" PRIx64 " of %s\n", ju(b, "bar"),
                        fmt_size(ju(b, "size"), a, sizeof(a)), ju(b, "addr"), bo.node);
         }
-        printf("  DMA window: %s, device address 0x%" PRIx64 ", %s IOVA 0x%" PRIx64 "\n",
-               fmt_size(ju(dma, "size"), a, sizeof(a)), ju(dma, "device_addr"), bo.node,
-               ju(dma, "iova"));
+        struct json_object *managed = jo(dma, "managed");
+        if (managed && json_object_get_boolean(managed))
+                printf("  DMA and interrupts: mapped by the fabric's own software as the "
+                       "device uses memory (a managed fabric: no DMA window)\n");
+        else
+                printf("  DMA window: %s, device address 0x%" PRIx64 ", %s IOVA 0x%" PRIx64 "\n",
+                       fmt_size(ju(dma, "size"), a, sizeof(a)), ju(dma, "device_addr"), bo.node,
+                       ju(dma, "iova"));
         printf("  modeled latency %" PRIu64 " ns one way; lease %" PRIu64
                " ms, renewed by heartbeats\n",
                ju(path, "latency_ns"), ju(res, "lease_ms"));

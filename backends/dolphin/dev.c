@@ -16,6 +16,9 @@
  * slot's segment on its node). SISCI maps a segment once per device, so mappings of parts of
  * one segment share it and count.
  *
+ * Memory of this host no segment of this process holds (a device segment another process
+ * made) gets a segment of its own, attached to the range, for the mapping's time.
+ *
  * A device of the cluster file is found in the fabric's pool by its host's node id and its
  * function's PCI address (sci_smartio_device_info_t's nodeid and bdf, as ntbfab's headers lay
  * the structure out).
@@ -31,6 +34,8 @@ struct dol_dmap {
         struct dol_dmap *next;
         struct dol_dev *d;
         struct dol_seg *seg;  /* memory for export mapped (or NULL) */
+        struct dol_seg att;   /* or another range of this host's memory, attached for it */
+        bool attached;
         struct dol_conn *c;   /* a slot's segment mapped (or NULL) */
         struct ntbf_adapter_h *owner; /* the handle the segment was made on */
         uint64_t io, size;    /* the whole segment as the device reaches it */
@@ -103,8 +108,6 @@ int ntbf__dol_dev_map(struct ntbf_adapter_h *h, uint32_t device, uint32_t f, uin
         bool window = !ntbf__dol_win_slot(h, addr, &win, &slot, &in);
         struct ntbf_adapter_h *owner = h;
         struct dol_seg *seg = window ? NULL : ntbf__dol_mem_find(h, addr, size, &owner);
-        if (!window && !seg)
-                return -EFAULT; /* neither memory for export of this process nor a window */
         pthread_mutex_lock(&h->lock);
         struct dol_dev *d;
         int r = dev_get(h, device, f, &d);
@@ -117,9 +120,9 @@ int ntbf__dol_dev_map(struct ntbf_adapter_h *h, uint32_t device, uint32_t f, uin
         if (r)
                 goto out;
         struct dol_dmap *m = h->dmaps;
-        while (m && !(m->d == d && (window ? m->c == c : m->seg == seg)))
+        while (m && (window || seg) && !(m->d == d && (window ? m->c == c : m->seg == seg)))
                 m = m->next;
-        if (m) {
+        if (m && (window || seg)) {
                 m->refs++;
         } else {
                 m = calloc(1, sizeof(*m));
@@ -127,28 +130,48 @@ int ntbf__dol_dev_map(struct ntbf_adapter_h *h, uint32_t device, uint32_t f, uin
                         r = -ENOMEM;
                         goto out;
                 }
+                m->d = d;
+                m->owner = owner;
+                m->refs = 1;
                 sci_error_t e = SCI_ERR_OK;
                 if (window) {
+                        m->c = c;
                         SCI(L, MapRemoteSegmentForDevice, c->rseg, d->dev, &m->io, 0, c->size, 0,
                             &e);
                         m->size = c->size;
                 } else {
+                        if (!seg) {
+                                /* Memory of this host another process allocated (a device
+                                 * segment the daemon made): a segment of its own for it. */
+                                uint64_t lo = addr & ~(DOL_PAGE - 1),
+                                         hi = (addr + size + DOL_PAGE - 1) & ~(DOL_PAGE - 1);
+                                r = ntbf__dol_attach(h, lo, hi - lo, false, &m->att);
+                                if (r) {
+                                        free(m);
+                                        goto out;
+                                }
+                                m->attached = true;
+                                seg = &m->att;
+                        }
+                        m->seg = seg;
                         SCI(L, MapLocalSegmentForDevice, seg->seg, owner->ano, d->dev, &m->io, 0,
                             seg->size, 0, &e);
                         m->size = seg->size;
                 }
                 if (e != SCI_ERR_OK) {
+                        if (m->attached)
+                                ntbf__dol_detach(h, &m->att);
                         free(m);
                         r = ntbf__dol_err(e);
                         goto out;
                 }
-                *m = (struct dol_dmap){h->dmaps, d, seg, c, owner, m->io, m->size, 1};
+                m->next = h->dmaps;
                 h->dmaps = m;
-                if (seg)
+                if (!window)
                         seg->devmaps++;
                 c = NULL; /* the mapping keeps the connection's reference */
         }
-        *ioaddr = m->io + (window ? in : addr - seg->bus);
+        *ioaddr = m->io + (window ? in : addr - m->seg->bus);
 out:
         ntbf__dol_conn_put(h, c);
         pthread_mutex_unlock(&h->lock);
@@ -164,6 +187,8 @@ static void dmap_drop(struct ntbf_adapter_h *h, struct dol_dmap *m)
         } else {
                 SCI(h->L, UnmapLocalSegmentForDevice, m->seg->seg, m->owner->ano, m->d->dev, 0, &e);
                 m->seg->devmaps--;
+                if (m->attached)
+                        ntbf__dol_detach(h, &m->att);
         }
         free(m);
 }

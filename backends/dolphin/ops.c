@@ -412,6 +412,37 @@ static void dol_release(struct ntbf_adapter_h *h)
         release_h(h);
 }
 
+/*
+ * A whole cluster on one machine (ntbfab up, the conformance suite) is possible only where
+ * each process can be told which node of the library's fabric it is: NTBFAB_SISCI_ENV with
+ * %n or %i, as with ntbfab's own libsisci standing for Dolphin's over a simulated cluster
+ * (docs/dolphin.md). Dolphin's library serves the host it runs on: there, one ntbfabd runs on
+ * each node. Nothing is made in dir: the fabric exists on its own.
+ */
+static int dol_create(const struct ntbf_topo *t, const char *dir, char *why, size_t whylen)
+{
+        (void)t;
+        (void)dir;
+        const char *env = getenv("NTBFAB_SISCI_ENV");
+        if (!env || (!strstr(env, "%n") && !strstr(env, "%i"))) {
+                snprintf(why, whylen,
+                         "the dolphin backend runs one node per host (Dolphin's library serves "
+                         "the host it runs on): start ntbfabd on each node; a cluster on one "
+                         "machine needs a SISCI library that each daemon can tell its node to "
+                         "(NTBFAB_SISCI_ENV with %%n, docs/dolphin.md)");
+                return NTBF_EUNSUPPORTED;
+        }
+        char path[PATH_MAX];
+        return ntbf__dol_find(path, sizeof(path), why, whylen);
+}
+
+static int dol_destroy(const struct ntbf_topo *t, const char *dir)
+{
+        (void)t;
+        (void)dir;
+        return 0;
+}
+
 static int dol_open(const struct ntbf_backend_env *env, struct ntbf_backend **out, char *why,
                     size_t whylen)
 {
@@ -1158,6 +1189,8 @@ static int host_unmap(struct ntbf_adapter_h *h, void *addr, uint64_t size)
 
 const struct ntbf_backend_ops ntbf__dolphin_ops = {
     .name = "dolphin",
+    .create = dol_create,
+    .destroy = dol_destroy,
     .open = dol_open,
     .close = dol_close,
     .probe = dol_probe,

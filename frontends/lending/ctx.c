@@ -528,10 +528,14 @@ static int ctx_open_at(const char *dir, const char *node, const char *sock, cons
                 goto fail;
         }
         /* The simulated fabric's DMA memory is node RAM; on hardware it is memfd memory,
-         * which VFIO pins when a device maps it (docs/device-api.md, "DMA memory"). */
+         * which VFIO pins when a device maps it (docs/device-api.md, "DMA memory"); on a
+         * managed fabric (NTBF_CAP_DEV_MAP) the backend's memory for export, which the
+         * fabric maps for devices. */
+        struct ntbf_caps caps;
+        bool managed = ctx->h0 && !ctx->ops->caps(ctx->h0, &caps) && (caps.flags & NTBF_CAP_DEV_MAP);
         ctx->mem.ops = ctx->ops;
         ctx->mem.h = ctx->h0;
-        ctx->mem.memfd = !ctx->sim;
+        ctx->mem.memfd = !ctx->sim && !managed;
         *out = ctx;
         return 0;
 fail:

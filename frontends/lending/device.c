@@ -243,11 +243,38 @@ static int parse_bars(struct parse *p, struct json_object *res)
         return 0;
 }
 
+/* The first adapter of this node whose fabric maps devices itself (NTBF_CAP_DEV_MAP). */
+static struct ntbf_adapter_h *managed_adapter(struct ntbf_ctx *ctx)
+{
+        const struct ntbf_node *n = &ctx->topo->nodes[ctx->node_idx];
+        for (uint32_t i = 0; i < n->nadapters; i++) {
+                struct ntbf_adapter_h *h = ctx->ah[n->adapters[i]];
+                struct ntbf_caps caps;
+                if (h && ctx->ops->dev_map && !ctx->ops->caps(h, &caps) &&
+                    (caps.flags & NTBF_CAP_DEV_MAP))
+                        return h;
+        }
+        return NULL;
+}
+
 /* How DMA addresses are made for this handle (docs/device-api.md, "DMA mapping"). */
 static int setup_dma(struct parse *p, struct json_object *res)
 {
         struct ntbf_dev *d = p->d;
         struct ntbf_ctx *ctx = d->ctx;
+        /* A managed fabric (Dolphin's SmartIO) decides where the device's DMA goes: every
+         * mapping is the backend's (dev_map), whatever the core planned as DMA window. */
+        struct ntbf_adapter_h *mh = managed_adapter(ctx);
+        if (mh) {
+                if (d->tdev == NTBF_NONE)
+                        return ntbf__fail(ctx, NTBF_ENOTFOUND,
+                                          "device %s (fdid 0x%04x) is not in the cluster file: the "
+                                          "%s backend maps devices of the file only",
+                                          d->info.bdf, d->info.fdid, ctx->ops->name);
+                d->mode = NTBF__DMA_MANAGED;
+                d->dh = mh;
+                return 0;
+        }
         struct json_object *dma = get_obj(res, "dma"), *msi = get_obj(res, "msi");
         struct json_object *share = get_obj(res, "iova");
         bool isolated =
@@ -929,6 +956,16 @@ int ntbf_dev_dma_map(struct ntbf_dev *dev, void *ptr, size_t size, uint64_t *ioa
                             bus, ctx->node, dev->info.bdf, dev->dma_iova, dev->dma_size);
                 *ioaddr = dev->dma_dev + (bus - dev->dma_iova);
                 break;
+        case NTBF__DMA_MANAGED:
+                r = ctx->ops->dev_map(dev->dh, dev->tdev, dev->tfunc, bus, size, ioaddr);
+                if (r)
+                        return ntbf__fail(ctx, r,
+                                          "the %s backend cannot map [0x%" PRIx64
+                                          ", +%zu) of node %s for %s: %s",
+                                          ctx->ops->name, bus, size, ctx->node, dev->info.bdf,
+                                          ntbf_strerror(r));
+                off = *ioaddr % PAGE;
+                break;
         case NTBF__DMA_PHYS:
         case NTBF__DMA_ISOLATED:
                 if (dev->addr_end &&
@@ -948,6 +985,8 @@ int ntbf_dev_dma_map(struct ntbf_dev *dev, void *ptr, size_t size, uint64_t *ioa
                         ntbf__maptab_put(&dev->maps, first, (uint32_t)pages, NULL);
         }
         spin_unlock(&dev->lock);
+        if (r && dev->mode == NTBF__DMA_MANAGED)
+                ctx->ops->dev_unmap(dev->dh, dev->tdev, dev->tfunc, *ioaddr);
         if (r == -ENOMEM)
                 return ntbf__fail(ctx, r, "out of memory for the mapping table");
         if (r)
@@ -1012,6 +1051,8 @@ int ntbf_dev_dma_unmap(struct ntbf_dev *dev, uint64_t ioaddr, size_t size)
         if (!r && dev->mode == NTBF__DMA_ISOLATED)
                 domain_unmap(dev, first, pages);
         spin_unlock(&dev->lock);
+        if (!r && dev->mode == NTBF__DMA_MANAGED)
+                r = ctx->ops->dev_unmap(dev->dh, dev->tdev, dev->tfunc, ioaddr);
         if (!r)
                 return 0;
 notmapped:
@@ -1034,6 +1075,13 @@ int ntbf_dev_map_peer(struct ntbf_dev *dev, struct ntbf_dev *target, unsigned ba
                 return ntbf__fail(dev->ctx, -EINVAL,
                                   "ntbf_dev_map_peer: the target was opened through another "
                                   "context (handles belong to one daemon connection)");
+        if (dev->mode == NTBF__DMA_MANAGED)
+                return ntbf__fail(dev->ctx, NTBF_EUNSUPPORTED,
+                                  "ntbf_dev_map_peer: %s is a device of a managed fabric (%s "
+                                  "backend), whose own software maps peer-to-peer traffic; the "
+                                  "core's peer windows would give it addresses the fabric does "
+                                  "not use (docs/dolphin.md)",
+                                  dev->info.bdf, dev->ctx->ops->name);
         int r = bar_check(target, "ntbf_dev_map_peer", bar);
         if (r)
                 return r;
@@ -1144,6 +1192,21 @@ int ntbf_dev_map_window(struct ntbf_dev *dev, uint32_t adapter, uint32_t win, ui
                         return r;
                 }
                 w.ioaddr = dev->share_iova + (uint64_t)w.idx * PAGE + off;
+        } else if (dev->mode == NTBF__DMA_MANAGED) {
+                /* The fabric says where the device reaches the window's slot. */
+                struct ntbf_caps caps;
+                r = ctx->ops->caps(ctx->ah[adapter], &caps);
+                if (!r)
+                        r = ctx->ops->dev_map(ctx->ah[adapter], dev->tdev, dev->tfunc,
+                                              caps.windows[0].base + offset, size, &w.ioaddr);
+                if (r)
+                        return ntbf__fail(ctx, r,
+                                          "the %s backend cannot map [0x%" PRIx64
+                                          ", +%" PRIu64 ") of the window of %s.%s for %s: %s",
+                                          ctx->ops->name, offset, size, ctx->node,
+                                          t->adapters[adapter].name, dev->info.bdf,
+                                          ntbf_strerror(r));
+                w.managed = true;
         } else if (dev->mode == NTBF__DMA_PHYS) {
                 struct ntbf_caps caps;
                 r = ctx->ops->caps(ctx->ah[adapter], &caps);
@@ -1194,6 +1257,9 @@ int ntbf_dev_map_window(struct ntbf_dev *dev, uint32_t adapter, uint32_t win, ui
 /* Undo a window mapping (its entry already taken out of dev->wins). */
 static void window_undo(struct ntbf_dev *dev, const struct ntbf__winmap *w)
 {
+        if (w->managed)
+                dev->ctx->ops->dev_unmap(dev->ctx->ah[w->adapter], dev->tdev, dev->tfunc,
+                                         w->ioaddr);
         if (!w->map)
                 return;
         ntbf__vfio_dma_unmap(dev->vfio, w->ioaddr & ~(uint64_t)(PAGE - 1), w->map_size, NULL);
@@ -1285,8 +1351,10 @@ none:
 }
 
 /* Undo the domain mapping of an interrupt address (isolated devices). */
-static void msi_unmap(struct ntbf_dev *d, uint64_t addr)
+static void msi_unmap(struct ntbf_dev *d, uint64_t addr, uint64_t io)
 {
+        if (d->mode == NTBF__DMA_MANAGED)
+                d->ctx->ops->dev_unmap(d->dh, d->tdev, d->tfunc, io);
         if (d->mode != NTBF__DMA_ISOLATED)
                 return;
         spin_lock(&d->lock);
@@ -1416,7 +1484,20 @@ int ntbf_dev_irq_enable(struct ntbf_dev *dev, unsigned vector, int *eventfd_out)
                         goto out;
                 }
         }
-        if (!dev->info.local) {
+        if (dev->mode == NTBF__DMA_MANAGED) {
+                /* The fabric maps the vector's address for the device, as any memory. */
+                r = ctx->ops->dev_map(dev->dh, dev->tdev, dev->tfunc, irq.addr, 4, &addr);
+                if (r) {
+                        ctx->ops->irq_free(h, &irq);
+                        bar_put(dev, dev->msix_bir);
+                        r = ntbf__fail(ctx, r,
+                                       "the %s backend cannot map interrupt address 0x%" PRIx64
+                                       " of node %s for %s: %s",
+                                       ctx->ops->name, irq.addr, ctx->node, dev->info.bdf,
+                                       ntbf_strerror(r));
+                        goto out;
+                }
+        } else if (!dev->info.local) {
                 /* The device writes into the MSI window; the window lands on irq.addr. */
                 if (irq.addr < dev->msi_host || irq.addr - dev->msi_host >= dev->msi_size) {
                         ctx->ops->irq_free(h, &irq);
@@ -1444,12 +1525,12 @@ int ntbf_dev_irq_enable(struct ntbf_dev *dev, unsigned vector, int *eventfd_out)
                                        (flags | MSIX_ENABLE) & ~(uint32_t)MSIX_MASKALL);
         if (r) {
                 msix_mask(dev, vector);
-                msi_unmap(dev, irq.addr);
+                msi_unmap(dev, irq.addr, addr);
                 ctx->ops->irq_free(h, &irq);
                 bar_put(dev, dev->msix_bir);
                 goto out;
         }
-        dev->vecs[vector] = (struct ntbf__vec){true, irq};
+        dev->vecs[vector] = (struct ntbf__vec){true, irq, addr};
         *eventfd_out = irq.fd;
 out:
         pthread_mutex_unlock(&dev->ctl);
@@ -1468,7 +1549,7 @@ static void vec_off(struct ntbf_dev *d, unsigned v)
         }
         struct ntbf_adapter_h *h = d->dh ? d->dh : ctx->h0;
         msix_mask(d, v);
-        msi_unmap(d, d->vecs[v].irq.addr);
+        msi_unmap(d, d->vecs[v].irq.addr, d->vecs[v].io);
         ctx->ops->irq_free(h, &d->vecs[v].irq);
         d->vecs[v].on = false;
         bar_put(d, d->msix_bir);
@@ -1531,6 +1612,15 @@ static void unmap_page(void *arg, uint64_t addr, uint32_t pages, uint32_t refs)
         d->ctx->ops->dev_iommu_unmap(d->dh, &d->rid, addr, PAGE);
 }
 
+/* What the fabric still maps for a closing device (each mapping counted). */
+static void unmap_managed(void *arg, uint64_t addr, uint32_t pages, uint32_t refs)
+{
+        (void)pages;
+        struct ntbf_dev *d = arg;
+        while (refs--)
+                d->ctx->ops->dev_unmap(d->dh, d->tdev, d->tfunc, addr);
+}
+
 void ntbf_dev_close(struct ntbf_dev *dev)
 {
         if (!dev)
@@ -1564,6 +1654,8 @@ void ntbf_dev_close(struct ntbf_dev *dev)
                 ntbf__vfio_dma_unmap(dev->vfio, dev->share_iova, dev->share_size, NULL);
         if (dev->mode == NTBF__DMA_ISOLATED)
                 ntbf__maptab_each(&dev->pages, unmap_page, dev);
+        if (dev->mode == NTBF__DMA_MANAGED)
+                ntbf__maptab_each(&dev->maps, unmap_managed, dev);
         if (dev->handle >= 0)
                 close_handle(ctx, dev->gen, dev->handle);
         dev_free(dev);

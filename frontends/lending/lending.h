@@ -24,6 +24,7 @@ enum ntbf__dma_mode {
         NTBF__DMA_PHYS,     /* local: host-physical addresses */
         NTBF__DMA_ISOLATED, /* local, in its own IOMMU domain: host-physical, identity-mapped */
         NTBF__DMA_VFIO,     /* local, behind vfio-pci: IOVA of this handle's share, MAP_DMA */
+        NTBF__DMA_MANAGED,  /* a managed fabric's device (NTBF_CAP_DEV_MAP): the backend maps */
 };
 
 /* A window range made reachable by a device's DMA (ntbf_dev_map_window). */
@@ -33,6 +34,7 @@ struct ntbf__winmap {
         void *map; /* VFIO: the process mapping of the window that MAP_DMA pinned */
         uint64_t map_size;
         uint32_t idx; /* VFIO: first page of the IOVA share */
+        bool managed; /* the backend's dev_map made it (undo: dev_unmap) */
 };
 
 struct ntbf_ctx {
@@ -85,6 +87,7 @@ struct ntbf__bar {
 struct ntbf__vec {
         bool on;
         struct ntbf_irq irq;
+        uint64_t io; /* MANAGED: the vector's address as the device writes it (dev_map) */
 };
 
 struct ntbf_dev {
@@ -106,7 +109,7 @@ struct ntbf_dev {
         uint64_t addr_end;                    /* PHYS, ISOLATED: addressing limit (exclusive) */
         struct ntbf_rid rid;                  /* ISOLATED: the device's requester */
         struct ntbf__iova iova;
-        struct ntbf__maptab maps;  /* WINDOW, PHYS, ISOLATED: live mappings */
+        struct ntbf__maptab maps;  /* WINDOW, PHYS, ISOLATED, MANAGED: live mappings */
         struct ntbf__maptab pages; /* ISOLATED: pages mapped in the domain, counted */
         struct ntbf__vfio *vfio;   /* VFIO: the container and device fds the daemon passed */
 

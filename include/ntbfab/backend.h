@@ -468,13 +468,13 @@ struct ntbf_backend_ops {
          * Devices of a managed fabric (pair, optional; NTBF_CAP_DEV_MAP). Make [addr, addr +
          * size) reachable by the DMA of function f of topology device `device` (of this host
          * or borrowed from another) and return in *ioaddr the address the device must use:
-         * addr is memory for export this process allocated (mem_alloc; a DMA buffer, an
-         * interrupt vector's address) or a range of one slot of this adapter's windows (the
-         * device then reaches what the slot leads to). The backend gets the device from the
-         * fabric's software (Dolphin: SCIBorrowDevice) at the first mapping and gives it back
-         * at release. -EFAULT when addr is neither; NTBF_ENOTFOUND when the fabric does not
-         * know the device; -ENOTCONN for an unprogrammed slot. dev_unmap undoes one mapping
-         * by the address dev_map returned (-ENOENT when there is none).
+         * addr is memory of this host (memory for export of any process: a DMA buffer, an
+         * interrupt vector's address, a segment) or a range of one slot of this adapter's
+         * windows (the device then reaches what the slot leads to). The backend gets the
+         * device from the fabric's software (Dolphin: SCIBorrowDevice) at the first mapping
+         * and gives it back at release. -EFAULT when addr is neither; NTBF_ENOTFOUND when the
+         * fabric does not know the device; -ENOTCONN for an unprogrammed slot. dev_unmap
+         * undoes one mapping by the address dev_map returned (-ENOENT when there is none).
          */
         int (*dev_map)(struct ntbf_adapter_h *h, uint32_t device, uint32_t f, uint64_t addr,
                        uint64_t size, uint64_t *ioaddr);

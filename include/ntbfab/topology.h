@@ -117,6 +117,10 @@ struct ntbf_adapter_params {
          * software scratchpads (Switchtec: 64 KiB in LUT 0); 0: scratchpads are registers.
          * Window 0's reserved slots must cover it. */
         uint64_t spad_window;
+        /* A managed fabric (Dolphin through SISCI, backend NTBF_CAP_DEV_MAP): the fabric's
+         * software maps devices' DMA and interrupts itself, so a borrow through the adapter
+         * takes no DMA window and no MSI window of it (docs/model.md). */
+        bool managed;
         /* 0: one window of `window` bytes split into `lut_entries` slots (the single-window
          * keys); else these windows, and `window`, `lut_entries` are unused. */
         uint32_t nwindows;

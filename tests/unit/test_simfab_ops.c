@@ -437,11 +437,11 @@ static void test_caps_match_file(void **state)
         c.windows[0].slots *= 2;
         c.windows[0].slot_size /= 2;
         MISMATCH("the backend reports 512 slots in window 0, the cluster file 256; set "
-                 "lut_entries: 512");
+                 "lut_entries: 512 (or slots: 512 in windows:)");
         c = good;
         c.windows[0].size *= 2;
         MISMATCH("the backend reports window 0 of 0x20000000 bytes, the cluster file "
-                 "0x10000000; set window: 0x20000000");
+                 "0x10000000; set window: 0x20000000 (or size: in windows:)");
         c = good;
         c.windows[0].addr_align *= 2;
         MISMATCH("window 0: the core plans translations aligned to 0x100000, in multiples of "

@@ -80,3 +80,57 @@ bool sx_dev_vfio(const struct sx_dev *x)
         struct ntbf_dev_info info;
         return x->nd && !ntbf_dev_info(x->nd, &info) && info.vfio;
 }
+
+/* The topology device and function of an fdid (node id << 12 | function index). */
+static int fdid_func(uint32_t fdid, uint32_t *dev, uint32_t *fn)
+{
+        uint32_t node = sx_node_by_id(fdid >> 12), index = fdid & 0xfff, seen = 0;
+        if (node == NTBF_NONE)
+                return NTBF_ENOTFOUND;
+        const struct ntbf_node *n = &sx.t->nodes[node];
+        for (uint32_t i = 0; i < n->ndevices; i++) {
+                uint32_t nf = ntbf_device_nfuncs(&sx.t->devices[n->devices[i]]);
+                if (index < seen + nf) {
+                        *dev = n->devices[i];
+                        *fn = index - seen;
+                        return 0;
+                }
+                seen += nf;
+        }
+        return NTBF_ENOTFOUND;
+}
+
+/* The handle of adapter number n of this node when its fabric maps devices itself. */
+static struct ntbf_adapter_h *fabric_adapter(uint32_t n)
+{
+        struct ntbf_adapter_h *h = sx_ah(sx_adapter(n));
+        struct ntbf_caps caps;
+        return h && sx.ops->dev_map && !sx.ops->caps(h, &caps) && (caps.flags & NTBF_CAP_DEV_MAP)
+                   ? h
+                   : NULL;
+}
+
+bool sx_dev_managed(const struct sx_dev *x)
+{
+        (void)x;
+        return !sx.sim && fabric_adapter(0);
+}
+
+int sx_dev_fabric_map(struct sx_dev *x, uint32_t adapter_no, uint64_t bus, size_t size,
+                      uint64_t *ioaddr)
+{
+        struct ntbf_adapter_h *h = fabric_adapter(adapter_no);
+        uint32_t dev, fn;
+        if (!h)
+                return NTBF_EUNSUPPORTED;
+        int r = fdid_func(x->fdid, &dev, &fn);
+        return r ? r : sx.ops->dev_map(h, dev, fn, bus, size, ioaddr);
+}
+
+void sx_dev_fabric_unmap(struct sx_dev *x, uint32_t adapter_no, uint64_t ioaddr)
+{
+        struct ntbf_adapter_h *h = fabric_adapter(adapter_no);
+        uint32_t dev, fn;
+        if (h && !fdid_func(x->fdid, &dev, &fn))
+                sx.ops->dev_unmap(h, dev, fn, ioaddr);
+}

@@ -536,7 +536,9 @@ static void unmap_device(uint64_t dh)
 /* Undo a mapping for a device: VFIO's, or the fabric manager's admission. */
 static void unmap_devmap(struct sx_devmap *m)
 {
-        if (m->vfio_window && m->dev->nd)
+        if (m->fabric)
+                sx_dev_fabric_unmap(m->dev, m->adapter_no, m->ioaddr);
+        else if (m->vfio_window && m->dev->nd)
                 ntbf_dev_unmap_window(m->dev->nd, m->ioaddr);
         else if (m->vfio_size && m->dev->nd)
                 ntbf_dev_dma_unmap(m->dev->nd, m->ioaddr, m->vfio_size);
@@ -551,6 +553,12 @@ static int vfio_map_rseg(struct sx_rseg *s, struct sx_dev *x, size_t offset, siz
 {
         if (s->broadcast)
                 return NTBF_EUNSUPPORTED;
+        if (s->local && sx_dev_managed(x)) {
+                /* This host's memory: the fabric maps it by its bus address. */
+                m->fabric = true;
+                m->adapter_no = s->adapter_no;
+                return sx_dev_fabric_map(x, s->adapter_no, s->addr + offset, size, &m->ioaddr);
+        }
         if (s->local) {
                 volatile uint8_t *p = sx_rseg_imap(s);
                 m->vfio_size = size;
@@ -631,6 +639,10 @@ void SCIMapLocalSegmentForDevice(sci_local_segment_t segment, unsigned int local
                 r = s->mem ? ntbf_dev_dma_map(x->nd, (uint8_t *)s->mem + offset, size, &m->ioaddr)
                            : NTBF_EUNSUPPORTED;
                 m->vfio_size = size;
+        } else if (sx_dev_managed(x)) {
+                /* A managed fabric maps it itself, by bus address, through that adapter. */
+                r = sx_dev_fabric_map(x, localAdapterNo, s->bus + offset, size, &m->ioaddr);
+                m->fabric = true;
         } else {
                 /* The device's DMA enters this host through that adapter (article 6.3). */
                 struct json_object *p = sx_obj_new();
@@ -736,7 +748,7 @@ void SCIMapRemoteSegmentForDevice(sci_remote_segment_t segment, sci_smartio_devi
                                          : NTBF_EUNREACHABLE;
                 m->peer_io = io;
                 m->ioaddr = io + offset;
-        } else if (sx_dev_vfio(x)) {
+        } else if (sx_dev_vfio(x) || sx_dev_managed(x)) {
                 r = vfio_map_rseg(s, x, offset, size, m);
         } else {
                 struct json_object *p = sx_obj_new();

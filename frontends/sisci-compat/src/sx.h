@@ -164,6 +164,8 @@ struct sx_devmap {
         uint64_t peer_io; /* BAR peer mapping: the address ntbf_dev_map_peer gave */
         size_t vfio_size; /* a device behind VFIO: ntbf_dev_dma_map of this size (0: none) */
         bool vfio_window; /* ... or ntbf_dev_map_window (a remote segment's window) */
+        bool fabric;      /* a managed fabric's device: the backend's dev_map of this host's
+                             memory through adapter number adapter_no (hw.c) */
 };
 
 /* DMA */
@@ -390,6 +392,13 @@ int sx_host_map(uint64_t bus, size_t size, void **p, bool *mapped);
 void sx_host_unmap(void *p, size_t size);
 /* Whether the device is a real one behind VFIO (its DMA maps are the process's own). */
 bool sx_dev_vfio(const struct sx_dev *x);
+/* Whether the device is on a managed fabric (NTBF_CAP_DEV_MAP, Dolphin's SmartIO): its DMA
+ * maps are the backend's, asked by this process (memory of this host by bus address; a
+ * remote segment through ntbf_dev_map_window), never the fabric manager's. */
+bool sx_dev_managed(const struct sx_dev *x);
+int sx_dev_fabric_map(struct sx_dev *x, uint32_t adapter_no, uint64_t bus, size_t size,
+                      uint64_t *ioaddr);
+void sx_dev_fabric_unmap(struct sx_dev *x, uint32_t adapter_no, uint64_t ioaddr);
 
 /* The remote segment's internal mapping of the whole segment (lock held), or NULL. */
 volatile uint8_t *sx_rseg_imap(struct sx_rseg *s);

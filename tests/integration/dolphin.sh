@@ -1,0 +1,160 @@
+#!/bin/sh
+# tests/integration/dolphin.sh MODE BUILD SRC: ntbfab on the Dolphin backend (docs/dolphin.md),
+# with ntbfab's own libsisci standing for Dolphin's. Two clusters on this host:
+#
+#   inner  a simulated cluster (ntbfab up, backend sim) whose daemons serve libsisci: it plays
+#          eXpressWare and the Dolphin hardware;
+#   outer  the cluster under test (backend dolphin): its daemons and programs load libsisci
+#          (NTBFAB_SISCI_LIB), each told by NTBFAB_SISCI_ENV which inner node it is (%n: the
+#          same node names).
+#
+# MODE conformance  ntbfab-conformance on two Dolphin adapters (ports 18501-18504)
+#      up           ntbfab up with backend dolphin: config/examples/dolphin.yaml over
+#                   quickstart.yaml; what is refused, and how it is said (ports 18511-18513)
+#      device       a borrowed accelerator used through the device API, data checked, then
+#                   used by its lender (ports 18521-18523)
+#      nvme         ntbfab-nvme: a manager and clients share the simulated NVMe (18531-18533)
+set -u
+mode=$1
+build=$2
+src=$3
+ntbfab=${NTBFAB:-$build/tools/ntbfab}
+case $mode in
+conformance) base=18500 ;;
+up) base=18510 ;;
+device) base=18520 ;;
+nvme) base=18530 ;;
+*)
+	echo "usage: dolphin.sh conformance|up|device|nvme BUILD SRC" >&2
+	exit 2
+	;;
+esac
+top=$(mktemp -d /dev/shm/ntbfab-dolphin-XXXXXX)
+inner=$top/inner
+outer=$top/outer
+pids=""
+
+cleanup() {
+	for p in $pids; do kill -9 "$p" 2>/dev/null; done
+	"$ntbfab" down --dir "$outer" >/dev/null 2>&1
+	"$ntbfab" down --dir "$inner" >/dev/null 2>&1
+	[ -n "${NTBFAB_KEEP:-}" ] || rm -rf "$top"
+}
+trap cleanup EXIT
+fail() {
+	echo "FAIL: $*" >&2
+	for f in "$top"/*.out "$outer"/log/*.log "$outer"/log/*.err "$inner"/log/*.log; do
+		[ -s "$f" ] && { echo "== $f" >&2; tail -n 40 "$f" >&2; }
+	done
+	exit 1
+}
+# The command's output must hold TEXT (a grep pattern): NAME TEXT
+expect() { grep -q -- "$2" "$top/$1.out" || fail "$1 did not say '$2'"; }
+
+export NTBFAB_SISCI_LIB="$build/frontends/sisci-compat/libsisci.so.0"
+export NTBFAB_SISCI_ENV="NTBFAB_DIR=$inner NTBFAB_NODE=%n"
+unset NTBFAB_DIR NTBFAB_NODE
+
+# The two clusters from the example files, on this test's ports.
+sed "s/:7700/:$((base + 1))/" "$src/config/examples/quickstart.yaml" >"$top/inner.yaml"
+sed "s/:7790/:$((base + 2))/" "$src/config/examples/dolphin.yaml" >"$top/outer.yaml"
+up() { # NAME YAML DIR
+	"$ntbfab" up "$2" --dir "$3" >"$top/$1.out" 2>&1 || fail "ntbfab up $1: $(cat "$top/$1.out")"
+}
+
+case $mode in
+conformance)
+	up inner "$src/tests/conformance/dolphin-inner.yaml" "$inner"
+	cd "$src" || exit 1
+	"$build/tests/conformance/ntbfab-conformance" --backend dolphin \
+		--config tests/conformance/dolphin.yaml >"$top/conformance.out" 2>&1 ||
+		fail "ntbfab-conformance: $(cat "$top/conformance.out")"
+	cat "$top/conformance.out"
+	# What the backend claims, and that each claim was checked rather than skipped.
+	for c in 'caps.figures' 'mem ' 'xlat.inbound' 'xlat.size' 'irq ' 'window_write' \
+		'dma.copy' 'dma.order' 'dma.error'; do
+		grep "^ok .* - $c" "$top/conformance.out" | grep -qv SKIP ||
+			fail "conformance check $c did not run and pass"
+	done
+	expect conformance '# 34 checks: .* 0 failed'
+	;;
+up)
+	up inner "$top/inner.yaml" "$inner"
+	up outer "$top/outer.yaml" "$outer"
+	expect outer 'lender.ntb0 - borrower.ntb0  up'
+	expect outer '0x4001  lender.acc0'
+	"$ntbfab" status --dir "$outer" >"$top/status.out" 2>&1 || fail "ntbfab status failed"
+	expect status 'dolphin'
+	# A figure of the file that is not what SCIQuery says: the daemon names it and the fix.
+	sed "s/slots: 256/slots: 128/; s/:$((base + 2))/:$((base + 3))/" "$top/outer.yaml" >"$top/bad.yaml"
+	"$ntbfab" up "$top/bad.yaml" --dir "$top/bad" >"$top/bad.out" 2>&1 &&
+		fail "ntbfab up accepted a window of 128 slots where SCIQuery says 256"
+	expect bad 'the backend reports 256 slots in window 0, the cluster file 128; set'
+	"$ntbfab" down --dir "$top/bad" >/dev/null 2>&1
+	# No library: said at once, with what to install or set.
+	NTBFAB_SISCI_LIB=$top/nowhere/libsisci.so "$ntbfab" up "$top/outer.yaml" --dir "$top/nolib" \
+		>"$top/nolib.out" 2>&1 && fail "ntbfab up without a SISCI library succeeded"
+	expect nolib "NTBFAB_SISCI_LIB names $top/nowhere/libsisci.so, which cannot be read"
+	if [ ! -e /opt/DIS ]; then
+		env -u NTBFAB_SISCI_LIB LD_LIBRARY_PATH= "$ntbfab" up "$top/outer.yaml" \
+			--dir "$top/nolib2" >"$top/nolib2.out" 2>&1 &&
+			fail "ntbfab up found a SISCI library nowhere installed"
+		expect nolib2 "Dolphin's libsisci not found in /opt/DIS/lib64"
+		expect nolib2 'install eXpressWare'
+	fi
+	# Dolphin's library serves one host: a whole cluster here needs %n.
+	NTBFAB_SISCI_ENV="NTBFAB_DIR=$inner" "$ntbfab" up "$top/outer.yaml" --dir "$top/one" \
+		>"$top/one.out" 2>&1 && fail "ntbfab up started a Dolphin cluster on one host without %n"
+	expect one 'the dolphin backend runs one node per host'
+	"$ntbfab" down --dir "$outer" >"$top/down.out" 2>&1 || fail "ntbfab down failed"
+	expect down "cluster 'dolphin' is down"
+	;;
+device)
+	up inner "$top/inner.yaml" "$inner"
+	up outer "$top/outer.yaml" "$outer"
+	"$ntbfab" borrow 0x4001 --node borrower --dir "$outer" >"$top/borrow.out" 2>&1 ||
+		fail "ntbfab borrow: $(cat "$top/borrow.out")"
+	expect borrow 'mapped by the fabric'
+	"$build/tests/integration/dolphin_device" "$outer" 0x4001 borrow >"$top/borrower.out" 2>&1 ||
+		fail "the borrower's use of the accelerator failed"
+	expect borrower 'borrowed device 0x4001'
+	expect borrower 'verified'
+	"$ntbfab" return 0x4001 --node borrower --dir "$outer" >"$top/return.out" 2>&1 ||
+		fail "ntbfab return: $(cat "$top/return.out")"
+	"$build/tests/integration/dolphin_device" "$outer" 0x4001 local >"$top/lender.out" 2>&1 ||
+		fail "the lender's use of the accelerator failed"
+	expect lender 'local device 0x4001'
+	cat "$top/borrower.out" "$top/lender.out"
+	;;
+nvme)
+	up inner "$top/inner.yaml" "$inner"
+	up outer "$top/outer.yaml" "$outer"
+	nvme=$build/apps/nvme/ntbfab-nvme
+	export NTBFAB_DIR="$outer"
+	NTBFAB_NODE=lender timeout 120 "$nvme" manager --fdid 0x4000 >"$top/manager.out" 2>&1 &
+	pids="$pids $!"
+	for i in $(seq 1 300); do
+		grep -q 'manager ready' "$top/manager.out" 2>/dev/null && break
+		sleep 0.1
+	done
+	expect manager 'manager ready: lender.nvme0'
+	run() { # NAME NODE ARGS...
+		name=$1 node=$2
+		shift 2
+		NTBFAB_NODE=$node timeout 120 "$nvme" "$@" >"$top/$name.out" 2>&1 ||
+			fail "ntbfab-nvme $* on $node: $(cat "$top/$name.out")"
+	}
+	run identify borrower identify --fdid 0x4000
+	expect identify 'namespace 1  2097152 blocks of 512 bytes'
+	run write borrower write --fdid 0x4000 --lba 0 --blocks 2048 --seed 7 --qd 8
+	expect write 'CQ in this host'
+	run verify borrower verify --fdid 0x4000 --lba 0 --blocks 2048 --seed 7 --qd 8
+	run verify_lender lender verify --fdid 0x4000 --lba 0 --blocks 2048 --seed 7 --qd 4
+	# The check can fail: the same blocks against another seed's pattern.
+	NTBFAB_NODE=borrower timeout 120 "$nvme" verify --fdid 0x4000 --lba 0 --blocks 256 \
+		--seed 8 >"$top/wrong.out" 2>&1 && fail "verify of another seed's pattern passed"
+	expect wrong 'read data other than the pattern of seed 8'
+	cat "$top/write.out" "$top/verify.out" "$top/verify_lender.out"
+	;;
+esac
+echo "dolphin $mode: ok"
