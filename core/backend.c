@@ -452,9 +452,15 @@ bool ntbf_caps_match(const struct ntbf_topo *t, uint32_t adapter, const struct n
                 bool o = c->flags & NTBF_CAP_XLAT_OUTBOUND, i = c->flags & NTBF_CAP_XLAT_INBOUND;
                 return MISMATCH("the backend programs translations %s, the cluster file says "
                                 "xlat: %s; set xlat: %s",
-                                o && i ? "both ways" : o ? "outbound" : "inbound",
-                                out && in ? "both" : out ? "outbound" : "inbound",
-                                o && i ? "both" : o ? "outbound" : "inbound");
+                                o && i ? "both ways"
+                                : o    ? "outbound"
+                                       : "inbound",
+                                out && in ? "both"
+                                : out     ? "outbound"
+                                          : "inbound",
+                                o && i ? "both"
+                                : o    ? "outbound"
+                                       : "inbound");
         }
         if (!same(t, a, c->rid_table, a->p.rid_table, "requester-ID entries", "rid_table", why,
                   whylen))
@@ -467,9 +473,9 @@ bool ntbf_caps_match(const struct ntbf_topo *t, uint32_t adapter, const struct n
                 return MISMATCH("the backend programs a requester-ID table, which the cluster "
                                 "file says the adapter has not; set rid_table: %u",
                                 c->rid_table);
-        if (a->p.rid_table && !same(t, a, c->rid_reserved, a->p.rid_reserved,
-                                    "requester-ID entries for the CPU", "rid_reserved", why,
-                                    whylen))
+        if (a->p.rid_table &&
+            !same(t, a, c->rid_reserved, a->p.rid_reserved, "requester-ID entries for the CPU",
+                  "rid_reserved", why, whylen))
                 return false;
         uint64_t dma = (c->flags & NTBF_CAP_DMA) ? c->dma_channels : 0;
         uint64_t db = (c->flags & NTBF_CAP_DOORBELL) ? popcount64(c->db_valid_mask) : 0;
@@ -484,8 +490,8 @@ bool ntbf_caps_match(const struct ntbf_topo *t, uint32_t adapter, const struct n
                 return MISMATCH("the backend %s devices' DMA itself, but the cluster file's model "
                                 "'%s' says %s; use a model of this backend's (dolphin-sisci "
                                 "for the dolphin backend)",
-                                c->flags & NTBF_CAP_DEV_MAP ? "maps" : "does not map",
-                                a->p.model, a->p.managed ? "it does" : "it does not");
+                                c->flags & NTBF_CAP_DEV_MAP ? "maps" : "does not map", a->p.model,
+                                a->p.managed ? "it does" : "it does not");
         bool iommu = c->flags & (NTBF_CAP_IOMMU | NTBF_CAP_KERNEL_IOMMU);
         if (iommu != n->iommu)
                 return MISMATCH("traffic into node %s goes through %s, but the cluster file "

@@ -199,8 +199,8 @@ static const struct ntbf_adapter_params adapter_presets[] = {
         .doorbells = 0,   /* SISCI has none */
         .scratchpads = 0, /* SISCI has none */
         .messages = 0,
-        .dma_channels = 4, /* assumption: DMA queues handed out per process */
-        .hop_ns = 132,     /* the pxh830's: article 8.6 */
+        .dma_channels = 4,         /* assumption: DMA queues handed out per process */
+        .hop_ns = 132,             /* the pxh830's: article 8.6 */
         .xlat = NTBF_XLAT_INBOUND, /* a slot is a segment the memory's host makes */
         .managed = true,           /* SmartIO maps devices' DMA (SCIMap*SegmentForDevice) */
     },

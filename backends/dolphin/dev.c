@@ -33,12 +33,12 @@ struct dol_dev {
 struct dol_dmap {
         struct dol_dmap *next;
         struct dol_dev *d;
-        struct dol_seg *seg;  /* memory for export mapped (or NULL) */
-        struct dol_seg att;   /* or another range of this host's memory, attached for it */
+        struct dol_seg *seg; /* memory for export mapped (or NULL) */
+        struct dol_seg att;  /* or another range of this host's memory, attached for it */
         bool attached;
-        struct dol_conn *c;   /* a slot's segment mapped (or NULL) */
+        struct dol_conn *c;           /* a slot's segment mapped (or NULL) */
         struct ntbf_adapter_h *owner; /* the handle the segment was made on */
-        uint64_t io, size;    /* the whole segment as the device reaches it */
+        uint64_t io, size;            /* the whole segment as the device reaches it */
         unsigned refs;
 };
 

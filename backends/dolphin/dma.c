@@ -24,8 +24,8 @@ struct dol_job {
         uint64_t cookie;
         int status;
         _Atomic bool done;
-        struct dol_conn *c;      /* the slot's connection (window side), or NULL */
-        struct dol_seg tl, tr;   /* segments attached for this transfer (source, target) */
+        struct dol_conn *c;    /* the slot's connection (window side), or NULL */
+        struct dol_seg tl, tr; /* segments attached for this transfer (source, target) */
         bool has_tl, has_tr;
         sci_remote_segment_t lb; /* loopback connection to a local target */
         bool has_lb;
@@ -113,8 +113,8 @@ int ntbf__dol_dma_submit(struct ntbf_adapter_h *h, uint32_t chan, uint64_t src, 
         uint64_t al = caps->dma_align ? caps->dma_align : 1;
         if (!(caps->flags & NTBF_CAP_DMA))
                 return NTBF_EUNSUPPORTED;
-        if (chan >= caps->dma_channels || !len || len > caps->dma_max_len || src % al ||
-            dst % al || len % al || src + len < src || dst + len < dst)
+        if (chan >= caps->dma_channels || !len || len > caps->dma_max_len || src % al || dst % al ||
+            len % al || src + len < src || dst + len < dst)
                 return -EINVAL;
         struct dol_lib *L = h->L;
         uint32_t ws, wd, ks, kd;

@@ -133,7 +133,7 @@ sci_error_t ntbf__dol_qadapter(struct dol_lib *L, unsigned ano, unsigned port, u
 
 /* ---- the process's objects ------------------------------------------------------------------ */
 
-#define DOL_PAGE UINT64_C(4096)
+#define DOL_PAGE             UINT64_C(4096)
 /*
  * Segment ids the backend uses on every node (docs/dolphin.md): a slot of adapter A's window
  * programmed inbound (peer_xlat_set) is the segment 0x40000000 | A << 16 | slot on the node
@@ -209,7 +209,7 @@ struct ntbf_adapter_h {
                 struct dol_inslot *next;
                 uint32_t adapter, slot;
                 struct dol_seg s;
-        } *inslots;
+        } * inslots;
         struct dol_conn **cur; /* per slot of this adapter's windows: its current connection */
         uint32_t *hint;        /* per slot: the node id it was last found on (0: none) */
         uint32_t peer_id[64];  /* node ids this adapter reaches, cabled ones first */

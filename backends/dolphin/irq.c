@@ -23,10 +23,10 @@
  *   it wakes at once; a plain store is seen within a millisecond.
  */
 
-#define IRQ_MAGIC UINT64_C(0x31515249424e544e) /* "NTBIRQ1", little endian */
-#define IRQ_HDR   64u
-#define IRQ_VECS  ((4096u - IRQ_HDR) / 4u)
-#define IRQ_DATA  UINT32_C(0x44300000) /* "D0": a vector's data is this | its number */
+#define IRQ_MAGIC   UINT64_C(0x31515249424e544e) /* "NTBIRQ1", little endian */
+#define IRQ_HDR     64u
+#define IRQ_VECS    ((4096u - IRQ_HDR) / 4u)
+#define IRQ_DATA    UINT32_C(0x44300000) /* "D0": a vector's data is this | its number */
 #define IRQ_WAIT_MS 1u
 
 struct irq_hdr {
@@ -220,7 +220,8 @@ static void ring(struct ntbf_adapter_h *h, uint32_t node_id, uint32_t intno)
 
 void ntbf__dol_irq_doorbell(struct ntbf_adapter_h *h, struct dol_conn *c, uint64_t off)
 {
-        if (!c->iaddr || off - off % 4096 + sizeof(struct irq_hdr) > c->size || off % 4096 < IRQ_HDR)
+        if (!c->iaddr || off - off % 4096 + sizeof(struct irq_hdr) > c->size ||
+            off % 4096 < IRQ_HDR)
                 return;
         const volatile struct irq_hdr *hd = (const void *)(c->iaddr + (off - off % 4096));
         if (hd->magic == IRQ_MAGIC && hd->node_id == c->node_id)

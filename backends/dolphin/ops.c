@@ -44,8 +44,8 @@ static int peer_ids(const struct ntbf_topo *t, uint32_t adapter, uint32_t *ids, 
 
 /* SISCI's adapter number of topology adapter `adapter` (docs/dolphin.md): the one whose
  * SCI_Q_ADAPTER_BDF is the cluster file's bdf, else its place among its node's adapters. */
-static int adapter_no(struct dol_lib *L, const struct ntbf_topo *t, uint32_t adapter,
-                      unsigned *ano, char *why, size_t whylen)
+static int adapter_no(struct dol_lib *L, const struct ntbf_topo *t, uint32_t adapter, unsigned *ano,
+                      char *why, size_t whylen)
 {
         const struct ntbf_adapter *a = &t->adapters[adapter];
         const struct ntbf_node *n = &t->nodes[a->node];
@@ -55,7 +55,8 @@ static int adapter_no(struct dol_lib *L, const struct ntbf_topo *t, uint32_t ada
         *ano = pos;
         uint16_t dom;
         uint8_t bus, dev, fn;
-        if (a->bdf[0] && L->has_SCI_Q_ADAPTER_BDF && !ntbf_bdf_parse(a->bdf, &dom, &bus, &dev, &fn)) {
+        if (a->bdf[0] && L->has_SCI_Q_ADAPTER_BDF &&
+            !ntbf_bdf_parse(a->bdf, &dom, &bus, &dev, &fn)) {
                 unsigned want = (unsigned)bus << 8 | (unsigned)dev << 3 | fn, got = 0;
                 bool found = false;
                 for (unsigned k = 0; k < DIS_MAX_NSCIS && !found; k++)
@@ -135,8 +136,8 @@ static void compute_caps(struct ntbf_adapter_h *h)
         unsigned u = 0, u2 = 0;
         memset(c, 0, sizeof(*c));
         snprintf(fig, fl, "from SCIQuery:");
-        c->flags = NTBF_CAP_XLAT_INBOUND | NTBF_CAP_CPU_MAP | NTBF_CAP_MEM |
-                   NTBF_CAP_NO_RID_TABLE | NTBF_CAP_IRQ | NTBF_CAP_DEV_MAP;
+        c->flags = NTBF_CAP_XLAT_INBOUND | NTBF_CAP_CPU_MAP | NTBF_CAP_MEM | NTBF_CAP_NO_RID_TABLE |
+                   NTBF_CAP_IRQ | NTBF_CAP_DEV_MAP;
         c->ports = a->p.ports;
         if (L->has_SCI_Q_ADAPTER_NUMBER_OF_PORTS &&
             ntbf__dol_qadapter(L, h->ano, 0, SC(L, SCI_Q_ADAPTER_NUMBER_OF_PORTS), &u) ==
@@ -190,8 +191,8 @@ static void compute_caps(struct ntbf_adapter_h *h)
                 }
                 unsigned al = 1;
                 if (L->has_SCI_Q_ADAPTER_DMA_SIZE_ALIGNMENT &&
-                    ntbf__dol_qadapter(L, h->ano, 0, SC(L, SCI_Q_ADAPTER_DMA_SIZE_ALIGNMENT),
-                                       &u) == SCI_ERR_OK &&
+                    ntbf__dol_qadapter(L, h->ano, 0, SC(L, SCI_Q_ADAPTER_DMA_SIZE_ALIGNMENT), &u) ==
+                        SCI_ERR_OK &&
                     pow2(u))
                         al = u;
                 if (L->has_SCI_Q_ADAPTER_DMA_OFFSET_ALIGNMENT &&
@@ -388,10 +389,10 @@ static int probe_checked(struct ntbf_backend *b, uint32_t adapter, struct ntbf_a
         }
         for (uint32_t p = 0; p < h->caps.ports && p < NTBF_MAX_ADAPTER_PORTS; p++) {
                 unsigned up = 0;
-                h->up[p] = ntbf__dol_qadapter(h->L, h->ano, p,
-                                              SC(h->L, SCI_Q_ADAPTER_LINK_OPERATIONAL),
-                                              &up) == SCI_ERR_OK &&
-                           up;
+                h->up[p] =
+                    ntbf__dol_qadapter(h->L, h->ano, p, SC(h->L, SCI_Q_ADAPTER_LINK_OPERATIONAL),
+                                       &up) == SCI_ERR_OK &&
+                    up;
         }
         pthread_mutex_lock(&b->lock);
         h->next_h = b->hs;
@@ -518,8 +519,8 @@ static int dol_link_state(struct ntbf_adapter_h *h, uint32_t port, bool *up)
         if (!up || port >= h->caps.ports)
                 return -EINVAL;
         unsigned u = 0;
-        sci_error_t e = ntbf__dol_qadapter(h->L, h->ano, port,
-                                           SC(h->L, SCI_Q_ADAPTER_LINK_OPERATIONAL), &u);
+        sci_error_t e =
+            ntbf__dol_qadapter(h->L, h->ano, port, SC(h->L, SCI_Q_ADAPTER_LINK_OPERATIONAL), &u);
         *up = e == SCI_ERR_OK && u;
         return 0;
 }
@@ -619,8 +620,8 @@ static int dol_peer_xlat_set(struct ntbf_adapter_h *h, uint32_t peer, uint32_t s
                 return -EPERM;
         const struct ntbf_adapter *pa = &h->b->t->adapters[peer];
         if (!ntbf_window_xlat_ok(&w, local_addr, size) ||
-            (pa->p.addr_bits < 64 && (local_addr >> pa->p.addr_bits ||
-                                      (local_addr + size - 1) >> pa->p.addr_bits)))
+            (pa->p.addr_bits < 64 &&
+             (local_addr >> pa->p.addr_bits || (local_addr + size - 1) >> pa->p.addr_bits)))
                 return -EINVAL;
         struct dol_lib *L = h->L;
         sci_error_t e = SCI_ERR_OK;
@@ -787,8 +788,12 @@ struct dol_conn *ntbf__dol_conn_get(struct ntbf_adapter_h *h, uint32_t slot, int
                         *err = -ENOMEM;
                         return NULL;
                 }
-                *c = (struct dol_conn){.rseg = rseg, .slot = slot, .node_id = tries[i], .id = id,
-                                       .size = SCI(L, GetRemoteSegmentSize, rseg), .refs = 2};
+                *c = (struct dol_conn){.rseg = rseg,
+                                       .slot = slot,
+                                       .node_id = tries[i],
+                                       .id = id,
+                                       .size = SCI(L, GetRemoteSegmentSize, rseg),
+                                       .refs = 2};
                 c->next = h->conns;
                 h->conns = c;
                 h->cur[slot] = c;
@@ -819,8 +824,8 @@ uint8_t *ntbf__dol_conn_imap(struct ntbf_adapter_h *h, struct dol_conn *c)
 /* A private page of all ones over [va, + len): what a dropped access reads. */
 static int ones(uint8_t *va, uint64_t len, int prot)
 {
-        void *p = mmap(va, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
-                       0);
+        void *p =
+            mmap(va, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
         if (p == MAP_FAILED)
                 return -errno;
         memset(p, 0xff, len);
@@ -855,9 +860,9 @@ static int dol_map_window(struct ntbf_adapter_h *h, uint32_t win, uint64_t offse
         if (!m)
                 return -ENOMEM;
         int prot = flags & NTBF_MAP_READONLY ? PROT_READ : PROT_READ | PROT_WRITE;
-        uint8_t *va = fixed ? *addr
-                            : mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                                   -1, 0);
+        uint8_t *va =
+            fixed ? *addr
+                  : mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (va == MAP_FAILED) {
                 free(m);
                 return -ENOMEM;
@@ -878,7 +883,8 @@ static int dol_map_window(struct ntbf_adapter_h *h, uint32_t win, uint64_t offse
                 int ce = 0;
                 struct dol_conn *c = ntbf__dol_conn_get(h, W->first_slot + k, &ce);
                 if (c && lo - s0 < c->size) {
-                        uint64_t len = hi - lo < c->size - (lo - s0) ? hi - lo : c->size - (lo - s0);
+                        uint64_t len =
+                            hi - lo < c->size - (lo - s0) ? hi - lo : c->size - (lo - s0);
                         struct dol_part *pt = &m->parts[m->nparts++];
                         pt->c = c;
                         sci_error_t e = SCI_ERR_OK;
@@ -1028,7 +1034,7 @@ void ntbf__dol_detach(struct ntbf_adapter_h *h, struct dol_seg *s)
 }
 
 int ntbf__dol_mem_alloc(struct ntbf_adapter_h *h, uint64_t size, uint64_t align,
-                         struct ntbf_mem *out)
+                        struct ntbf_mem *out)
 {
         if (!out || !size || (align & (align - 1)) || size > UINT64_MAX / 2)
                 return -EINVAL;
@@ -1072,8 +1078,10 @@ int ntbf__dol_mem_alloc(struct ntbf_adapter_h *h, uint64_t size, uint64_t align,
         uint64_t delta = (align - s->bus % align) % align;
         memset(s->addr, 0, whole);
         pthread_mutex_lock(&h->lock);
+        pthread_mutex_lock(&h->b->lock); /* other handles search h->mems (mem_find) */
         s->next = h->mems;
         h->mems = s;
+        pthread_mutex_unlock(&h->b->lock);
         for (unsigned i = 0; i < 16 && i < h->nfreed; i++) /* live again */
                 if (h->freed[i].bus < s->bus + whole && s->bus < h->freed[i].bus + h->freed[i].size)
                         h->freed[i].size = 0;
@@ -1096,7 +1104,9 @@ int ntbf__dol_mem_free(struct ntbf_adapter_h *h, struct ntbf_mem *m)
                                 r = -EBUSY; /* a device still reaches it */
                                 break;
                         }
+                        pthread_mutex_lock(&h->b->lock);
                         *pp = x->next;
+                        pthread_mutex_unlock(&h->b->lock);
                         s = x;
                         r = 0;
                         break;
@@ -1123,8 +1133,7 @@ struct dol_seg *ntbf__dol_mem_find(struct ntbf_adapter_h *self, uint64_t bus, ui
         struct dol_seg *found = NULL;
         pthread_mutex_lock(&b->lock);
         for (struct ntbf_adapter_h *h = b->hs; h && !found; h = h->next_h)
-                for (struct dol_seg *s = h->mems; s && !found && h->node == self->node;
-                     s = s->next)
+                for (struct dol_seg *s = h->mems; s && !found && h->node == self->node; s = s->next)
                         if (bus >= s->bus && len <= s->size && bus - s->bus <= s->size - len) {
                                 found = s;
                                 if (owner)

@@ -773,7 +773,8 @@ static int ivs_map_window(struct ntbf_adapter_h *h, uint32_t win, uint64_t offse
         if (!m)
                 return -ENOMEM;
         /* A range of address space (or the caller's), then each slot's part placed over it. */
-        uint8_t *va = fixed ? *addr : mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        uint8_t *va =
+            fixed ? *addr : mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (va == MAP_FAILED) {
                 free(m);
                 return -errno;

@@ -163,9 +163,9 @@ int ntbf__sim_map(struct ntbf_sim *s, uint32_t a, uint32_t win, uint64_t offset,
                 free(m);
                 return -EINVAL;
         }
-        void *va = fixed ? *addr
-                         : mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                                -1, 0);
+        void *va =
+            fixed ? *addr
+                  : mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (va == MAP_FAILED) {
                 free(m);
                 return -ENOMEM;

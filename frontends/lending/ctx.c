@@ -532,7 +532,8 @@ static int ctx_open_at(const char *dir, const char *node, const char *sock, cons
          * managed fabric (NTBF_CAP_DEV_MAP) the backend's memory for export, which the
          * fabric maps for devices. */
         struct ntbf_caps caps;
-        bool managed = ctx->h0 && !ctx->ops->caps(ctx->h0, &caps) && (caps.flags & NTBF_CAP_DEV_MAP);
+        bool managed =
+            ctx->h0 && !ctx->ops->caps(ctx->h0, &caps) && (caps.flags & NTBF_CAP_DEV_MAP);
         ctx->mem.ops = ctx->ops;
         ctx->mem.h = ctx->h0;
         ctx->mem.memfd = !ctx->sim && !managed;

@@ -959,11 +959,10 @@ int ntbf_dev_dma_map(struct ntbf_dev *dev, void *ptr, size_t size, uint64_t *ioa
         case NTBF__DMA_MANAGED:
                 r = ctx->ops->dev_map(dev->dh, dev->tdev, dev->tfunc, bus, size, ioaddr);
                 if (r)
-                        return ntbf__fail(ctx, r,
-                                          "the %s backend cannot map [0x%" PRIx64
-                                          ", +%zu) of node %s for %s: %s",
-                                          ctx->ops->name, bus, size, ctx->node, dev->info.bdf,
-                                          ntbf_strerror(r));
+                        return ntbf__fail(
+                            ctx, r,
+                            "the %s backend cannot map [0x%" PRIx64 ", +%zu) of node %s for %s: %s",
+                            ctx->ops->name, bus, size, ctx->node, dev->info.bdf, ntbf_strerror(r));
                 off = *ioaddr % PAGE;
                 break;
         case NTBF__DMA_PHYS:
@@ -1201,8 +1200,8 @@ int ntbf_dev_map_window(struct ntbf_dev *dev, uint32_t adapter, uint32_t win, ui
                                               caps.windows[0].base + offset, size, &w.ioaddr);
                 if (r)
                         return ntbf__fail(ctx, r,
-                                          "the %s backend cannot map [0x%" PRIx64
-                                          ", +%" PRIu64 ") of the window of %s.%s for %s: %s",
+                                          "the %s backend cannot map [0x%" PRIx64 ", +%" PRIu64
+                                          ") of the window of %s.%s for %s: %s",
                                           ctx->ops->name, offset, size, ctx->node,
                                           t->adapters[adapter].name, dev->info.bdf,
                                           ntbf_strerror(r));

@@ -74,8 +74,8 @@ static void open_use(struct use *u, const char *dir, const char *node, uint32_t 
                 die("%s: DMA map: %s", node, ntbf_ctx_error(u->x));
         printf("%s: %s device 0x%04x, BAR0 at 0x%" PRIx64 ", device memory at 0x%" PRIx64
                "; the device reaches %s's memory at 0x%" PRIx64 "\n",
-               node, u->info.local ? "local" : "borrowed", fdid, u->info.bars[0].addr,
-               u->mem_addr, node, u->io);
+               node, u->info.local ? "local" : "borrowed", fdid, u->info.bars[0].addr, u->mem_addr,
+               node, u->io);
 }
 
 static void copy(struct use *u, uint64_t src, uint64_t dst, const char *what)

@@ -215,13 +215,13 @@ typedef struct {
 #define SCI_Q_DEVICE         6u
 #define SCI_Q_MAP            7u
 
-#define SCI_Q_ADAPTER_NODEID           1u
-#define SCI_Q_ADAPTER_BDF              2u
-#define SCI_Q_ADAPTER_SERIAL_NUMBER    3u
-#define SCI_Q_ADAPTER_NUMBER_OF_PORTS  4u
-#define SCI_Q_ADAPTER_DMA_MTU          5u
-#define SCI_Q_ADAPTER_LINK_OPERATIONAL 6u
-#define SCI_Q_ADAPTER_CONFIGURED       7u
+#define SCI_Q_ADAPTER_NODEID                1u
+#define SCI_Q_ADAPTER_BDF                   2u
+#define SCI_Q_ADAPTER_SERIAL_NUMBER         3u
+#define SCI_Q_ADAPTER_NUMBER_OF_PORTS       4u
+#define SCI_Q_ADAPTER_DMA_MTU               5u
+#define SCI_Q_ADAPTER_LINK_OPERATIONAL      6u
+#define SCI_Q_ADAPTER_CONFIGURED            7u
 /* The adapter's DMA alignments, and its address translation table (ATT): how many
  * translations it holds and the bytes each maps (ntbfab: its first window's slots). */
 #define SCI_Q_ADAPTER_DMA_SIZE_ALIGNMENT    8u

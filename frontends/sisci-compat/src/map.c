@@ -210,10 +210,10 @@ volatile void *SCIMapRemoteSegment(sci_remote_segment_t segment, sci_map_t *map,
                 *err = SCI_ERR_FLAG_NOT_IMPLEMENTED;
                 goto out;
         }
-        if ((flags & SCI_FLAG_FIXED_MAP_ADDR) && (!addr || (uintptr_t)addr % PAGE ||
-                                                  (s->offset + offset) % PAGE)) {
+        if ((flags & SCI_FLAG_FIXED_MAP_ADDR) &&
+            (!addr || (uintptr_t)addr % PAGE || (s->offset + offset) % PAGE)) {
                 *err = !addr || (uintptr_t)addr % PAGE ? SCI_ERR_ILLEGAL_ADDRESS
-                                                      : SCI_ERR_OFFSET_ALIGNMENT;
+                                                       : SCI_ERR_OFFSET_ALIGNMENT;
                 goto out;
         }
         if (s->rkind == SX_R_BAR && !s->dh) {
