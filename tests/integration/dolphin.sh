@@ -102,10 +102,26 @@ up)
 		expect nolib2 "Dolphin's libsisci not found in /opt/DIS/lib64"
 		expect nolib2 'install eXpressWare'
 	fi
+	# A library that is not SISCI's: the first missing function is named.
+	NTBFAB_SISCI_LIB=$build/libntbfab.so.0 "$ntbfab" up "$top/outer.yaml" --dir "$top/notsisci" \
+		>"$top/notsisci.out" 2>&1 && fail "ntbfab up accepted libntbfab as a SISCI library"
+	expect notsisci "libntbfab.so.0 has no _SISCI_PUBLIC_FUNC_MT_SCI.*: not a SISCI 5 library"
+	"$ntbfab" down --dir "$top/notsisci" >/dev/null 2>&1
+	# A mistake in NTBFAB_SISCI_ENV is named.
+	NTBFAB_SISCI_ENV="NTBFAB_DIR=$inner NTBFAB_NODE=%n X=%x" "$ntbfab" up "$top/outer.yaml" \
+		--dir "$top/badenv" >"$top/badenv.out" 2>&1 && fail "ntbfab up accepted %x"
+	expect badenv "NTBFAB_SISCI_ENV: '%x' is not %n (the node's name), %i (its id) or %%"
+	"$ntbfab" down --dir "$top/badenv" >/dev/null 2>&1
 	# Dolphin's library serves one host: a whole cluster here needs %n.
 	NTBFAB_SISCI_ENV="NTBFAB_DIR=$inner" "$ntbfab" up "$top/outer.yaml" --dir "$top/one" \
 		>"$top/one.out" 2>&1 && fail "ntbfab up started a Dolphin cluster on one host without %n"
 	expect one 'the dolphin backend runs one node per host'
+	# eXpressWare owns the links: no fault injection, said so, the cluster untouched.
+	"$ntbfab" fault link-down lender.ntb0 --dir "$outer" >"$top/fault.out" 2>&1 &&
+		fail "ntbfab fault link-down succeeded on the dolphin backend"
+	expect fault "the 'dolphin' backend cannot inject faults (no fault op)"
+	"$ntbfab" status --dir "$outer" >"$top/status2.out" 2>&1 || fail "ntbfab status failed"
+	expect status2 'lender.ntb0 - borrower.ntb0  up'
 	"$ntbfab" down --dir "$outer" >"$top/down.out" 2>&1 || fail "ntbfab down failed"
 	expect down "cluster 'dolphin' is down"
 	;;

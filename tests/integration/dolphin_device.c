@@ -124,12 +124,19 @@ int main(int argc, char **argv)
                 /* What a managed fabric cannot give this way, said clearly. */
                 uint32_t v;
                 int r = ntbf_dev_cfg_read(u.d, 0, 4, &v);
-                printf("config read: %s (%s)\n", r ? ntbf_err_name(r) : "ok",
-                       r ? ntbf_ctx_error(u.x) : "");
+                if (r != NTBF_EUNSUPPORTED ||
+                    !strstr(ntbf_ctx_error(u.x), "the dolphin backend reaches no config space"))
+                        die("config read of a borrowed device where sysfs shows none: expected "
+                            "NTBF_EUNSUPPORTED saying why, got %s (%s)",
+                            r ? ntbf_err_name(r) : "success", r ? ntbf_ctx_error(u.x) : "");
+                printf("config read: %s\n", ntbf_ctx_error(u.x));
                 uint64_t pio;
                 r = ntbf_dev_map_peer(u.d, u.d, 2, &pio);
-                if (r != NTBF_EUNSUPPORTED)
-                        die("map_peer on a managed fabric: expected NTBF_EUNSUPPORTED, got %d", r);
+                if (r != NTBF_EUNSUPPORTED ||
+                    !strstr(ntbf_ctx_error(u.x), "is a device of a managed fabric"))
+                        die("map_peer on a managed fabric: expected NTBF_EUNSUPPORTED saying why, "
+                            "got %d (%s)",
+                            r, ntbf_ctx_error(u.x));
                 printf("map_peer: %s\n", ntbf_ctx_error(u.x));
                 close_use(&u);
                 printf("borrower: %u bytes to and from device memory, verified\n", 2 * SZ);
