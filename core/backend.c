@@ -160,7 +160,8 @@ bool ntbf_backend_ops_valid(const struct ntbf_backend_ops *ops, char *why, size_
         X(LINK_CTRL)                                                                               \
         X(RESET)                                                                                   \
         X(COUNTERS)                                                                                \
-        X(DEV_MAP)
+        X(DEV_MAP)                                                                                 \
+        X(MAP_LIVE)
 
 const char *ntbf_cap_name(uint32_t flag)
 {
@@ -243,7 +244,7 @@ const char *ntbf_cap_missing(const struct ntbf_backend_ops *ops, uint32_t flag)
         case NTBF_CAP_DEV_MAP:
                 NEED(CB(dev_map), CB(dev_unmap));
                 break;
-        default: /* NO_RID_TABLE, KERNEL_IOMMU: facts, no callbacks */
+        default: /* NO_RID_TABLE, KERNEL_IOMMU, MAP_LIVE: facts, no callbacks */
                 break;
         }
 #undef NEED
@@ -318,6 +319,8 @@ bool ntbf_caps_valid(const struct ntbf_backend_ops *ops, const struct ntbf_caps 
                             "NTBF_CAP_RID_TABLE and NTBF_CAP_NO_RID_TABLE both claimed");
         if ((c->flags & NTBF_CAP_IOMMU) && (c->flags & NTBF_CAP_KERNEL_IOMMU))
                 return fail(why, whylen, "NTBF_CAP_IOMMU and NTBF_CAP_KERNEL_IOMMU both claimed");
+        if ((c->flags & NTBF_CAP_MAP_LIVE) && !(c->flags & NTBF_CAP_CPU_MAP))
+                return fail(why, whylen, "NTBF_CAP_MAP_LIVE claimed without NTBF_CAP_CPU_MAP");
         if (!(c->flags & (NTBF_CAP_XLAT_OUTBOUND | NTBF_CAP_XLAT_INBOUND)))
                 return fail(why, whylen,
                             "neither NTBF_CAP_XLAT_OUTBOUND nor NTBF_CAP_XLAT_INBOUND claimed");

@@ -479,8 +479,8 @@ static int ivs_caps(struct ntbf_adapter_h *h, struct ntbf_caps *c)
         const struct ntbf_adapter *a = &h->b->t->adapters[h->adapter];
         *c = (struct ntbf_caps){
             .flags = NTBF_CAP_XLAT_OUTBOUND | NTBF_CAP_XLAT_INBOUND | NTBF_CAP_CPU_MAP |
-                     NTBF_CAP_MEM | NTBF_CAP_DOORBELL | NTBF_CAP_SCRATCHPAD | NTBF_CAP_IRQ |
-                     NTBF_CAP_NO_RID_TABLE | NTBF_CAP_LINK_CTRL | NTBF_CAP_RESET,
+                     NTBF_CAP_MAP_LIVE | NTBF_CAP_MEM | NTBF_CAP_DOORBELL | NTBF_CAP_SCRATCHPAD |
+                     NTBF_CAP_IRQ | NTBF_CAP_NO_RID_TABLE | NTBF_CAP_LINK_CTRL | NTBF_CAP_RESET,
             .ports = 1,
             .peers = 1,
             /* The window has no fixed physical range (its slots are applied by map_window):

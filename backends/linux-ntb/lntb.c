@@ -332,7 +332,7 @@ static void plan_pools(struct lntb *l)
 static uint32_t compute_flags(const struct lntb *l)
 {
         const struct ntbfab_info *i = &l->info;
-        uint32_t f = NTBF_CAP_CPU_MAP | NTBF_CAP_MEM | NTBF_CAP_IRQ;
+        uint32_t f = NTBF_CAP_CPU_MAP | NTBF_CAP_MAP_LIVE | NTBF_CAP_MEM | NTBF_CAP_IRQ;
         if (i->flags & NTBFAB_INFO_MW_SET_TRANS)
                 f |= NTBF_CAP_XLAT_INBOUND;
         if (i->flags & NTBFAB_INFO_PEER_MW_SET_TRANS)

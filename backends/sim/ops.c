@@ -175,8 +175,8 @@ static int sim_caps(struct ntbf_adapter_h *h, struct ntbf_caps *c)
         const struct ntbf_adapter *a = A(h);
         const struct sim_adapter *x = &s->ad[h->adapter];
         memset(c, 0, sizeof(*c));
-        c->flags = NTBF_CAP_CPU_MAP | NTBF_CAP_MEM | NTBF_CAP_IRQ | NTBF_CAP_FAULT |
-                   NTBF_CAP_LINK_CTRL | NTBF_CAP_RESET | NTBF_CAP_COUNTERS;
+        c->flags = NTBF_CAP_CPU_MAP | NTBF_CAP_MAP_LIVE | NTBF_CAP_MEM | NTBF_CAP_IRQ |
+                   NTBF_CAP_FAULT | NTBF_CAP_LINK_CTRL | NTBF_CAP_RESET | NTBF_CAP_COUNTERS;
         if (a->p.xlat & NTBF_XLAT_OUTBOUND)
                 c->flags |= NTBF_CAP_XLAT_OUTBOUND;
         if (a->p.xlat & NTBF_XLAT_INBOUND)

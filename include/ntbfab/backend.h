@@ -140,9 +140,18 @@ enum ntbf_cap_flags {
          * "Managed fabrics").
          */
         NTBF_CAP_DEV_MAP = 1u << 20,
+        /*
+         * A CPU mapping (map_window) follows its slots: once a slot is programmed again, by
+         * either side, stores and loads through a mapping made before reach the new far-side
+         * block (conformance map.live). A fact (no callbacks; needs NTBF_CAP_CPU_MAP). Not
+         * claimed where a mapping holds what its slots led to when it was made, as on a
+         * managed fabric whose mappings are of segments (Dolphin's SISCI, docs/dolphin.md):
+         * there a user maps the range again after its slots were programmed again.
+         */
+        NTBF_CAP_MAP_LIVE = 1u << 21,
 };
 /* The highest flag above, for loops over all of them. */
-#define NTBF_CAP_LAST NTBF_CAP_DEV_MAP
+#define NTBF_CAP_LAST NTBF_CAP_MAP_LIVE
 
 /*
  * The windows of an adapter are struct ntbf_window (topology.h): the same figures as the

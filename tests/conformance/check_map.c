@@ -101,6 +101,11 @@ int cf_check_map_live(struct cf_run *r)
         struct cf_pair *p = r->p;
         struct cf_ad *a = p->a;
         CF_TRY(need_map(r));
+        if (!(a->caps.flags & NTBF_CAP_MAP_LIVE))
+                CF_SKIP(r,
+                        "not claimed: %s does not claim NTBF_CAP_MAP_LIVE (its mappings hold "
+                        "what their slots led to when they were made)",
+                        a->name);
         uint32_t slot = cf_slot(a, 0), win;
         const struct ntbf_window *W = cf_slot_window(a, slot, &win);
         if (!W)

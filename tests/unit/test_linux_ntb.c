@@ -240,9 +240,9 @@ static void test_caps(void **state)
         struct fx *f = *state;
         struct ntbf_caps c;
         assert_int_equal(lntb_caps(f->la, &c), 0);
-        uint32_t want = NTBF_CAP_XLAT_INBOUND | NTBF_CAP_CPU_MAP | NTBF_CAP_MEM | NTBF_CAP_IRQ |
-                        NTBF_CAP_DOORBELL | NTBF_CAP_SCRATCHPAD | NTBF_CAP_MESSAGE |
-                        NTBF_CAP_LINK_CTRL | NTBF_CAP_NO_RID_TABLE;
+        uint32_t want = NTBF_CAP_XLAT_INBOUND | NTBF_CAP_CPU_MAP | NTBF_CAP_MAP_LIVE |
+                        NTBF_CAP_MEM | NTBF_CAP_IRQ | NTBF_CAP_DOORBELL | NTBF_CAP_SCRATCHPAD |
+                        NTBF_CAP_MESSAGE | NTBF_CAP_LINK_CTRL | NTBF_CAP_NO_RID_TABLE;
         assert_int_equal(c.flags, want);
         char why[256];
         if (!ntbf_caps_valid(&ntbf__linux_ntb_ops, &c, why, sizeof(why)))

@@ -327,6 +327,10 @@ static void test_caps_valid_rules(void **state)
         c = good;
         c.flags |= NTBF_CAP_DEV_MAP; /* the sim maps no device itself */
         expect_caps_invalid(f.ops, &c, "NTBF_CAP_DEV_MAP claimed without dev_map");
+        assert_true(good.flags & NTBF_CAP_MAP_LIVE); /* the sim's mappings follow their slots */
+        c = good;
+        c.flags &= ~(uint32_t)NTBF_CAP_CPU_MAP;
+        expect_caps_invalid(f.ops, &c, "NTBF_CAP_MAP_LIVE claimed without NTBF_CAP_CPU_MAP");
         c = good;
         c.flags &= ~(uint32_t)(NTBF_CAP_COUNTERS | NTBF_CAP_RESET | NTBF_CAP_LINK_CTRL);
         o = *f.ops;
