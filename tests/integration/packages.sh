@@ -2,10 +2,12 @@
 # tests/integration/packages.sh BUILD SRC: the Debian packages, installed in a clean root.
 #
 # Builds the packages from a copy of the source tree with `dpkg-buildpackage -b -us -uc`,
-# then installs them with apt (which must resolve every dependency they declare from
-# Debian's archive) into a fresh copy of a minimal Debian 12 root (debootstrap
-# --variant=minbase, made once and kept in the cache: NTBFAB_CACHE, else ~/.cache/ntbfab, so
-# that a fresh build directory does not fetch it again).
+# checks that ntbfab-dkms holds every module's sources and dkms.conf names each, then
+# installs them with apt into a fresh copy of a minimal Debian 12 root. That root is made
+# from Debian's archive once and kept in the cache (NTBFAB_CACHE, else ~/.cache/ntbfab): the
+# debootstrap --variant=minbase root, and that root with the packages' declared
+# dependencies installed by apt (which must resolve each of them from the archive), kept
+# under the hash of that list, so a change of the dependencies makes a new one.
 # In that root, as an operator would: `ntbfab validate` on the installed example, `ntbfab
 # up` of a simulated cluster with the installed daemon, a SISCI example compiled there with
 # `cc $(pkg-config --cflags --libs sisci)` against the -dev packages and run between two
@@ -28,6 +30,11 @@ skip() {
 for t in dpkg-buildpackage debootstrap unshare; do
 	command -v $t >/dev/null || skip "no $t"
 done
+t0=$(date +%s)
+# How long each phase took (printed for the time budget of make test, never asserted).
+phase() {
+	echo "[$(($(date +%s) - t0)) s] $*"
+}
 tmp=$(mktemp -d /tmp/ntbfab-pkg-XXXXXX)
 root=$tmp/root
 cleanup() {
@@ -37,7 +44,7 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM
 
 # ---- the packages -------------------------------------------------------------------------
-echo "building the packages (dpkg-buildpackage -b -us -uc)"
+phase "building the packages (dpkg-buildpackage -b -us -uc)"
 mkdir "$tmp/ntbfab"
 (cd "$src" && tar --exclude='./build*' --exclude=./.git --exclude='./bench/results' -cf - .) |
 	(cd "$tmp/ntbfab" && tar -xf -)
@@ -48,29 +55,40 @@ for p in ntbfab libntbfab0 libntbfab-dev libsisci0 libsisci-dev ntbfab-dkms; do
 done
 dpkg-deb -c "$tmp"/libntbfab0_*.deb >"$tmp/list"
 grep -q 'libntbfab\.so\.0\.' "$tmp/list" || fail "libntbfab0 holds no versioned libntbfab.so"
+# ntbfab-dkms: what kernel/ holds (but its tests) and frontends/mdev/ as mdev/, as
+# debian/rules and dkms.conf say; every module of their Kbuild files there and named in
+# dkms.conf.
 if [ -f "$src/kernel/dkms.conf" ]; then
-	dpkg-deb -c "$tmp"/ntbfab-dkms_*.deb >"$tmp/list"
-	grep -q '/usr/src/.*/dkms.conf' "$tmp/list" ||
-		fail "ntbfab-dkms holds no dkms.conf although kernel/ has one"
+	mkdir "$tmp/dkms"
+	dpkg-deb -x "$tmp"/ntbfab-dkms_*.deb "$tmp/dkms"
+	usrc=$(ls -d "$tmp"/dkms/usr/src/*/ 2>/dev/null | head -1)
+	[ -n "$usrc" ] && [ -f "$usrc/dkms.conf" ] ||
+		fail "ntbfab-dkms holds no /usr/src/NAME-VERSION/dkms.conf although kernel/ has one"
+	: >"$tmp/want"
+	for m in kernel:. frontends/mdev:mdev; do
+		[ -d "$src/${m%%:*}" ] || continue
+		(cd "$src/${m%%:*}" && find . -path ./test -prune -o -type f \( -name '*.[ch]' -o \
+			-name Kbuild -o -name Makefile -o -name dkms.conf \) -print |
+			sed "s|^\./|./${m#*:}/|; s|^\./\./|./|") >>"$tmp/want"
+	done
+	sort -o "$tmp/want" "$tmp/want"
+	(cd "$usrc" && find . -type f | sort) >"$tmp/got"
+	diff "$tmp/want" "$tmp/got" >"$tmp/diff" ||
+		fail "ntbfab-dkms does not hold the module sources (< the tree, > the package): $(cat "$tmp/diff")"
+	mods=""
+	for kb in $(cd "$usrc" && find . -name Kbuild | sort); do
+		for m in $(sed -n 's/^obj-[^ ]* *[:+]\{0,1\}= *//p' "$usrc/$kb" | tr ' ' '\n' |
+			sed -n 's/\.o$//p'); do
+			[ -f "$usrc/$(dirname "$kb")/$m.c" ] ||
+				fail "ntbfab-dkms lacks $(dirname "$kb")/$m.c, a module of its $kb"
+			grep -q "^[[:space:]]*BUILT_MODULE_NAME\[[^]]*\]=\"$m\"" "$usrc/dkms.conf" ||
+				fail "kernel/dkms.conf does not name $m (a module of $kb): add BUILT_MODULE_NAME[N]=\"$m\""
+			mods="$mods $m"
+		done
+	done
+	[ -n "$mods" ] || fail "no Kbuild of ntbfab-dkms names a module"
+	phase "ntbfab-dkms holds the module sources and dkms.conf names each module:$mods"
 fi
-
-# ---- a clean root ---------------------------------------------------------------------------
-mkdir -p "$cache"
-base=$cache/bookworm-minbase.tar
-if [ ! -f "$base" ]; then
-	echo "making a minimal Debian 12 root once (debootstrap --variant=minbase; kept in $cache)"
-	mkdir "$tmp/base"
-	debootstrap --variant=minbase bookworm "$tmp/base" http://deb.debian.org/debian \
-		>"$tmp/debootstrap.log" 2>&1 ||
-		skip "debootstrap cannot reach Debian's archive: $(tail -3 "$tmp/debootstrap.log")"
-	tar -C "$tmp/base" -cf "$base.tmp" . && mv "$base.tmp" "$base"
-	rm -rf "$tmp/base"
-fi
-mkdir "$root"
-tar -C "$root" -xf "$base"
-cp "$tmp"/*.deb "$root/tmp/"
-cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null
-mkdir -p "$cache/apt-archives" "$root/var/cache/apt/archives"
 
 # Everything in the root runs in a mount namespace of its own: /proc, /dev/shm and the
 # cache of downloaded packages are mounted there and vanish with it. With --alone, in a
@@ -94,10 +112,48 @@ inroot() {
 		"$net" "$@"
 }
 
-echo "installing them in a clean root (apt resolves their dependencies)"
-inroot 'apt-get update -q && apt-get install -y -q --no-install-recommends \
-	/tmp/ntbfab_*.deb /tmp/libntbfab0_*.deb /tmp/libntbfab-dev_*.deb /tmp/libsisci0_*.deb \
-	/tmp/libsisci-dev_*.deb gcc libc6-dev pkg-config' >"$tmp/install.log" 2>&1 ||
+# ---- a clean root ---------------------------------------------------------------------------
+mkdir -p "$cache"
+base=$cache/bookworm-minbase.tar
+if [ ! -f "$base" ]; then
+	phase "making a minimal Debian 12 root once (debootstrap --variant=minbase; kept in $cache)"
+	mkdir "$tmp/base"
+	debootstrap --variant=minbase bookworm "$tmp/base" http://deb.debian.org/debian \
+		>"$tmp/debootstrap.log" 2>&1 ||
+		skip "debootstrap cannot reach Debian's archive: $(tail -3 "$tmp/debootstrap.log")"
+	tar -C "$tmp/base" -cf "$base.$$" . && mv "$base.$$" "$base"
+	rm -rf "$tmp/base"
+fi
+mkdir "$root"
+mkdir -p "$cache/apt-archives"
+
+# What the packages declare they depend on (first alternatives, without versions), and what
+# the SISCI example needs to be compiled there.
+ours="ntbfab libntbfab0 libntbfab-dev libsisci0 libsisci-dev"
+need=$(for p in $ours; do dpkg-deb -f "$tmp"/${p}_*.deb Depends; done | tr ',' '\n' |
+	sed 's/|.*//; s/(.*//; s/[[:space:]]//g' | grep -v '^$' |
+	grep -vxF -e ntbfab -e libntbfab0 -e libntbfab-dev -e libsisci0 -e libsisci-dev |
+	sort -u | tr '\n' ' ')
+need="${need}gcc libc6-dev pkg-config"
+deps=$cache/bookworm-minbase-deps-$(echo "$need" | sha256sum | cut -c1-16).tar
+if [ -f "$deps" ]; then
+	tar -C "$root" -xf "$deps"
+else
+	phase "installing the packages' dependencies in a copy of it once (kept in $deps): $need"
+	tar -C "$root" -xf "$base"
+	cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null
+	mkdir -p "$root/var/cache/apt/archives"
+	inroot "apt-get update -q && apt-get install -y -q --no-install-recommends $need" \
+		>"$tmp/deps.log" 2>&1 ||
+		fail "apt-get install of the packages' dependencies: $(tail -20 "$tmp/deps.log")"
+	tar -C "$root" -cf "$deps.$$" . && mv "$deps.$$" "$deps"
+fi
+cp "$tmp"/*.deb "$root/tmp/"
+
+phase "installing them in a clean root (apt: their dependencies are there already)"
+inroot 'apt-get install -y -q --no-install-recommends /tmp/ntbfab_*.deb \
+	/tmp/libntbfab0_*.deb /tmp/libntbfab-dev_*.deb /tmp/libsisci0_*.deb /tmp/libsisci-dev_*.deb' \
+	>"$tmp/install.log" 2>&1 ||
 	fail "apt-get install in the clean root: $(tail -20 "$tmp/install.log")"
 
 # ---- used as an operator would -----------------------------------------------------------------
@@ -111,6 +167,7 @@ check_alone() {
 	shift
 	inroot --alone "$@" >"$tmp/out" 2>&1 || fail "$what: $(cat "$tmp/out")"
 }
+phase "used as an operator would"
 check "validate" 'ntbfab validate /etc/ntbfab/cluster.yaml.example /usr/share/doc/ntbfab/examples/quickstart.yaml'
 grep -q "cluster.yaml.example: valid" "$tmp/out" || fail "validate: $(cat "$tmp/out")"
 check "the man pages" 'ls /usr/share/man/man8/ntbfabd.8* /usr/share/man/man8/ntbfab-borrow.8* \
@@ -130,5 +187,5 @@ check_alone "a cluster of the installed programs, and the example between two of
 	wait $!
 	ntbfab down --dir /dev/shm/pkgtest'
 grep -q "100 round trips" "$tmp/out" || fail "pingpong in the clean root: $(cat "$tmp/out")"
-echo "the packages install in a clean Debian 12 root; validate, up, a SISCI example, down work there"
+phase "the packages install in a clean Debian 12 root; validate, up, a SISCI example, down work there"
 echo "1 passed, 0 failed"
