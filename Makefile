@@ -20,14 +20,15 @@ DEPS := gcc g++ make meson ninja-build pkg-config clang libclang-rt-14-dev \
 	zlib1g-dev qemu-system-x86 busybox-static cpio xz-utils e2fsprogs perl \
 	systemd iproute2 python3 dpkg-dev debhelper dh-dkms debootstrap
 
-.PHONY: run test test-mdev _deps _build _asan _fuzz
+.PHONY: run test test-mdev test-packages _deps _build _asan _fuzz
 .DEFAULT_GOAL := run
 
 run: _build
 	@sh tools/run-demo.sh $(BUILD)
 
 test: _build _asan _fuzz
-	meson test -C $(BUILD) --print-errorlogs --num-processes 2 --no-suite kernel-nested
+	meson test -C $(BUILD) --print-errorlogs --num-processes 2 --no-suite kernel-nested \
+		--no-suite packages
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:halt_on_error=1 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		meson test -C $(ASAN) --suite unit --print-errorlogs --num-processes 2
@@ -40,6 +41,12 @@ test: _build _asan _fuzz
 # several minutes on a loaded 2-core machine, so not part of `make test`.
 test-mdev: _build
 	meson test -C $(BUILD) --suite kernel-nested --print-errorlogs
+
+# The Debian packages built and installed in a clean Debian 12 root (tests/integration/
+# packages.sh): the root takes about 10 minutes to make on a fresh machine, so not part of
+# `make test` either.
+test-packages: _build
+	meson test -C $(BUILD) --suite packages --print-errorlogs
 
 # Install what is missing: one `apt-get update`, then one `apt-get install`.
 _deps:
