@@ -11,13 +11,18 @@
 
 #include "checks.h"
 
-/* What these checks need: a CPU mapping of A's window (they are about mappings). */
-static int need_map(struct cf_run *r)
+/* What these checks need: a CPU mapping of A's window (they are about mappings), and the
+ * first slot of A the suite may program, with its window. */
+static int need_map(struct cf_run *r, uint32_t *slot, uint32_t *win, const struct ntbf_window **W)
 {
         struct cf_ad *a = r->p->a;
         if (!(a->caps.flags & NTBF_CAP_CPU_MAP) || r->cx->dma_only)
                 CF_SKIP(r, "%s: %s", a->name,
                         r->cx->dma_only ? "--access dma" : "not claimed: NTBF_CAP_CPU_MAP");
+        *slot = cf_slot(a, 0);
+        *W = cf_slot_window(a, *slot, win);
+        if (!*W)
+                CF_SKIP(r, "%s: no slot the suite may program", a->name);
         return 0;
 }
 
@@ -53,11 +58,9 @@ int cf_check_map_offset(struct cf_run *r)
 {
         struct cf_pair *p = r->p;
         struct cf_ad *a = p->a;
-        CF_TRY(need_map(r));
-        uint32_t slot = cf_slot(a, 0), win;
-        const struct ntbf_window *W = cf_slot_window(a, slot, &win);
-        if (!W)
-                CF_SKIP(r, "%s: no slot the suite may program", a->name);
+        uint32_t slot, win;
+        const struct ntbf_window *W;
+        CF_TRY(need_map(r, &slot, &win, &W));
         uint64_t xs = cf_xsize(a, slot), k = (xs / 2) & ~UINT64_C(4095);
         if (!k)
                 CF_SKIP(r, "%s: a slot translates less than two pages (%llu bytes)", a->name,
@@ -100,16 +103,14 @@ int cf_check_map_live(struct cf_run *r)
 {
         struct cf_pair *p = r->p;
         struct cf_ad *a = p->a;
-        CF_TRY(need_map(r));
+        uint32_t slot, win;
+        const struct ntbf_window *W;
+        CF_TRY(need_map(r, &slot, &win, &W));
         if (!(a->caps.flags & NTBF_CAP_MAP_LIVE))
                 CF_SKIP(r,
                         "not claimed: %s does not claim NTBF_CAP_MAP_LIVE (its mappings hold "
                         "what their slots led to when they were made)",
                         a->name);
-        uint32_t slot = cf_slot(a, 0), win;
-        const struct ntbf_window *W = cf_slot_window(a, slot, &win);
-        if (!W)
-                CF_SKIP(r, "%s: no slot the suite may program", a->name);
         bool inbound = false;
         CF_TRY(cf_slot_how(r, p, &inbound));
         struct cf_target tg;
@@ -201,11 +202,9 @@ int cf_check_map_process(struct cf_run *r)
         struct cf_ctx *cx = r->cx;
         struct cf_pair *p = r->p;
         struct cf_ad *a = p->a;
-        CF_TRY(need_map(r));
-        uint32_t slot = cf_slot(a, 0), win;
-        const struct ntbf_window *W = cf_slot_window(a, slot, &win);
-        if (!W)
-                CF_SKIP(r, "%s: no slot the suite may program", a->name);
+        uint32_t slot, win;
+        const struct ntbf_window *W;
+        CF_TRY(need_map(r, &slot, &win, &W));
         struct cf_target tg;
         CF_TRY(cf_target(r, p, slot, 1, &tg));
         uint8_t *blk = tg.mem.addr, *q;
