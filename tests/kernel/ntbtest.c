@@ -1005,9 +1005,11 @@ static int cmd_ntbfab(char **argv)
                 enum { RTT_N = 200 };
                 double rtt[RTT_N];
                 int n = 0;
-                bool met = barrier(role, peer_ip, "db-rtt", 60);
+                /* Both sides clear bit 1 before they meet: cleared after, side 1 could
+                 * take side 0's first ring for a stale one and both would wait forever. */
                 efd_take(efd_db1);
                 bits_ioc(fd, NTBFAB_IOC_DB_CLEAR, 0x2);
+                bool met = barrier(role, peer_ip, "db-rtt", 60);
                 for (int i = 0; met && i < RTT_N; i++) {
                         double t = now();
                         if (side == 0 && bits_ioc(fd, NTBFAB_IOC_PEER_DB_SET, 0x2))
