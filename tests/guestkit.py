@@ -386,13 +386,7 @@ def initramfs(out, busybox, init, progs=None, files=None, mods=(), extra_ko=()):
         if not is_static(path):
             fail(f"{path} is not statically linked; the guests have no shared libraries")
         shutil.copy(path, os.path.join(d, "bin", name))
-    names = []
-    for m in mods:
-        name = os.path.basename(m)[:-3]
-        shutil.copy(m, os.path.join(d, "lib", "modules", name + ".ko"))
-        names.append(name)
-    with open(os.path.join(d, "lib", "modules", "order"), "w") as f:
-        f.write("\n".join(names) + "\n")
+    modules_into(d, mods)
     for ko in extra_ko:
         shutil.copy(ko, os.path.join(d, "lib", "modules", "extra"))
     for dst, src in (files or {}).items():
@@ -408,7 +402,23 @@ def initramfs(out, busybox, init, progs=None, files=None, mods=(), extra_ko=()):
             os.chmod(path, mode)
     shutil.copy(init, os.path.join(d, "init"))
     os.chmod(os.path.join(d, "init"), 0o755)
-    img = os.path.join(out, "initrd.cpio")
+    return pack(d, os.path.join(out, "initrd.cpio"))
+
+
+def modules_into(d, mods):
+    """Copy the kernel modules mods into d/lib/modules, with the order /init loads them in."""
+    os.makedirs(os.path.join(d, "lib", "modules"), exist_ok=True)
+    names = []
+    for m in mods:
+        name = os.path.basename(m)[:-3]
+        shutil.copy(m, os.path.join(d, "lib", "modules", name + ".ko"))
+        names.append(name)
+    with open(os.path.join(d, "lib", "modules", "order"), "w") as f:
+        f.write("\n".join(names) + "\n")
+
+
+def pack(d, img):
+    """The directory d as the newc cpio archive img (an initramfs); returns img."""
     names = subprocess.run(["find", "."], cwd=d, capture_output=True, text=True,
                            check=True).stdout
     # Uncompressed: the guest would spend longer inflating it than QEMU spends loading it.

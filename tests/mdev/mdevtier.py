@@ -63,35 +63,16 @@ def build_modules(src, out, kdir):
     return kos
 
 
-def cpio(d, img):
-    files = subprocess.run(["find", "."], cwd=d, capture_output=True, text=True,
-                           check=True).stdout
-    with open(img, "wb") as f:
-        gk.run(["cpio", "-o", "-H", "newc", "--quiet"], cwd=d, input=files.encode(), stdout=f)
-    return img
-
-
-def modules_into(d, mods):
-    os.makedirs(os.path.join(d, "lib", "modules"), exist_ok=True)
-    names = []
-    for m in mods:
-        name = os.path.basename(m)[:-3]
-        shutil.copy(m, os.path.join(d, "lib", "modules", name + ".ko"))
-        names.append(name)
-    with open(os.path.join(d, "lib", "modules", "order"), "w") as f:
-        f.write("\n".join(names) + "\n")
-
-
 def l2_initramfs(out, busybox, mods):
     d = os.path.join(out, "l2initrd")
     shutil.rmtree(d, ignore_errors=True)
     for sub in ["bin", "sbin", "proc", "sys", "dev", "tmp"]:
         os.makedirs(os.path.join(d, sub))
     shutil.copy(busybox, os.path.join(d, "bin", "busybox"))
-    modules_into(d, mods)
+    gk.modules_into(d, mods)
     shutil.copy(os.path.join(HERE, "l2init.sh"), os.path.join(d, "init"))
     os.chmod(os.path.join(d, "init"), 0o755)
-    return cpio(d, os.path.join(out, "l2initrd.cpio"))
+    return gk.pack(d, os.path.join(out, "l2initrd.cpio"))
 
 
 def l1_initramfs(out, src, busybox, progs, mods):
@@ -104,7 +85,7 @@ def l1_initramfs(out, src, busybox, progs, mods):
         if not gk.is_static(path):
             fail(f"{path} is not statically linked")
         shutil.copy(path, os.path.join(d, "bin", name))
-    modules_into(d, mods)
+    gk.modules_into(d, mods)
     shutil.copy(os.path.join(HERE, "init.sh"), os.path.join(d, "init"))
     os.chmod(os.path.join(d, "init"), 0o755)
     shutil.copy(os.path.join(src, "tests", "shadow", "loopback.yaml"),
@@ -112,7 +93,7 @@ def l1_initramfs(out, src, busybox, progs, mods):
     with open(os.path.join(d, "etc", "ntbfab", "cluster.key"), "w") as f:
         f.write(os.urandom(32).hex() + "\n")
     os.chmod(os.path.join(d, "etc", "ntbfab", "cluster.key"), 0o600)
-    return cpio(d, os.path.join(out, "initrd.cpio"))
+    return gk.pack(d, os.path.join(out, "initrd.cpio"))
 
 
 def boot(out, accel, kern, initrd, l2kern, l2initrd):
