@@ -130,7 +130,8 @@ bool ntbf_backend_ops_valid(const struct ntbf_backend_ops *ops, char *why, size_
         for (size_t i = 0; i < NELEM(last); i++)
                 if (!all_or_none(last[i], 2, NULL, why, whylen))
                         return false;
-        if (!needs(CBV(irq_trigger), CBV(irq_alloc), why, whylen))
+        if (!needs(CBV(irq_trigger), CBV(irq_alloc), why, whylen) ||
+            !needs(CBV(host_bus), CBV(host_map), why, whylen))
                 return false;
         if (why && whylen)
                 snprintf(why, whylen, "valid");
@@ -161,7 +162,8 @@ bool ntbf_backend_ops_valid(const struct ntbf_backend_ops *ops, char *why, size_
         X(RESET)                                                                                   \
         X(COUNTERS)                                                                                \
         X(DEV_MAP)                                                                                 \
-        X(MAP_LIVE)
+        X(MAP_LIVE)                                                                                \
+        X(MEM_PHYS)
 
 const char *ntbf_cap_name(uint32_t flag)
 {
@@ -243,6 +245,9 @@ const char *ntbf_cap_missing(const struct ntbf_backend_ops *ops, uint32_t flag)
                 break;
         case NTBF_CAP_DEV_MAP:
                 NEED(CB(dev_map), CB(dev_unmap));
+                break;
+        case NTBF_CAP_MEM_PHYS:
+                NEED(CB(mem_alloc), CB(mem_free), CB(host_map), CB(host_unmap));
                 break;
         default: /* NO_RID_TABLE, KERNEL_IOMMU, MAP_LIVE: facts, no callbacks */
                 break;

@@ -149,9 +149,20 @@ enum ntbf_cap_flags {
          * there a user maps the range again after its slots were programmed again.
          */
         NTBF_CAP_MAP_LIVE = 1u << 21,
+        /*
+         * Memory for export is this host's physical RAM: mem_alloc's bus_addr is the
+         * host-physical address at which the host's own devices DMA (unless isolated) and
+         * host_map maps it. The device API then takes the DMA memory of local devices from
+         * mem_alloc (ntbf_dma_alloc), and libsisci its segments from that same allocator.
+         * Needs mem_alloc and host_map. Claimed by the simulated fabric; not claimed where
+         * bus_addr is an address only the NTB uses (linux-ntb: a DMA address of the NTB's
+         * device) or where devices reach process memory through VFIO's mappings (ivshmem):
+         * there DMA memory is memfd memory and segments come from mem_alloc.
+         */
+        NTBF_CAP_MEM_PHYS = 1u << 22,
 };
 /* The highest flag above, for loops over all of them. */
-#define NTBF_CAP_LAST NTBF_CAP_MAP_LIVE
+#define NTBF_CAP_LAST NTBF_CAP_MEM_PHYS
 
 /*
  * The windows of an adapter are struct ntbf_window (topology.h): the same figures as the
@@ -399,9 +410,12 @@ struct ntbf_backend_ops {
         /*
          * This host's physical address space (pair, optional): map [addr, addr + size) of its
          * RAM or of a local device's BAR into this process, whoever allocated it (SISCI's
-         * SCIAttachPhysicalMemory, the device API's local BARs). The simulated fabric maps
-         * its RAM and BAR files; a hardware backend would map /sys/bus/pci resources or
-         * /dev/mem, or leave it out. -EFAULT when the range is not RAM or one BAR.
+         * SCIAttachPhysicalMemory, the device API's local BARs, a mailbox of another
+         * process). The simulated fabric maps its RAM and BAR files. A hardware backend maps
+         * what it reaches: its memory for export, as mem_map does, and a BAR of a local PCI
+         * device through its sysfs resource file (ivshmem, linux-ntb); any other RAM is
+         * -EFAULT there, as is a range that is not RAM or one BAR. libsisci and the device
+         * API map this host's memory only through it.
          */
         int (*host_map)(struct ntbf_adapter_h *h, uint64_t addr, uint64_t size, void **out);
         int (*host_unmap)(struct ntbf_adapter_h *h, void *addr, uint64_t size);
@@ -518,6 +532,17 @@ struct ntbf_backend_ops {
                      void *ans, size_t anslen, size_t *got, int *fds, unsigned maxfds,
                      unsigned *nfds);
         void (*client_gone)(struct ntbf_adapter_h *h, uint64_t client);
+
+        /*
+         * The bus address of memory this process holds (optional, needs host_map): where
+         * [addr, addr + size) of this process is one piece of this host's memory that the
+         * backend maps (memory from mem_alloc, a mapping made by mem_map or host_map; on the
+         * simulated fabric any mapping of the host's RAM), *bus is the address of its first
+         * byte in the host's physical space: what a peer's slot must lead to, and what
+         * host_map maps back. libsisci's SCIRegisterSegmentMemory asks it. -EFAULT for
+         * memory the backend does not map (malloc, the stack, another backend's).
+         */
+        int (*host_bus)(struct ntbf_adapter_h *h, const void *addr, uint64_t size, uint64_t *bus);
 };
 
 /*
@@ -538,7 +563,7 @@ struct ntbf_backend_ops {
  *                 device isolation (dev_isolate, dev_iommu_map, dev_iommu_unmap)
  *   needs         window_write needs map_window; mem_map needs mem_alloc;
  *                 dev_iommu_faults needs dev_isolate;
- *                 irq_trigger needs irq_alloc
+ *                 irq_trigger needs irq_alloc; host_bus needs host_map
  *   optional      xlat_get, reset, counters, fault
  */
 NTBF_EXPORT bool ntbf_backend_ops_valid(const struct ntbf_backend_ops *ops, char *why,
@@ -550,7 +575,7 @@ NTBF_EXPORT bool ntbf_backend_ops_valid(const struct ntbf_backend_ops *ops, char
  *   requires      each claimed flag has its callbacks (NTBF_CAP_XLAT_OUTBOUND: xlat_set,
  *                 ..., NTBF_CAP_LINK_CTRL: link_enable, NTBF_CAP_RESET: reset,
  *                 NTBF_CAP_COUNTERS: counters, NTBF_CAP_FAULT: fault, NTBF_CAP_DEV_MAP:
- *                 dev_map)
+ *                 dev_map, NTBF_CAP_MEM_PHYS: mem_alloc and host_map)
  *   excludes      NTBF_CAP_RID_TABLE and NTBF_CAP_NO_RID_TABLE; NTBF_CAP_IOMMU and
  *                 NTBF_CAP_KERNEL_IOMMU
  *   figures       a flag and its figure agree (doorbells: db_valid_mask != 0, scratchpads,

@@ -198,7 +198,7 @@ int cf_check_caps_flags(struct cf_run *r)
         for (uint32_t f = 1; f <= NTBF_CAP_LAST; f <<= 1) {
                 if ((c->flags & f) || f == NTBF_CAP_FAULT || f == NTBF_CAP_NO_RID_TABLE ||
                     f == NTBF_CAP_KERNEL_IOMMU || f == NTBF_CAP_MAP_LIVE ||
-                    ntbf_cap_missing(cx->ops, f))
+                    f == NTBF_CAP_MEM_PHYS || ntbf_cap_missing(cx->ops, f))
                         continue;
                 if (f == NTBF_CAP_IOMMU && (c->flags & NTBF_CAP_KERNEL_IOMMU))
                         continue; /* the same IOMMU, claimed the other way */

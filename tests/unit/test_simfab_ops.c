@@ -33,6 +33,12 @@ static void client_gone_stub(struct ntbf_adapter_h *h, uint64_t client)
         (void)client;
 }
 
+static int fake_host_bus(struct ntbf_adapter_h *h, const void *addr, uint64_t size, uint64_t *bus)
+{
+        (void)h, (void)addr, (void)size, (void)bus;
+        return -EFAULT;
+}
+
 static void test_ops_valid_rules(void **state)
 {
         (void)state;
@@ -178,6 +184,12 @@ static void test_ops_valid_rules(void **state)
         o.irq_alloc = NULL;
         o.irq_free = NULL;
         expect_invalid(&o, "irq_trigger without irq_alloc");
+        o = *sim;
+        o.host_bus = fake_host_bus;
+        assert_true(ntbf_backend_ops_valid(&o, why, sizeof(why)));
+        o.host_map = NULL;
+        o.host_unmap = NULL;
+        expect_invalid(&o, "host_bus without host_map");
 
         /* Pairs. */
         o = *sim;
@@ -275,6 +287,7 @@ static void test_ops_valid_rules(void **state)
         o.mem_unmap = NULL;
         o.host_map = NULL;
         o.host_unmap = NULL;
+        o.host_bus = NULL;
         o.dev_isolate = NULL;
         o.dev_iommu_map = NULL;
         o.dev_iommu_unmap = NULL;
@@ -327,6 +340,19 @@ static void test_caps_valid_rules(void **state)
         c = good;
         c.flags |= NTBF_CAP_DEV_MAP; /* the sim maps no device itself */
         expect_caps_invalid(f.ops, &c, "NTBF_CAP_DEV_MAP claimed without dev_map");
+        c = good;
+        c.flags |= NTBF_CAP_MEM_PHYS;
+        o = *f.ops;
+        o.host_map = NULL;
+        o.host_unmap = NULL;
+        expect_caps_invalid(&o, &c, "NTBF_CAP_MEM_PHYS claimed without host_map");
+        o = *f.ops;
+        o.mem_alloc = NULL;
+        o.mem_free = NULL;
+        o.mem_map = NULL;
+        o.mem_unmap = NULL;
+        c.flags &= ~(uint32_t)NTBF_CAP_MEM;
+        expect_caps_invalid(&o, &c, "NTBF_CAP_MEM_PHYS claimed without mem_alloc");
         assert_true(good.flags & NTBF_CAP_MAP_LIVE); /* the sim's mappings follow their slots */
         c = good;
         c.flags &= ~(uint32_t)NTBF_CAP_CPU_MAP;
