@@ -17,6 +17,7 @@ extern const struct ntbf_backend_ops ntbf__sim_ops;
 extern const struct ntbf_backend_ops ntbf__ivshmem_ops;
 extern const struct ntbf_backend_ops ntbf__linux_ntb_ops;
 extern const struct ntbf_backend_ops ntbf__dolphin_ops;
+extern const struct ntbf_backend_ops ntbf__switchtec_ops;
 
 #define PLANNED "planned (issue 11): no such backend is built into this libntbfab yet"
 
@@ -31,9 +32,9 @@ static const struct ntbf_backend_entry entries[] = {
      .about = "Linux's NTB framework (Intel, AMD, IDT, Switchtec and EPF NTBs) through "
               "ntbfab_ntb.ko (docs/linux-ntb.md)"},
     {.name = "switchtec",
-     .about = "Microchip Switchtec NT partitions, through the switch's registers",
-     .unbuilt = "not built yet: its register layer and `ntbfab switchtec` are (docs/switchtec.md); "
-                "the vtable that composes that layer with linux-ntb is not written"},
+     .ops = &ntbf__switchtec_ops,
+     .about = "Microchip Switchtec NT partitions: linux-ntb for the data path, the switch's "
+              "registers for LUT and requester-ID entries (docs/switchtec.md)"},
     {.name = "dolphin",
      .ops = &ntbf__dolphin_ops,
      .about = "Dolphin PXH and MXH adapters, through Dolphin's SISCI library (docs/dolphin.md)"},

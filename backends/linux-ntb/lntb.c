@@ -69,7 +69,7 @@ int lntb_open(const struct ntbf_backend_env *env, const struct lntb_sys *sys, co
         b->t = env->topo;
         b->node = env->node;
         b->relay = env->relay;
-        b->sys = sys ? sys : &lntb_sys_libc;
+        b->sys = sys ? sys : lntb_sys_current;
         ntbf__pollirq_init(&b->irq, &lntb_irq_mem, LNTB_IRQ_DATA);
         const struct ntbf_topo *t = env->topo;
         for (uint32_t a = 0; a < t->nadapters; a++) {

@@ -56,6 +56,10 @@ struct lntb_sys {
         int (*dup)(int fd);
 };
 extern const struct lntb_sys lntb_sys_libc;
+/* What lntb_open uses when given no sys: the C library's. A test program linked with the
+ * backends statically may point it at a fake device pair before opening (the conformance
+ * runs over tests/unit/fake_ntbdev.c); the shared library does not export it. */
+extern const struct lntb_sys *lntb_sys_current;
 
 #define LNTB_MAX_PEERS 8
 #define LNTB_MAX_MW    64 /* Linux memory windows one adapter's slots may name */

@@ -26,3 +26,5 @@ const struct lntb_sys lntb_sys_libc = {
     .read = read,
     .dup = dup,
 };
+
+const struct lntb_sys *lntb_sys_current = &lntb_sys_libc;

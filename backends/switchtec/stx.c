@@ -169,6 +169,10 @@ int stx_dev_open(struct stx_dev *d, const struct stx_dev_cfg *cfg, char *why, si
                 d->xlink = __builtin_ctzll(tgt);
         d->lut_reserved = cfg->lut_reserved;
         d->rid_reserved = cfg->rid_reserved;
+        d->no_rid = cfg->no_rid;
+        d->no_lut = cfg->no_lut;
+        d->lut_to_only = cfg->lut_to_only;
+        d->lut_to = cfg->lut_to;
         pthread_mutex_init(&d->mu, NULL);
         d->p = (struct stx_part){.g = &d->g,
                                  .part = (uint32_t)d->partition,
@@ -234,7 +238,8 @@ static void reconcile_table(struct stx_dev *d, struct stx_part *p, struct stx_tx
                         } else if (rec) {
                                 stx_tx_w64(tx, STX_LUT_ENTRY(i), rec->val);
                                 (*restored)++;
-                        } else if (hw & STX_LUT_EN) {
+                        } else if ((hw & STX_LUT_EN) &&
+                                   (!d->lut_to_only || stx_lut_part(hw) == d->lut_to)) {
                                 stx_tx_w64(tx, STX_LUT_ENTRY(i), 0);
                                 (*stale)++;
                         }
@@ -282,12 +287,14 @@ int stx_reconcile(struct stx_dev *d, struct stx_recon *out, char *why, size_t wh
         stx_tx_init(&tx);
         stx_tx_init(&xtx);
         pthread_mutex_lock(&d->mu);
-        reconcile_table(d, &d->p, &tx, true, 'L', d->lut_reserved, d->lut_entries, &rc.stale_lut,
-                        &rc.restored_lut, &rc.kept);
-        reconcile_table(d, &d->p, &tx, false, 'R', d->rid_reserved, d->rid_size, &rc.stale_rid,
-                        &rc.restored_rid, &rc.kept);
+        if (!d->no_lut)
+                reconcile_table(d, &d->p, &tx, true, 'L', d->lut_reserved, d->lut_entries,
+                                &rc.stale_lut, &rc.restored_lut, &rc.kept);
+        if (!d->no_rid)
+                reconcile_table(d, &d->p, &tx, false, 'R', d->rid_reserved, d->rid_size,
+                                &rc.stale_rid, &rc.restored_rid, &rc.kept);
         struct stx_part x = xpart(d);
-        if (d->xlink >= 0) {
+        if (d->xlink >= 0 && !d->no_rid) {
                 uint32_t xn = stx_rd16(&d->g, STX_CTRL(x.part) + STX_RID_SIZE);
                 reconcile_table(d, &x, &xtx, false, 'X', d->rid_reserved,
                                 xn > STX_RID_MAX ? STX_RID_MAX : xn, &rc.stale_rid,
@@ -302,7 +309,7 @@ int stx_reconcile(struct stx_dev *d, struct stx_recon *out, char *why, size_t wh
         pthread_mutex_unlock(&d->mu);
         if (!r)
                 r = stx_tx_commit(&d->p, &tx, read_proxies, d, why, whylen);
-        if (!r && d->xlink >= 0)
+        if (!r && d->xlink >= 0 && !d->no_rid)
                 r = stx_tx_commit(&x, &xtx, NULL, NULL, why, whylen);
         pthread_mutex_lock(&d->mu);
         if (!r)
@@ -524,4 +531,14 @@ int stx_rid_del(struct stx_dev *d, uint16_t rid, char *why, size_t whylen)
                 r = write_one(&x, STX_RID_ENTRY((uint32_t)xi), 0, false, NULL, NULL, why, whylen);
         }
         return r;
+}
+
+bool stx_rid_recorded(struct stx_dev *d, uint16_t rid, uint32_t *proxy)
+{
+        pthread_mutex_lock(&d->mu);
+        struct stx_rec *have = rec_find_rid(d, 'R', rid);
+        if (have && proxy)
+                *proxy = have->proxy;
+        pthread_mutex_unlock(&d->mu);
+        return have != NULL;
 }

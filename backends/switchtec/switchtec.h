@@ -16,8 +16,8 @@
  * the windows, memory for export, doorbells, scratchpads, link, events) belongs to the
  * backend below it: linux-ntb over the kernel's ntb_hw_switchtec, reached through its
  * struct ntbf_backend_ops like any backend. This file is the GAS-level part; the vtable that
- * composes the two (xlat_set and rid_add here, the rest passed down, through
- * backends/linux-ntb/lntb.h) is not written yet (docs/switchtec.md, "Status").
+ * composes the two is ops.c (peer_xlat_set and rid_add here, the rest passed down,
+ * through backends/linux-ntb/lntb.h; docs/switchtec.md).
  *
  * Every change is a partition transaction (part.h): lock, edit, configure, check the error
  * registers, roll back on refusal. What this host programmed is recorded in a file
@@ -33,6 +33,18 @@ struct stx_dev_cfg {
         uint32_t lut_reserved; /* LUT entries the lower layer keeps (LUT 0: the shared window) */
         uint32_t rid_reserved; /* requester entries the host's driver keeps (2) */
         struct stx_timing tm;  /* zero: STX_TIMING_DEFAULT */
+        /*
+         * What stx_reconcile takes as this host's: by default every LUT and requester entry
+         * of the partition. A host that programs another host's partition (the switchtec
+         * backend writes the LUT entries of its peer's partition that lead into its own
+         * memory) sets no_rid, and lut_to_only with lut_to its own partition: the LUT
+         * entries to other partitions, and the requester table, are left to their owners.
+         * no_lut leaves the whole LUT to others (its own partition's LUT entries, which
+         * lead into the peers' memory, are the peers').
+         */
+        bool no_rid, no_lut;
+        bool lut_to_only;
+        uint32_t lut_to;
 };
 
 /* A recorded entry. */
@@ -50,6 +62,8 @@ struct stx_dev {
         int partition;
         int xlink; /* the crosslink partition whose table gets the proxy IDs, or -1 */
         uint32_t lut_entries, rid_size, lut_reserved, rid_reserved;
+        bool no_rid, no_lut, lut_to_only;
+        uint32_t lut_to;
         char records[512];
         struct stx_rec *recs;
         size_t nrecs, caprecs;
@@ -82,6 +96,8 @@ int stx_lut_clear(struct stx_dev *d, uint32_t idx, char *why, size_t whylen);
  * proxy ID too. */
 int stx_rid_add(struct stx_dev *d, uint16_t rid, uint32_t *proxy, char *why, size_t whylen);
 int stx_rid_del(struct stx_dev *d, uint16_t rid, char *why, size_t whylen);
+/* Whether this host's records name requester rid (*proxy its proxy devfn). */
+bool stx_rid_recorded(struct stx_dev *d, uint16_t rid, uint32_t *proxy);
 
 /* Crash points (part.h, stx_crash_point): "lut-programmed" and "rid-programmed" (the switch
  * took the entry, the records do not name it yet), "lut-unrecorded" and "rid-unrecorded"

@@ -52,10 +52,22 @@ struct fdev {
         uint32_t spad[FAKE_SPADS];
         uint32_t msg[FAKE_MSGS];
         uint64_t msg_sts, msg_mask;
-        struct ftrans trans[FAKE_NMW];
+        struct ftrans trans[FAKE_NMW_MAX];
         uint64_t next_dma;
         uint64_t seq;
 };
+
+static const struct fake_layout lay_default = {FAKE_NMW, FAKE_WIN_SIZE, UINT64_C(0x1000000),
+                                               FAKE_NMW *UINT64_C(0x1000000), FAKE_BAR};
+static struct fake_layout lay = {FAKE_NMW, FAKE_WIN_SIZE, UINT64_C(0x1000000),
+                                 FAKE_NMW *UINT64_C(0x1000000), FAKE_BAR};
+
+void fake_ntb_layout(const struct fake_layout *l)
+{
+        lay = l ? *l : lay_default;
+        if (!lay.nmw || lay.nmw > FAKE_NMW_MAX)
+                abort();
+}
 
 static char root[256];
 static struct fdev dev[NDEV];
@@ -125,7 +137,7 @@ static void undo_owner(int d)
         bool was = up_now();
         struct fdev *v = &dev[d];
         v->link_en = false;
-        for (int w = 0; w < FAKE_NMW; w++)
+        for (int w = 0; w < (int)lay.nmw; w++)
                 v->trans[w].buf = -1;
         v->db_mask = FAKE_DB_VALID;
         v->msg_mask = UINT64_C(0xff);
@@ -249,7 +261,7 @@ static void *f_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t o
                 }
                 uint32_t widx = (uint32_t)(o >> NTBFAB_MMAP_MW_SHIFT);
                 uint64_t woff = o & ((UINT64_C(1) << NTBFAB_MMAP_MW_SHIFT) - 1);
-                if (widx >= FAKE_NMW || woff + len > FAKE_WIN_SIZE) {
+                if (widx >= lay.nmw || woff + len > lay.win_size) {
                         errno = EINVAL;
                         return MAP_FAILED;
                 }
@@ -323,14 +335,14 @@ static int ioc_buf_alloc(int d, struct ntbfab_buf_alloc *a)
 
 static int ioc_trans(int d, struct ntbfab_mw_trans *t)
 {
-        if (t->flags || t->pidx || t->widx >= FAKE_NMW || !t->size)
+        if (t->flags || t->pidx || t->widx >= lay.nmw || !t->size)
                 return -EINVAL;
         struct fbuf *b = buf_of(t->buf_fd);
         if (!b || b->dev != d)
                 return -EINVAL;
         uint64_t addr = b->dma + t->offset;
-        if (t->offset > b->size || t->size > b->size - t->offset || addr % FAKE_WIN_SIZE ||
-            t->size % PAGE || t->size > FAKE_WIN_SIZE)
+        if (t->offset > b->size || t->size > b->size - t->offset || addr % lay.win_size ||
+            t->size % PAGE || t->size > lay.win_size)
                 return -EINVAL;
         dev[d].trans[t->widx] = (struct ftrans){(int)(b - bufs), t->offset, t->size};
         return 0;
@@ -407,7 +419,7 @@ static int ioc(struct ffile *f, unsigned long req, void *arg)
                 i->port = d;
                 i->peer_count = 1;
                 i->topology = d ? NTBFAB_TOPO_B2B_DSD : NTBFAB_TOPO_B2B_USD;
-                i->peer_mw_count = FAKE_NMW;
+                i->peer_mw_count = lay.nmw;
                 i->db_vector_count = 4;
                 i->db_valid_mask = FAKE_DB_VALID;
                 i->spad_count = FAKE_SPADS;
@@ -421,15 +433,15 @@ static int ioc(struct ffile *f, unsigned long req, void *arg)
         }
         case NTBFAB_IOC_MW_INFO: {
                 struct ntbfab_mw_info *m = arg;
-                if (m->pidx || m->widx >= FAKE_NMW || m->flags)
+                if (m->pidx || m->widx >= lay.nmw || m->flags)
                         return -EINVAL;
                 const struct ftrans *t = &v->trans[m->widx];
                 *m = (struct ntbfab_mw_info){.pidx = 0, .widx = m->widx};
                 if (up_now()) {
                         m->flags |= NTBFAB_MW_ALIGN_VALID;
-                        m->addr_align = FAKE_WIN_SIZE;
+                        m->addr_align = lay.win_size;
                         m->size_align = PAGE;
-                        m->size_max = FAKE_WIN_SIZE;
+                        m->size_max = lay.win_size;
                 }
                 if (t->buf >= 0) {
                         m->flags |= NTBFAB_MW_TRANS_SET;
@@ -440,13 +452,13 @@ static int ioc(struct ffile *f, unsigned long req, void *arg)
         }
         case NTBFAB_IOC_PEER_MW_INFO: {
                 struct ntbfab_peer_mw_info *m = arg;
-                if (m->widx >= FAKE_NMW)
+                if (m->widx >= lay.nmw)
                         return -EINVAL;
                 uint32_t w = m->widx;
                 *m = (struct ntbfab_peer_mw_info){
                     .widx = w,
-                    .phys_addr = FAKE_BAR + UINT64_C(0x1000000) * (uint64_t)(d * FAKE_NMW + (int)w),
-                    .size = FAKE_WIN_SIZE,
+                    .phys_addr = lay.base + lay.dev_stride * (uint64_t)d + lay.stride * w,
+                    .size = lay.win_size,
                     .mmap_offset = (uint64_t)w << NTBFAB_MMAP_MW_SHIFT};
                 return 0;
         }
@@ -456,7 +468,7 @@ static int ioc(struct ffile *f, unsigned long req, void *arg)
                 s->flags = (v->owned ? NTBFAB_STATE_OWNED : 0) |
                            (v->link_en ? NTBFAB_STATE_LINK_ENABLED : 0);
                 s->owner_pid = v->owned ? (uint32_t)getpid() : 0;
-                for (int w = 0; w < FAKE_NMW; w++)
+                for (int w = 0; w < (int)lay.nmw; w++)
                         s->mw_trans += v->trans[w].buf >= 0;
                 s->db_mask = v->db_mask;
                 return 0;
@@ -481,7 +493,7 @@ static int ioc(struct ffile *f, unsigned long req, void *arg)
                 return ioc_trans(d, arg);
         case NTBFAB_IOC_MW_CLEAR_TRANS: {
                 struct ntbfab_mw_ref *m = arg;
-                if (m->pidx || m->widx >= FAKE_NMW)
+                if (m->pidx || m->widx >= lay.nmw)
                         return -EINVAL;
                 v->trans[m->widx].buf = -1;
                 return 0;
@@ -490,8 +502,8 @@ static int ioc(struct ffile *f, unsigned long req, void *arg)
                 return -EOPNOTSUPP;
         case NTBFAB_IOC_PEER_MW_FD: {
                 struct ntbfab_peer_mw_fd *m = arg;
-                if (m->widx >= FAKE_NMW || !m->size || (m->offset | m->size) % PAGE ||
-                    m->offset + m->size > FAKE_WIN_SIZE)
+                if (m->widx >= lay.nmw || !m->size || (m->offset | m->size) % PAGE ||
+                    m->offset + m->size > lay.win_size)
                         return -EINVAL;
                 struct ffile *w = new_file(F_WIN, d);
                 w->widx = m->widx;
@@ -615,7 +627,7 @@ const struct lntb_sys *fake_ntb_init(void)
                 dev[d].db_mask = FAKE_DB_VALID;
                 dev[d].msg_mask = 0xff;
                 dev[d].next_dma = UINT64_C(0x10000000) * (uint64_t)(d + 1);
-                for (int w = 0; w < FAKE_NMW; w++)
+                for (int w = 0; w < (int)lay.nmw; w++)
                         dev[d].trans[w].buf = -1;
         }
         mkdirs("dev");
@@ -653,7 +665,7 @@ void fake_ntb_counts(unsigned d, struct fake_counts *c)
                 }
         for (int i = 0; i < MAXBUF; i++)
                 c->bufs += bufs[i].used && bufs[i].dev == (int)d;
-        for (int w = 0; w < FAKE_NMW; w++)
+        for (int w = 0; w < (int)lay.nmw; w++)
                 c->trans += dev[d].trans[w].buf >= 0;
 }
 

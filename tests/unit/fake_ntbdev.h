@@ -20,7 +20,8 @@
  *
  * The devices are /dev/ntbfab-ntb0 (PCI 0000:00:03.0) and /dev/ntbfab-ntb1 (0000:00:04.0)
  * under a temporary root with their sysfs attributes; each has one peer (the other), NMW
- * outbound windows of WIN_SIZE at FAKE_BAR + 0x1000000 * (device * NMW + widx).
+ * outbound windows of WIN_SIZE at FAKE_BAR + 0x1000000 * (device * NMW + widx), or as
+ * fake_ntb_layout says.
  */
 #define FAKE_NMW      2
 #define FAKE_WIN_SIZE (UINT64_C(1) << 20)
@@ -28,6 +29,17 @@
 #define FAKE_DB_VALID UINT64_C(0xf)
 #define FAKE_SPADS    16
 #define FAKE_MSGS     4
+
+#define FAKE_NMW_MAX 8
+
+/* Where the devices' outbound windows are: window w of device d is win_size bytes at
+ * base + d * dev_stride + w * stride (addresses and sizes aligned to win_size). */
+struct fake_layout {
+        unsigned nmw; /* 1 .. FAKE_NMW_MAX */
+        uint64_t win_size, stride, dev_stride, base;
+};
+/* Before fake_ntb_init; NULL: the default above. */
+void fake_ntb_layout(const struct fake_layout *l);
 
 struct fake_counts {
         unsigned opens, owners, bufs, trans;

@@ -49,23 +49,33 @@ static void test_ops_valid_rules(void **state)
         /* Every backend of the registry keeps the rules (the shared-memory one too). */
         const struct ntbf_backend_ops *ivs = ntbf_backend_find("ivshmem");
         assert_non_null(ivs);
-        assert_ptr_equal(ntbf_backend_at(3), ivs); /* built: sim, linux-ntb, dolphin, ivshmem */
+        /* built: sim, linux-ntb, switchtec, dolphin, ivshmem */
+        assert_ptr_equal(ntbf_backend_at(4), ivs);
         assert_true(ntbf_backend_ops_valid(ivs, NULL, 0));
         const struct ntbf_backend_ops *lntb = ntbf_backend_find("linux-ntb");
         assert_non_null(lntb);
         assert_ptr_equal(ntbf_backend_at(1), lntb);
         assert_true(ntbf_backend_ops_valid(lntb, why0, sizeof(why0)));
+        /* Switchtec's: linux-ntb's data path, inbound translations and a requester table
+         * programmed in the switch, no outbound translation. */
+        const struct ntbf_backend_ops *stx = ntbf_backend_find("switchtec");
+        assert_non_null(stx);
+        assert_ptr_equal(ntbf_backend_at(2), stx);
+        assert_true(ntbf_backend_ops_valid(stx, why0, sizeof(why0)));
+        assert_non_null(stx->peer_xlat_set);
+        assert_non_null(stx->rid_add);
+        assert_null(stx->xlat_set);
         /* Dolphin's: a managed fabric (inbound translation, devices mapped by the fabric). */
         const struct ntbf_backend_ops *dol = ntbf_backend_find("dolphin");
         assert_non_null(dol);
-        assert_ptr_equal(ntbf_backend_at(2), dol);
+        assert_ptr_equal(ntbf_backend_at(3), dol);
         assert_true(ntbf_backend_ops_valid(dol, NULL, 0));
         assert_null(dol->xlat_set);
         assert_null(dol->rid_add);
         assert_null(dol->db_read);
         assert_null(dol->link_enable);
         assert_null(dol->reset);
-        assert_null(ntbf_backend_at(4));
+        assert_null(ntbf_backend_at(5));
         assert_null(ntbf_backend_find("nope"));
         /* The registry: every entry named once, its vtable (if built) of the same name and
          * valid; an entry not built has a sentence; find and at see the built ones only. */
@@ -89,7 +99,7 @@ static void test_ops_valid_rules(void **state)
                         assert_null(ntbf_backend_find(e->name));
                 }
         }
-        assert_int_equal(built, 4);
+        assert_int_equal(built, 5);
         assert_ptr_equal(ntbf_backend_entry_at(0)->ops, sim); /* the default comes first */
         assert_string_equal(ntbf_backend_entry("sim")->helper, "ntbfab-simd");
         assert_null(ntbf_backend_entry("ivshmem")->helper);

@@ -1,0 +1,145 @@
+/* tests/conformance/fake_main.c: ntbfab-conformance-fake: the suite on the linux-ntb backend, or
+ * the switchtec backend composed on it, over the unit tier's fake ntbfab_ntb device pair
+ * (tests/unit/fake_ntbdev.c) and, for switchtec, the register model of a Switchtec switch
+ * (tests/switchtec/model.c) running in a thread of this process. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "fake_ntbdev.h"
+#include "model.h"
+
+/*
+ * The suite itself is main.c, compiled in as ntbf_conformance_main. This program links the
+ * backends statically (not the shared library) so that it can point the linux-ntb backend's
+ * system calls at the fake devices (lntb_sys_current) before the suite opens it.
+ *
+ *   ntbfab-conformance-fake [--lut] [--stx-model] -- SUITE OPTIONS...
+ *
+ * --lut lays the fake's windows out as a Switchtec partition's LUT window: three Linux
+ * windows of 64 KiB one after the other, after the 64 KiB of the reserved LUT 0, per device
+ * at 0x800000000 and 0x800100000. --stx-model formats a model switch (NT partitions 0 and 1,
+ * 16 requester entries each) in stx.gas of a fresh instance directory, runs it, and gives
+ * the suite that directory (--dir); the cluster file's `switchtec: {gas: stx.gas}` is taken
+ * there.
+ */
+int ntbf_conformance_main(int argc, char **argv);
+
+static uint8_t *gas;
+static struct stxm *model;
+
+static void *model_thread(void *arg)
+{
+        (void)arg;
+        stxm_run(model, -1, 200);
+        return NULL;
+}
+
+static void rm_dir(const char *dir)
+{
+        DIR *d = opendir(dir);
+        if (!d)
+                return;
+        struct dirent *e;
+        char p[512];
+        while ((e = readdir(d)))
+                if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+                        snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+                        unlink(p);
+                }
+        closedir(d);
+        rmdir(dir);
+}
+
+int main(int argc, char **argv)
+{
+        bool lut = false, stx = false;
+        int i = 1;
+        for (; i < argc && strcmp(argv[i], "--"); i++) {
+                if (!strcmp(argv[i], "--lut"))
+                        lut = true;
+                else if (!strcmp(argv[i], "--stx-model"))
+                        stx = true;
+                else {
+                        fprintf(stderr, "usage: ntbfab-conformance-fake [--lut] [--stx-model] -- "
+                                        "SUITE OPTIONS...\n");
+                        return 2;
+                }
+        }
+        if (i == argc) {
+                fprintf(stderr, "ntbfab-conformance-fake: no -- before the suite's options\n");
+                return 2;
+        }
+        if (lut) {
+                struct fake_layout l = {3, UINT64_C(0x10000), UINT64_C(0x10000), UINT64_C(0x100000),
+                                        FAKE_BAR + UINT64_C(0x10000)};
+                fake_ntb_layout(&l);
+        }
+        lntb_sys_current = fake_ntb_init();
+
+        char dir[] = "/tmp/ntbfab-cf-stx-XXXXXX";
+        pthread_t th;
+        if (stx) {
+                if (!mkdtemp(dir)) {
+                        perror("ntbfab-conformance-fake: mkdtemp");
+                        return 1;
+                }
+                char path[512];
+                snprintf(path, sizeof(path), "%s/stx.gas", dir);
+                int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+                if (fd < 0 || ftruncate(fd, STXM_FILE_SIZE)) {
+                        perror("ntbfab-conformance-fake: the model's file");
+                        return 1;
+                }
+                gas = mmap(NULL, STXM_FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+                close(fd);
+                if (gas == MAP_FAILED) {
+                        perror("ntbfab-conformance-fake: mmap");
+                        return 1;
+                }
+                struct stxm_params p = {.ep_map = 0x3,
+                                        .partition_id = 0,
+                                        .lut_entries = 512,
+                                        .rid_size = 16,
+                                        .host_rid = 0x0008,
+                                        .bar_size = UINT64_C(1) << 20};
+                stxm_format(gas, &p);
+                model = stxm_new(gas);
+                if (!model || pthread_create(&th, NULL, model_thread, NULL)) {
+                        fprintf(stderr, "ntbfab-conformance-fake: cannot start the model\n");
+                        return 1;
+                }
+                /* The model ticks every 200 us: poll as often, up to a second. */
+                setenv("NTBFAB_STX_POLL", "200,5000", 0);
+        }
+
+        /* The suite's arguments: argv[0], what follows --, and --dir with the model. */
+        char **av = calloc((size_t)argc + 3, sizeof(*av));
+        int n = 0;
+        av[n++] = argv[0];
+        for (int k = i + 1; k < argc; k++)
+                av[n++] = argv[k];
+        if (stx) {
+                av[n++] = "--dir";
+                av[n++] = dir;
+        }
+        av[n] = NULL;
+        int rc = ntbf_conformance_main(n, av);
+        free(av);
+
+        if (stx) {
+                __atomic_store_n((uint32_t *)(gas + STXM_STOP), 1, __ATOMIC_RELEASE);
+                pthread_join(th, NULL);
+                stxm_free(model);
+                munmap(gas, STXM_FILE_SIZE);
+                rm_dir(dir);
+        }
+        fake_ntb_fini();
+        return rc;
+}
