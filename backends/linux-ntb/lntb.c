@@ -832,9 +832,12 @@ int lntb_peer_xlat_set(struct lntb *l, uint32_t peer, uint32_t slot, uint64_t lo
         int r = inbound_slot(l, peer, slot, &pidx, &w, &widx);
         if (r)
                 return r;
-        /* The peer's window of the file, with this NTB's limits for it when known. */
-        hw_align(l, pidx, widx, &w);
-        if (!ntbf_window_xlat_ok(&w, local_addr, size))
+        /* The peer's window of the file (whose rules the core plans with), and this NTB's
+         * limits for it when known. */
+        struct ntbf_window hw = w;
+        hw_align(l, pidx, widx, &hw);
+        if (!ntbf_window_xlat_ok(&w, local_addr, size) ||
+            !ntbf_window_xlat_ok(&hw, local_addr, size))
                 return -EINVAL;
         if (!l->owner)
                 return -EPERM;
@@ -942,7 +945,7 @@ static int window_src(struct lntb *l, uint32_t widx, uint64_t off, int *fd, uint
 
 /* Map [offset, offset + size) of window win: slot by slot, side by side. */
 static int map_range(struct lntb *l, uint32_t win, uint64_t offset, uint64_t size, int prot,
-                     void **addr)
+                     bool holes, void **addr)
 {
         const struct ntbf_window *W = &l->win[win];
         uint8_t *va = l->sys->mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -956,6 +959,10 @@ static int map_range(struct lntb *l, uint32_t win, uint64_t offset, uint64_t siz
                 uint32_t widx = l->slot_widx[W->first_slot + k];
                 int fd, r;
                 uint64_t foff;
+                if (widx == NTBF_NONE && holes) {
+                        at += len; /* left inaccessible (window_write refuses it) */
+                        continue;
+                }
                 if (widx == NTBF_NONE)
                         r = -EPERM; /* a reserved slot is the hardware's */
                 else
@@ -987,7 +994,7 @@ int lntb_map_window(struct lntb *l, uint32_t win, uint64_t offset, uint64_t size
         if (!m)
                 return -ENOMEM;
         int prot = PROT_READ | ((flags & NTBF_MAP_READONLY) ? 0 : PROT_WRITE);
-        int r = map_range(l, win, offset, size, prot, &m->va);
+        int r = map_range(l, win, offset, size, prot, false, &m->va);
         if (r) {
                 free(m);
                 return r;
@@ -1031,12 +1038,16 @@ int lntb_window_write(struct lntb *l, uint32_t win, uint64_t offset, const void 
         if (win >= l->nwin || !buf || !len || offset > l->win[win].size ||
             len > l->win[win].size - offset)
                 return -EINVAL;
+        const struct ntbf_window *W = &l->win[win];
+        for (uint64_t k = offset / W->slot_size; k <= (offset + len - 1) / W->slot_size; k++)
+                if (l->slot_widx[W->first_slot + k] == NTBF_NONE)
+                        return -EPERM; /* a reserved slot is the hardware's */
         pthread_mutex_lock(&l->lock);
         uint8_t *w = l->wmap[win];
         pthread_mutex_unlock(&l->lock);
         if (!w) {
                 void *va;
-                int r = map_range(l, win, 0, l->win[win].size, PROT_READ | PROT_WRITE, &va);
+                int r = map_range(l, win, 0, l->win[win].size, PROT_READ | PROT_WRITE, true, &va);
                 if (r)
                         return r;
                 pthread_mutex_lock(&l->lock);

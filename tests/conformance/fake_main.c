@@ -20,14 +20,18 @@
  * backends statically (not the shared library) so that it can point the linux-ntb backend's
  * system calls at the fake devices (lntb_sys_current) before the suite opens it.
  *
- *   ntbfab-conformance-fake [--lut] [--stx-model] -- SUITE OPTIONS...
+ *   ntbfab-conformance-fake [--lut | --wide] [--stx-model] -- SUITE OPTIONS...
  *
- * --lut lays the fake's windows out as a Switchtec partition's LUT window: three Linux
- * windows of 64 KiB one after the other, after the 64 KiB of the reserved LUT 0, per device
- * at 0x800000000 and 0x800100000. --stx-model formats a model switch (NT partitions 0 and 1,
- * 16 requester entries each) in stx.gas of a fresh instance directory, runs it, and gives
- * the suite that directory (--dir); the cluster file's `switchtec: {gas: stx.gas}` is taken
- * there.
+ * --lut lays the fake's windows out as a Switchtec partition's LUT window of four 1 MiB
+ * entries: three Linux windows one after the other, after the reserved LUT 0, the window of
+ * device 0 at 0x800000000 and of device 1 at 0x800800000. --wide gives each device two
+ * windows of 4 MiB (device 0 at 0x800000000 and 0x801000000, device 1 at 0x802000000 and
+ * 0x803000000). The linux-ntb backend's memory for export comes from pools as large as the
+ * peer's windows, and the suite's mem check holds 1 MiB and a 2 MiB-aligned page at once:
+ * the fake's default 1 MiB windows are too small for it. --stx-model formats a model switch
+ * (NT partitions 0 and 1, 16 requester entries each, BARs of 8 MiB) in stx.gas of a fresh
+ * instance directory, runs it, and gives the suite that directory (--dir); the cluster
+ * file's `switchtec: {gas: stx.gas}` is taken there.
  */
 int ntbf_conformance_main(int argc, char **argv);
 
@@ -59,11 +63,13 @@ static void rm_dir(const char *dir)
 
 int main(int argc, char **argv)
 {
-        bool lut = false, stx = false;
+        bool lut = false, wide = false, stx = false;
         int i = 1;
         for (; i < argc && strcmp(argv[i], "--"); i++) {
                 if (!strcmp(argv[i], "--lut"))
                         lut = true;
+                else if (!strcmp(argv[i], "--wide"))
+                        wide = true;
                 else if (!strcmp(argv[i], "--stx-model"))
                         stx = true;
                 else {
@@ -76,9 +82,12 @@ int main(int argc, char **argv)
                 fprintf(stderr, "ntbfab-conformance-fake: no -- before the suite's options\n");
                 return 2;
         }
+        const uint64_t mib = UINT64_C(1) << 20;
         if (lut) {
-                struct fake_layout l = {3, UINT64_C(0x10000), UINT64_C(0x10000), UINT64_C(0x100000),
-                                        FAKE_BAR + UINT64_C(0x10000)};
+                struct fake_layout l = {3, mib, mib, 8 * mib, FAKE_BAR + mib};
+                fake_ntb_layout(&l);
+        } else if (wide) {
+                struct fake_layout l = {2, 4 * mib, 16 * mib, 32 * mib, FAKE_BAR};
                 fake_ntb_layout(&l);
         }
         lntb_sys_current = fake_ntb_init();
@@ -108,7 +117,7 @@ int main(int argc, char **argv)
                                         .lut_entries = 512,
                                         .rid_size = 16,
                                         .host_rid = 0x0008,
-                                        .bar_size = UINT64_C(1) << 20};
+                                        .bar_size = 8 * mib};
                 stxm_format(gas, &p);
                 model = stxm_new(gas);
                 if (!model || pthread_create(&th, NULL, model_thread, NULL)) {

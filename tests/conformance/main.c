@@ -30,6 +30,8 @@ struct opts {
         const char *backend, *config, *dir, *a, *b, *json;
         const char *only[32];
         unsigned nonly;
+        const char *skip[8]; /* NAME=REASON */
+        unsigned nskip;
         bool table, list, keep, dma_only;
         unsigned timeout_ms;
 };
@@ -50,6 +52,8 @@ static void usage(FILE *f)
                "  --a, --b           the adapter pair (A issues, B receives); default: the first\n"
                "                     cabled pair and the first pair joined by a switch\n"
                "  --only PATTERN     run the checks whose name matches (fnmatch, repeatable)\n"
+               "  --skip NAME=REASON report check NAME skipped with REASON, not run: what the\n"
+               "                     test vehicle cannot do (repeatable)\n"
                "  --json FILE        write the results as JSON\n"
                "  --table            a human table instead of TAP\n"
                "  --access dma       reach windows and count transactions only through the DMA\n"
@@ -61,14 +65,21 @@ static void usage(FILE *f)
 
 static int parse(int argc, char **argv, struct opts *o)
 {
-        static const struct option longopts[] = {
-            {"backend", required_argument, NULL, 'B'}, {"config", required_argument, NULL, 'c'},
-            {"dir", required_argument, NULL, 'd'},     {"a", required_argument, NULL, 'a'},
-            {"b", required_argument, NULL, 'b'},       {"only", required_argument, NULL, 'o'},
-            {"json", required_argument, NULL, 'j'},    {"table", no_argument, NULL, 't'},
-            {"access", required_argument, NULL, 'x'},  {"timeout-ms", required_argument, NULL, 'T'},
-            {"keep", no_argument, NULL, 'k'},          {"list", no_argument, NULL, 'l'},
-            {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
+        static const struct option longopts[] = {{"backend", required_argument, NULL, 'B'},
+                                                 {"config", required_argument, NULL, 'c'},
+                                                 {"dir", required_argument, NULL, 'd'},
+                                                 {"a", required_argument, NULL, 'a'},
+                                                 {"b", required_argument, NULL, 'b'},
+                                                 {"only", required_argument, NULL, 'o'},
+                                                 {"skip", required_argument, NULL, 'S'},
+                                                 {"json", required_argument, NULL, 'j'},
+                                                 {"table", no_argument, NULL, 't'},
+                                                 {"access", required_argument, NULL, 'x'},
+                                                 {"timeout-ms", required_argument, NULL, 'T'},
+                                                 {"keep", no_argument, NULL, 'k'},
+                                                 {"list", no_argument, NULL, 'l'},
+                                                 {"help", no_argument, NULL, 'h'},
+                                                 {NULL, 0, NULL, 0}};
         memset(o, 0, sizeof(*o));
         o->timeout_ms = 2000;
         for (int c; (c = getopt_long(argc, argv, "h", longopts, NULL)) != -1;) {
@@ -94,6 +105,18 @@ static int parse(int argc, char **argv, struct opts *o)
                                 return 2;
                         }
                         o->only[o->nonly++] = optarg;
+                        break;
+                case 'S':
+                        if (!strchr(optarg, '=') || strchr(optarg, '=') == optarg ||
+                            !strchr(optarg, '=')[1] ||
+                            o->nskip == sizeof(o->skip) / sizeof(o->skip[0])) {
+                                fprintf(stderr,
+                                        "ntbfab-conformance: --skip takes NAME=REASON (at most "
+                                        "%zu), not '%s'\n",
+                                        sizeof(o->skip) / sizeof(o->skip[0]), optarg);
+                                return 2;
+                        }
+                        o->skip[o->nskip++] = optarg;
                         break;
                 case 'j':
                         o->json = optarg;
@@ -382,6 +405,18 @@ static bool selected(const struct opts *o, const char *name)
                 if (!fnmatch(o->only[i], name, 0))
                         return true;
         return false;
+}
+
+/* --skip NAME=REASON: the reason, or NULL. */
+static const char *skipped(const struct opts *o, const char *name)
+{
+        for (unsigned i = 0; i < o->nskip; i++) {
+                const char *eq = strchr(o->skip[i], '=');
+                if ((size_t)(eq - o->skip[i]) == strlen(name) &&
+                    !strncmp(o->skip[i], name, strlen(name)))
+                        return eq + 1;
+        }
+        return NULL;
 }
 
 static const char *status_name(enum cf_status s)
@@ -784,6 +819,10 @@ int main(int argc, char **argv)
                     strcmp(runs[i].chk->name, "caps.flags")) {
                         runs[i].status = CF_SKIP;
                         snprintf(runs[i].reason, sizeof(runs[i].reason), "%s", gate);
+                } else if (skipped(&o, runs[i].chk->name)) {
+                        runs[i].status = CF_SKIP;
+                        snprintf(runs[i].reason, sizeof(runs[i].reason),
+                                 "skipped on the command line: %s", skipped(&o, runs[i].chk->name));
                 } else {
                         run_one(&cx, &runs[i]);
                 }

@@ -108,9 +108,13 @@ static void deliver(int d, uint32_t type, uint32_t vector, uint64_t bits)
         }
 }
 
+static void remap_all(void);
+
 static void link_changed(bool was)
 {
         bool now = up_now();
+        if (now != was)
+                remap_all();
         if (now != was)
                 for (int d = 0; d < NDEV; d++)
                         deliver(d, NTBFAB_EVENT_LINK, 0, now ? 1 : 0);
@@ -144,6 +148,7 @@ static void undo_owner(int d)
         memset(v->spad, 0, sizeof(v->spad));
         v->gen++;
         v->owned = false;
+        remap_all();
         link_changed(was);
 }
 
@@ -235,17 +240,68 @@ static void *map_window(int d, uint32_t widx, uint64_t woff, void *addr, size_t 
 {
         const struct ftrans *t = &dev[d ^ 1].trans[widx];
         int fixed = flags & MAP_FIXED;
-        if (t->buf >= 0 && woff + len <= t->size)
-                return mmap(addr, len, prot, MAP_SHARED | fixed, bufs[t->buf].fd,
-                            (off_t)(t->off + woff));
-        /* Nothing translated: reads all ones (writes land in a private page, lost). */
+        /* Nothing translated, the link down, or past the translation's size: reads all
+         * ones (writes land in a private page, lost). */
         uint8_t *p =
             mmap(addr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | fixed, -1, 0);
         if (p == MAP_FAILED)
                 return p;
         memset(p, 0xff, len);
         mprotect(p, len, prot);
+        /* The translated part: the buffer. */
+        if (up_now() && t->buf >= 0 && woff < t->size) {
+                size_t n = t->size - woff < len ? (size_t)(t->size - woff) : len;
+                if (mmap(p, n, prot, MAP_SHARED | MAP_FIXED, bufs[t->buf].fd,
+                         (off_t)(t->off + woff)) == MAP_FAILED) {
+                        munmap(p, len);
+                        return MAP_FAILED;
+                }
+        }
         return p;
+}
+
+/*
+ * The window mappings made, so that they follow their windows as a mapping of a real BAR
+ * does: a translation set or cleared, or the link going down or up, maps each again in place
+ * (what a store or load through it reaches then).
+ */
+struct fmap {
+        void *va;
+        size_t len;
+        int prot, dev;
+        uint32_t widx;
+        uint64_t woff;
+};
+#define MAXMAP 512
+static struct fmap maps[MAXMAP];
+
+static void *mapped(void *va, int d, uint32_t widx, uint64_t woff, size_t len, int prot)
+{
+        if (va == MAP_FAILED)
+                return va;
+        for (int i = 0; i < MAXMAP; i++)
+                if (!maps[i].va) {
+                        maps[i] = (struct fmap){va, len, prot, d, widx, woff};
+                        return va;
+                }
+        abort();
+}
+
+static void remap_all(void)
+{
+        for (int i = 0; i < MAXMAP; i++)
+                if (maps[i].va && map_window(maps[i].dev, maps[i].widx, maps[i].woff, maps[i].va,
+                                             maps[i].len, maps[i].prot, MAP_FIXED) == MAP_FAILED)
+                        abort();
+}
+
+static int f_munmap(void *addr, size_t len)
+{
+        uint8_t *a = addr;
+        for (int i = 0; i < MAXMAP; i++)
+                if (maps[i].va && (uint8_t *)maps[i].va >= a && (uint8_t *)maps[i].va < a + len)
+                        maps[i].va = NULL;
+        return munmap(addr, len);
 }
 
 static void *f_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
@@ -265,7 +321,8 @@ static void *f_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t o
                         errno = EINVAL;
                         return MAP_FAILED;
                 }
-                return map_window(f->dev, widx, woff, addr, len, prot, flags);
+                return mapped(map_window(f->dev, widx, woff, addr, len, prot, flags), f->dev, widx,
+                              woff, len, prot);
         }
         if (f->gen != dev[f->dev].gen || !dev[f->dev].owned) {
                 errno = ENODEV;
@@ -275,7 +332,8 @@ static void *f_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t o
                 errno = EINVAL;
                 return MAP_FAILED;
         }
-        return map_window(f->dev, f->widx, f->woff + o, addr, len, prot, flags);
+        return mapped(map_window(f->dev, f->widx, f->woff + o, addr, len, prot, flags), f->dev,
+                      f->widx, f->woff + o, len, prot);
 }
 
 static int f_dup(int fd)
@@ -489,13 +547,17 @@ static int ioc(struct ffile *f, unsigned long req, void *arg)
         }
         case NTBFAB_IOC_BUF_ALLOC:
                 return ioc_buf_alloc(d, arg);
-        case NTBFAB_IOC_MW_SET_TRANS:
-                return ioc_trans(d, arg);
+        case NTBFAB_IOC_MW_SET_TRANS: {
+                int rt = ioc_trans(d, arg);
+                remap_all();
+                return rt;
+        }
         case NTBFAB_IOC_MW_CLEAR_TRANS: {
                 struct ntbfab_mw_ref *m = arg;
                 if (m->pidx || m->widx >= lay.nmw)
                         return -EINVAL;
                 v->trans[m->widx].buf = -1;
+                remap_all();
                 return 0;
         }
         case NTBFAB_IOC_PEER_MW_SET_TRANS:
@@ -574,7 +636,7 @@ static const struct lntb_sys fake_sys = {
     .close = f_close,
     .ioctl = f_ioctl,
     .mmap = f_mmap,
-    .munmap = munmap,
+    .munmap = f_munmap,
     .read = f_read,
     .dup = f_dup,
 };
@@ -613,6 +675,7 @@ const struct lntb_sys *fake_ntb_init(void)
                 abort();
         memset(dev, 0, sizeof(dev));
         memset(bufs, 0, sizeof(bufs));
+        memset(maps, 0, sizeof(maps));
         hw_link = true;
         fail_count = 0;
         for (int d = 0; d < NDEV; d++) {
