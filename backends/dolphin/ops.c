@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "../polltimer.h"
 #include "dolphin.h"
 
 /*
@@ -534,22 +534,13 @@ static int dol_set_events(struct ntbf_adapter_h *h, const struct ntbf_event_ops 
 
 static int dol_event_fd(struct ntbf_adapter_h *h)
 {
-        if (h->tfd < 0) {
-                /* SISCI tells a process nothing of its adapters' links: a timer looks. */
-                h->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-                struct itimerspec it = {{0, POLL_MS * 1000000L}, {0, POLL_MS * 1000000L}};
-                if (h->tfd >= 0)
-                        timerfd_settime(h->tfd, 0, &it, NULL);
-        }
-        return h->tfd;
+        /* SISCI tells a process nothing of its adapters' links: a timer looks. */
+        return ntbf__polltimer_fd(&h->tfd, POLL_MS);
 }
 
 static int dol_process_events(struct ntbf_adapter_h *h)
 {
-        uint64_t ticks;
-        if (h->tfd >= 0)
-                while (read(h->tfd, &ticks, sizeof(ticks)) == sizeof(ticks))
-                        ;
+        ntbf__polltimer_drain(h->tfd);
         int n = 0;
         for (uint32_t p = 0; p < h->caps.ports && p < NTBF_MAX_ADAPTER_PORTS; p++) {
                 bool up = false;

@@ -13,13 +13,13 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "ntbfab/backend.h"
 #include "ntbfab/error.h"
 #include "../pollirq.h"
+#include "../polltimer.h"
 
 /*
  * Two QEMU guests with an ivshmem-plain device each, backed by one host file, see the same
@@ -542,22 +542,13 @@ static int ivs_set_events(struct ntbf_adapter_h *h, const struct ntbf_event_ops 
 
 static int ivs_event_fd(struct ntbf_adapter_h *h)
 {
-        if (h->tfd < 0) {
-                /* No interrupts on ivshmem-plain: a timer makes the owner look. */
-                h->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-                struct itimerspec it = {{0, POLL_MS * 1000000L}, {0, POLL_MS * 1000000L}};
-                if (h->tfd >= 0)
-                        timerfd_settime(h->tfd, 0, &it, NULL);
-        }
-        return h->tfd;
+        /* No interrupts on ivshmem-plain: a timer makes the owner look. */
+        return ntbf__polltimer_fd(&h->tfd, POLL_MS);
 }
 
 static int ivs_process_events(struct ntbf_adapter_h *h)
 {
-        uint64_t ticks;
-        if (h->tfd >= 0)
-                while (read(h->tfd, &ticks, sizeof(ticks)) == sizeof(ticks))
-                        ;
+        ntbf__polltimer_drain(h->tfd);
         struct ivs_ctrl *c = mine(h);
         const struct ntbf_event_ops *ops = h->ops;
         int n = 0;
