@@ -82,7 +82,8 @@
         X(SCI_Q_DEVICE)                                                                            \
         X(SCI_Q_DEVICE_INFO)
 
-/* Queries that give figures when the library knows them (the cluster file's stand when not). */
+/* Queries that give figures when the library knows them: the window's (ATT) must be answered
+ * unless the operator allows the cluster file's (docs/dolphin.md); the others have defaults. */
 #define DOL_OPT_CONSTS(X)                                                                          \
         X(SCI_Q_ADAPTER_BDF)                                                                       \
         X(SCI_Q_ADAPTER_NUMBER_OF_PORTS)                                                           \
@@ -203,6 +204,7 @@ struct ntbf_adapter_h {
         unsigned ano;           /* SISCI adapter number */
         struct ntbf_caps caps;
         char figures[256]; /* which figures came from SCIQuery (for the daemon's log) */
+        char warning[512]; /* the cluster file's figures stand for SISCI's (the daemon says it) */
         pthread_mutex_t lock;
         /* Inbound slots this process programmed onto its host: segment per (adapter, slot). */
         struct dol_inslot {

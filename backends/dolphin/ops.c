@@ -121,11 +121,102 @@ static uint32_t count_peers(const struct ntbf_topo *t, uint32_t adapter)
 }
 
 /*
- * The adapter's figures: what SCIQuery answers (ports, the address translation table: the
- * window's size and slots, the DMA limits), the cluster file's where the library does not
- * say. The daemon holds them to the file (ntbf_caps_match), naming what differs.
+ * Whether the operator allows the cluster file's window where SISCI does not give it
+ * (NTBFAB_DOLPHIN_FILE_FIGURES=1, docs/dolphin.md). Without it such an adapter is refused.
  */
-static void compute_caps(struct ntbf_adapter_h *h)
+static bool file_figures_allowed(void)
+{
+        const char *v = getenv("NTBFAB_DOLPHIN_FILE_FIGURES");
+        return v && *v && strcmp(v, "0");
+}
+
+/* One answer of SCIQuery(SCI_Q_ADAPTER, sub) for h's adapter, or a sentence of why not. */
+static bool query_fig(struct ntbf_adapter_h *h, bool known, unsigned sub, const char *name,
+                      unsigned *u, char *why, size_t whylen)
+{
+        if (!known) {
+                snprintf(why, whylen, "the library has no constant %s", name);
+                return false;
+        }
+        sci_error_t e = ntbf__dol_qadapter(h->L, h->ano, 0, sub, u);
+        if (e != SCI_ERR_OK) {
+                snprintf(why, whylen, "SCIQuery(SCI_Q_ADAPTER, %s) failed: %s", name,
+                         ntbf__dol_errstr(h->L, e));
+                return false;
+        }
+        return true;
+}
+
+/*
+ * The adapter's window from its address translation table (ATT): that many slots of that
+ * size. These are the budget the core plans with (its translation slots), so they come from
+ * SISCI: when SCIQuery does not give them, or gives figures the backend cannot use, the
+ * adapter is refused unless the operator allows the cluster file's (file_figures_allowed),
+ * which h->warning then says.
+ */
+static int att_window(struct ntbf_adapter_h *h, char *why, size_t whylen)
+{
+        struct dol_lib *L = h->L;
+        const struct ntbf_topo *t = h->b->t;
+        const struct ntbf_adapter *a = &t->adapters[h->adapter];
+        struct ntbf_caps *c = &h->caps;
+        unsigned page = 0, entries = 0;
+        char what[300] = "";
+        if (query_fig(h, L->has_SCI_Q_ADAPTER_ATT_PAGE_SIZE, SC(L, SCI_Q_ADAPTER_ATT_PAGE_SIZE),
+                      "SCI_Q_ADAPTER_ATT_PAGE_SIZE", &page, what, sizeof(what)) &&
+            query_fig(h, L->has_SCI_Q_ADAPTER_ATT_NUMBER_OF_ENTRIES,
+                      SC(L, SCI_Q_ADAPTER_ATT_NUMBER_OF_ENTRIES),
+                      "SCI_Q_ADAPTER_ATT_NUMBER_OF_ENTRIES", &entries, what, sizeof(what))) {
+                if (pow2(page) && page >= DOL_PAGE && entries >= 1 && entries <= DOL_MAX_SLOTS) {
+                        c->nwindows = 1;
+                        c->windows[0] = (struct ntbf_window){.base = a->win[0].base,
+                                                             .size = (uint64_t)page * entries,
+                                                             .slots = entries,
+                                                             .slot_size = page,
+                                                             .first_slot = 0};
+                        size_t fl = strlen(h->figures);
+                        snprintf(h->figures + fl, sizeof(h->figures) - fl,
+                                 " window %" PRIu64 " bytes in %u slots (ATT)",
+                                 (uint64_t)page * entries, entries);
+                        return 0;
+                }
+                snprintf(what, sizeof(what),
+                         "SCIQuery gave an ATT of %u entries of %u bytes, which the backend "
+                         "cannot use (it needs 1 to %u entries of a power of two of at least "
+                         "%u bytes)",
+                         entries, page, DOL_MAX_SLOTS, (unsigned)DOL_PAGE);
+        }
+        const char *nn = t->nodes[a->node].name;
+        uint64_t fs = 0;
+        for (uint32_t w = 0; w < a->nwin; w++)
+                fs += a->win[w].slots;
+        if (!file_figures_allowed()) {
+                snprintf(why, whylen,
+                         "adapter %s.%s: the window's slots are the budget the core plans with, "
+                         "and the dolphin backend takes them from SISCI, but %s; update "
+                         "eXpressWare, or set NTBFAB_DOLPHIN_FILE_FIGURES=1 to plan with the "
+                         "cluster file's window instead (%" PRIu64 " slots)",
+                         nn, a->name, what, fs);
+                return NTBF_EUNSUPPORTED;
+        }
+        snprintf(h->warning, sizeof(h->warning),
+                 "adapter %s.%s: %s; the core plans with the cluster file's window (%" PRIu64
+                 " slots), unchecked, because NTBFAB_DOLPHIN_FILE_FIGURES is set: more than the "
+                 "adapter holds fails when a slot is programmed",
+                 nn, a->name, what, fs);
+        size_t fl = strlen(h->figures);
+        snprintf(h->figures + fl, sizeof(h->figures) - fl, " window: the cluster file's");
+        return 0;
+}
+
+/*
+ * The adapter's figures: what SCIQuery answers (ports, the address translation table: the
+ * window's size and slots, the DMA limits). The window is a budget of the core and must come
+ * from SISCI (att_window); ports and the DMA limits are the file's or the defaults where the
+ * library does not say. The daemon holds them to the file (ntbf_caps_match), naming what
+ * differs.
+ */
+static int compute_caps(struct ntbf_adapter_h *h, char *why, size_t whylen)
 {
         struct dol_lib *L = h->L;
         const struct ntbf_topo *t = h->b->t;
@@ -133,8 +224,9 @@ static void compute_caps(struct ntbf_adapter_h *h)
         struct ntbf_caps *c = &h->caps;
         char *fig = h->figures;
         size_t fl = sizeof(h->figures);
-        unsigned u = 0, u2 = 0;
+        unsigned u = 0;
         memset(c, 0, sizeof(*c));
+        h->warning[0] = 0;
         snprintf(fig, fl, "from SCIQuery:");
         c->flags = NTBF_CAP_XLAT_INBOUND | NTBF_CAP_CPU_MAP | NTBF_CAP_MEM | NTBF_CAP_NO_RID_TABLE |
                    NTBF_CAP_IRQ | NTBF_CAP_DEV_MAP;
@@ -150,22 +242,9 @@ static void compute_caps(struct ntbf_adapter_h *h)
         c->nwindows = a->nwin;
         for (uint32_t w = 0; w < a->nwin; w++)
                 c->windows[w] = a->win[w];
-        /* The address translation table: one window of that many slots of that size. */
-        if (L->has_SCI_Q_ADAPTER_ATT_PAGE_SIZE && L->has_SCI_Q_ADAPTER_ATT_NUMBER_OF_ENTRIES &&
-            ntbf__dol_qadapter(L, h->ano, 0, SC(L, SCI_Q_ADAPTER_ATT_PAGE_SIZE), &u) ==
-                SCI_ERR_OK &&
-            ntbf__dol_qadapter(L, h->ano, 0, SC(L, SCI_Q_ADAPTER_ATT_NUMBER_OF_ENTRIES), &u2) ==
-                SCI_ERR_OK &&
-            pow2(u) && u >= DOL_PAGE && u2 >= 1 && u2 <= DOL_MAX_SLOTS && a->nwin) {
-                c->nwindows = 1;
-                c->windows[0] = (struct ntbf_window){.base = a->win[0].base,
-                                                     .size = (uint64_t)u * u2,
-                                                     .slots = u2,
-                                                     .slot_size = u,
-                                                     .first_slot = 0};
-                snprintf(fig + strlen(fig), fl - strlen(fig),
-                         " window %" PRIu64 " bytes in %u slots (ATT)", (uint64_t)u * u2, u2);
-        }
+        int r = att_window(h, why, whylen);
+        if (r)
+                return r;
         /* SISCI maps any page-aligned range of a segment: page granularity everywhere. */
         for (uint32_t w = 0; w < c->nwindows; w++) {
                 struct ntbf_window *W = &c->windows[w];
@@ -203,8 +282,7 @@ static void compute_caps(struct ntbf_adapter_h *h)
                 c->dma_align = al;
                 snprintf(fig + strlen(fig), fl - strlen(fig), " DMA alignment %u", al);
         }
-        if (!strcmp(fig, "from SCIQuery:"))
-                snprintf(fig, fl, "the cluster file's (SCIQuery gave none)");
+        return 0;
 }
 
 /*
@@ -370,8 +448,9 @@ static int probe_checked(struct ntbf_backend *b, uint32_t adapter, struct ntbf_a
                 r = adapter_no(h->L, t, adapter, &h->ano, why, whylen);
         if (!r)
                 r = peer_ids(t, adapter, h->peer_id, 64, &h->npeer_ids);
+        if (!r)
+                r = compute_caps(h, why, whylen);
         if (!r) {
-                compute_caps(h);
                 h->cur = calloc(h->caps.slots, sizeof(*h->cur));
                 h->hint = calloc(h->caps.slots, sizeof(*h->hint));
                 if (!h->cur || !h->hint)
@@ -474,6 +553,10 @@ static int dol_open(const struct ntbf_backend_env *env, struct ntbf_backend **ou
                 for (uint32_t i = 0; i < n->nadapters && !r; i++) {
                         struct ntbf_adapter_h *h = NULL;
                         r = probe_checked(b, n->adapters[i], &h, why, whylen);
+                        /* The owner of the adapters (the daemon) says loudly what stands for
+                         * SISCI's figures; its programs do not repeat it. */
+                        if (!r && h->warning[0] && !env->relay)
+                                fprintf(stderr, "ntbfab dolphin: WARNING: %s\n", h->warning);
                         if (!r) {
                                 if (!b->keep) {
                                         b->keep = h->L;

@@ -10,7 +10,8 @@
 #
 # MODE conformance  ntbfab-conformance on two Dolphin adapters (ports 18501-18504)
 #      up           ntbfab up with backend dolphin: config/examples/dolphin.yaml over
-#                   quickstart.yaml; what is refused, and how it is said (ports 18511-18513)
+#                   quickstart.yaml; what is refused, and how it is said; the window's figures
+#                   from SCIQuery, or the file's when the operator says so (ports 18511-18515)
 #      device       a borrowed accelerator used through the device API, data checked, then
 #                   used by its lender (ports 18521-18523)
 #      nvme         ntbfab-nvme: a manager and clients share the simulated NVMe (18531-18533)
@@ -118,6 +119,39 @@ up)
 	NTBFAB_SISCI_ENV="NTBFAB_DIR=$inner" "$ntbfab" up "$top/outer.yaml" --dir "$top/one" \
 		>"$top/one.out" 2>&1 && fail "ntbfab up started a Dolphin cluster on one host without %n"
 	expect one 'the dolphin backend runs one node per host'
+	# The window's slots are a budget of the core: they come from SCIQuery. A library that
+	# does not answer the ATT query (the shim withholds it) is refused, naming the query and
+	# what to set; so is an answer the backend cannot use.
+	shim=$build/tests/integration/libdolphin-sisci-shim.so
+	[ -r "$shim" ] || fail "$shim was not built"
+	sed "s/:$((base + 2))/:$((base + 4))/" "$top/outer.yaml" >"$top/noatt.yaml"
+	NTBFAB_SISCI_LIB=$shim \
+		NTBFAB_SISCI_ENV="$NTBFAB_SISCI_ENV NTBFAB_TEST_SISCI_UNANSWERED=ATT_NUMBER_OF_ENTRIES" \
+		"$ntbfab" up "$top/noatt.yaml" --dir "$top/noatt" >"$top/noatt.out" 2>&1 &&
+		fail "ntbfab up planned with a window SISCI did not give"
+	expect noatt "the window's slots are the budget the core plans with, and the dolphin backend"
+	expect noatt 'SCIQuery(SCI_Q_ADAPTER, SCI_Q_ADAPTER_ATT_NUMBER_OF_ENTRIES) failed'
+	expect noatt 'set NTBFAB_DOLPHIN_FILE_FIGURES=1 to plan with the cluster file.s window instead (256 slots)'
+	"$ntbfab" down --dir "$top/noatt" >/dev/null 2>&1
+	NTBFAB_SISCI_LIB=$shim NTBFAB_SISCI_ENV="$NTBFAB_SISCI_ENV NTBFAB_TEST_SISCI_ATT_ENTRIES=0" \
+		"$ntbfab" up "$top/noatt.yaml" --dir "$top/att0" >"$top/att0.out" 2>&1 &&
+		fail "ntbfab up planned with an ATT of 0 entries"
+	expect att0 'SCIQuery gave an ATT of 0 entries of 4194304 bytes, which the backend cannot use'
+	"$ntbfab" down --dir "$top/att0" >/dev/null 2>&1
+	# The operator may plan with the file's window instead: then the file's 128 slots stand
+	# (where SISCI's 256 refused them above), and each daemon's log says so.
+	sed "s/slots: 256/slots: 128/; s/:$((base + 2))/:$((base + 5))/" "$top/outer.yaml" \
+		>"$top/filefig.yaml"
+	NTBFAB_DOLPHIN_FILE_FIGURES=1 NTBFAB_SISCI_LIB=$shim \
+		NTBFAB_SISCI_ENV="$NTBFAB_SISCI_ENV NTBFAB_TEST_SISCI_UNANSWERED=ATT_NUMBER_OF_ENTRIES" \
+		"$ntbfab" up "$top/filefig.yaml" --dir "$top/filefig" >"$top/filefig.out" 2>&1 ||
+		fail "ntbfab up with NTBFAB_DOLPHIN_FILE_FIGURES=1: $(cat "$top/filefig.out")"
+	expect filefig 'lender.ntb0 - borrower.ntb0  up'
+	for n in lender borrower; do
+		grep -q "ntbfab dolphin: WARNING: adapter $n.ntb0: SCIQuery(SCI_Q_ADAPTER, SCI_Q_ADAPTER_ATT_NUMBER_OF_ENTRIES) failed: .*; the core plans with the cluster file's window (128 slots), unchecked, because NTBFAB_DOLPHIN_FILE_FIGURES is set" \
+			"$top/filefig/log/$n.err" || fail "the daemon of $n did not say the file's window stands for SISCI's"
+	done
+	"$ntbfab" down --dir "$top/filefig" >/dev/null 2>&1 || fail "ntbfab down of the opt-in cluster failed"
 	# eXpressWare owns the links: no fault injection, said so, the cluster untouched.
 	"$ntbfab" fault link-down lender.ntb0 --dir "$outer" >"$top/fault.out" 2>&1 &&
 		fail "ntbfab fault link-down succeeded on the dolphin backend"
