@@ -15,6 +15,9 @@
 #      device       a borrowed accelerator used through the device API, data checked, then
 #                   used by its lender (ports 18521-18523)
 #      nvme         ntbfab-nvme: a manager and clients share the simulated NVMe (18531-18533)
+#      refuse       what the backend refuses (dolphin_refuse.c), each refusal leaving every
+#                   segment and connection as it was; broadcast segments on the outer cluster
+#                   (ports 18541-18546)
 set -u
 mode=$1
 build=$2
@@ -25,8 +28,9 @@ conformance) base=18500 ;;
 up) base=18510 ;;
 device) base=18520 ;;
 nvme) base=18530 ;;
+refuse) base=18540 ;;
 *)
-	echo "usage: dolphin.sh conformance|up|device|nvme BUILD SRC" >&2
+	echo "usage: dolphin.sh conformance|up|device|nvme|refuse BUILD SRC" >&2
 	exit 2
 	;;
 esac
@@ -152,6 +156,18 @@ up)
 			"$top/filefig/log/$n.err" || fail "the daemon of $n did not say the file's window stands for SISCI's"
 	done
 	"$ntbfab" down --dir "$top/filefig" >/dev/null 2>&1 || fail "ntbfab down of the opt-in cluster failed"
+	# Broadcast segments (multicast) are not the core's groups: a receiver's segment cannot
+	# join its group, the program hears so, and every budget is as it was.
+	"$ntbfab" status --dir "$outer" | sed -n '/^budgets:/,/^$/p' >"$top/budgets1.out"
+	grep -q 'lender.ntb0    lut        0      256' "$top/budgets1.out" ||
+		fail "ntbfab status shows no budgets: $(cat "$top/budgets1.out")"
+	NTBFAB_DIR=$outer NTBFAB_NODE=borrower timeout 60 \
+		"$build/frontends/sisci-compat/sisci-broadcast" -receiver >"$top/bcast.out" 2>&1 &&
+		fail "a broadcast segment joined its group on the dolphin backend"
+	expect bcast 'broadcast: SCISetSegmentAvailable failed: not supported on this fabric'
+	"$ntbfab" status --dir "$outer" | sed -n '/^budgets:/,/^$/p' >"$top/budgets2.out"
+	cmp -s "$top/budgets1.out" "$top/budgets2.out" ||
+		fail "the refused broadcast segment changed the budgets: $(diff "$top/budgets1.out" "$top/budgets2.out")"
 	# eXpressWare owns the links: no fault injection, said so, the cluster untouched.
 	"$ntbfab" fault link-down lender.ntb0 --dir "$outer" >"$top/fault.out" 2>&1 &&
 		fail "ntbfab fault link-down succeeded on the dolphin backend"
@@ -207,6 +223,21 @@ nvme)
 		--seed 8 >"$top/wrong.out" 2>&1 && fail "verify of another seed's pattern passed"
 	expect wrong 'read data other than the pattern of seed 8'
 	cat "$top/write.out" "$top/verify.out" "$top/verify_lender.out"
+	;;
+refuse)
+	# dolphin-inner.yaml and dolphin.yaml (nodes a and b) on this test's ports; the library is
+	# the shim in front of libsisci, counting each node's segments and connections.
+	sed "s/:18501/:$((base + 1))/; s/:18502/:$((base + 2))/" \
+		"$src/tests/conformance/dolphin-inner.yaml" >"$top/rinner.yaml"
+	sed "s/:18503/:$((base + 3))/; s/:18504/:$((base + 4))/" \
+		"$src/tests/conformance/dolphin.yaml" >"$top/router.yaml"
+	up inner "$top/rinner.yaml" "$inner"
+	NTBFAB_SISCI_LIB=$build/tests/integration/libdolphin-sisci-shim.so \
+		NTBFAB_SISCI_ENV="$NTBFAB_SISCI_ENV NTBFAB_TEST_SISCI_COUNTS=$top/counts.%n" \
+		"$build/tests/integration/dolphin_refuse" "$top/router.yaml" "$top/counts" \
+		>"$top/refuse.out" 2>&1 || fail "dolphin_refuse: $(cat "$top/refuse.out")"
+	cat "$top/refuse.out"
+	expect refuse 'dolphin refusals: all as expected'
 	;;
 esac
 echo "dolphin $mode: ok"

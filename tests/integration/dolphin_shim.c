@@ -9,15 +9,86 @@
  * name, separated by commas (ATT_PAGE_SIZE,ATT_NUMBER_OF_ENTRIES): those fail with
  * SCI_ERR_ILLEGAL_QUERY, as from a library that does not know them.
  * NTBFAB_TEST_SISCI_ATT_ENTRIES=N makes it answer N to SCI_Q_ADAPTER_ATT_NUMBER_OF_ENTRIES.
+ *
+ * NTBFAB_TEST_SISCI_COUNTS=FILE: the module counts the local segments the process holds and
+ * its connections to segments, and writes "segments N connections M" to FILE at each change:
+ * what a refused operation must leave as it found it (dolphin_refuse.c).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sisci_api.h"
 
-/* libsisci's own SCIQuery, under its other name (the same code). */
+/* libsisci's own functions, under their other names (the same code). */
 void _SISCI_PUBLIC_FUNC_ST_SCIQuery(unsigned int command, void *data, unsigned int flags,
                                     sci_error_t *error);
+void _SISCI_PUBLIC_FUNC_ST_SCICreateSegment(sci_desc_t sd, sci_local_segment_t *segment,
+                                            unsigned int segmentId, size_t size,
+                                            sci_cb_local_segment_t callback, void *callbackArg,
+                                            unsigned int flags, sci_error_t *error);
+void _SISCI_PUBLIC_FUNC_ST_SCIRemoveSegment(sci_local_segment_t segment, unsigned int flags,
+                                            sci_error_t *error);
+void _SISCI_PUBLIC_FUNC_ST_SCIConnectSegment(sci_desc_t sd, sci_remote_segment_t *segment,
+                                             unsigned int nodeId, unsigned int segmentId,
+                                             unsigned int localAdapterNo,
+                                             sci_cb_remote_segment_t callback, void *callbackArg,
+                                             unsigned int timeout, unsigned int flags,
+                                             sci_error_t *error);
+void _SISCI_PUBLIC_FUNC_ST_SCIDisconnectSegment(sci_remote_segment_t segment, unsigned int flags,
+                                                sci_error_t *error);
+
+static long segments, connections;
+
+static void count(long *what, long delta, sci_error_t e)
+{
+        if (e != SCI_ERR_OK)
+                return;
+        __atomic_add_fetch(what, delta, __ATOMIC_SEQ_CST);
+        const char *path = getenv("NTBFAB_TEST_SISCI_COUNTS");
+        if (!path || !*path)
+                return;
+        char tmp[4096];
+        snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+        FILE *f = fopen(tmp, "w");
+        if (!f)
+                return;
+        fprintf(f, "segments %ld connections %ld\n", __atomic_load_n(&segments, __ATOMIC_SEQ_CST),
+                __atomic_load_n(&connections, __ATOMIC_SEQ_CST));
+        if (!fclose(f))
+                rename(tmp, path);
+}
+
+void SCICreateSegment(sci_desc_t sd, sci_local_segment_t *segment, unsigned int segmentId,
+                      size_t size, sci_cb_local_segment_t callback, void *callbackArg,
+                      unsigned int flags, sci_error_t *error)
+{
+        _SISCI_PUBLIC_FUNC_ST_SCICreateSegment(sd, segment, segmentId, size, callback, callbackArg,
+                                               flags, error);
+        count(&segments, 1, *error);
+}
+
+void SCIRemoveSegment(sci_local_segment_t segment, unsigned int flags, sci_error_t *error)
+{
+        _SISCI_PUBLIC_FUNC_ST_SCIRemoveSegment(segment, flags, error);
+        count(&segments, -1, *error);
+}
+
+void SCIConnectSegment(sci_desc_t sd, sci_remote_segment_t *segment, unsigned int nodeId,
+                       unsigned int segmentId, unsigned int localAdapterNo,
+                       sci_cb_remote_segment_t callback, void *callbackArg, unsigned int timeout,
+                       unsigned int flags, sci_error_t *error)
+{
+        _SISCI_PUBLIC_FUNC_ST_SCIConnectSegment(sd, segment, nodeId, segmentId, localAdapterNo,
+                                                callback, callbackArg, timeout, flags, error);
+        count(&connections, 1, *error);
+}
+
+void SCIDisconnectSegment(sci_remote_segment_t segment, unsigned int flags, sci_error_t *error)
+{
+        _SISCI_PUBLIC_FUNC_ST_SCIDisconnectSegment(segment, flags, error);
+        count(&connections, -1, *error);
+}
 
 static const struct {
         const char *name;
