@@ -125,6 +125,14 @@ struct ntbf__d {
         struct ntbf__sx *sx; /* SISCI sessions (sisci.c) */
 
         uv_timer_t beat, lease_tick, shutdown_timer;
+        /* The loop's I/O polls (ntbfabd.c, ntbf__heard_ms). */
+        uv_prepare_t poll_prepare;
+        uv_check_t poll_check;
+        uint64_t poll_t0, poll_idle0, heard_ms;
+        /* The fabric manager's queue, resumed on the next turn of the loop (fm.h, defer). */
+        uv_idle_t fm_resume;
+        void (*fm_resume_fn)(void *);
+        void *fm_resume_arg;
         uv_signal_t sigterm, sigint, sighup;
         bool stopping;
         unsigned stop_pending;
@@ -217,5 +225,14 @@ void ntbf__handle_close(struct ntbf__d *d, struct ntbf__handle *h);
 bool ntbf__forwardable(const char *method);
 
 uint64_t ntbf__now_ms(void);
+/*
+ * The time up to which every message that reached this daemon's sockets has been read: when
+ * the loop's I/O poll last returned. A peer's silence is measured up to it, not up to the
+ * clock, so a daemon that was busy for seconds (a long request, a CPU starved by other
+ * processes) does not hold against its peers the messages it did not read meanwhile.
+ */
+uint64_t ntbf__heard_ms(const struct ntbf__d *d);
+/* Start keeping ntbf__heard_ms, before the loop runs. */
+void ntbf__heard_start(struct ntbf__d *d);
 
 #endif

@@ -22,6 +22,12 @@ static uint64_t now(struct ntbf__fm *fm)
         return fm->net.now_ms(fm->net.ctx);
 }
 
+/* Leases run out only for what this daemon could have read (fm.h). */
+static uint64_t heard(struct ntbf__fm *fm)
+{
+        return fm->net.heard_ms ? fm->net.heard_ms(fm->net.ctx) : now(fm);
+}
+
 static bool connected(struct ntbf__fm *fm, uint32_t node)
 {
         return node == fm->self || fm->net.connected(fm->net.ctx, node);
@@ -430,19 +436,52 @@ static void op_fail(struct ntbf__fm *fm, int err, const char *fmt, ...)
 }
 
 static void start_op(struct ntbf__fm *fm, struct fm_op *op);
+static void run_queue(struct ntbf__fm *fm);
 
+/* Mutations that finish at once run back to back this long, then yield to the loop. */
+#define FM_SLICE_MS 50
+/* One mutation that keeps the manager this long from everything else is logged. */
+#define FM_SLOW_MS  1000
+
+static void resume_queue(void *arg)
+{
+        struct ntbf__fm *fm = arg;
+        fm->deferred = false;
+        run_queue(fm);
+}
+
+/*
+ * Mutations that finish at once run back to back for at most FM_SLICE_MS; the rest wait for
+ * the next turn of the loop, so that the daemon reads and answers its peers (heartbeats,
+ * other requests) between them instead of going silent while a long queue drains.
+ */
 static void run_queue(struct ntbf__fm *fm)
 {
-        if (fm->running)
+        if (fm->running || fm->deferred)
                 return;
         fm->running = true;
-        while (!fm->cur && fm->qhead) {
+        uint64_t t0 = now(fm);
+        for (unsigned ran = 0; !fm->cur && fm->qhead; ran++) {
+                uint64_t t = now(fm);
+                if (ran && fm->net.defer && t - t0 >= FM_SLICE_MS) {
+                        fm->deferred = true;
+                        fm->net.defer(fm->net.ctx, resume_queue, fm);
+                        break;
+                }
                 struct fm_op *op = fm->qhead;
                 fm->qhead = op->next;
                 if (!fm->qhead)
                         fm->qtail = NULL;
                 fm->cur = op;
-                start_op(fm, op);
+                char m[sizeof(op->m)];
+                uint32_t from = op->from;
+                snprintf(m, sizeof(m), "%s", op->m);
+                start_op(fm, op); /* may finish and free op */
+                uint64_t took = now(fm) - t;
+                if (took >= FM_SLOW_MS)
+                        LOG_W("the fabric manager spent %" PRIu64 " ms on '%s' from '%s' without "
+                              "answering anything else (is this host's CPU overloaded?)",
+                              took, m, node_name(fm, from));
         }
         fm->running = false;
 }
@@ -1262,10 +1301,12 @@ static void ignore(void *arg, int err, const char *msg, struct json_object *res)
 
 void ntbf__fm_tick(struct ntbf__fm *fm)
 {
-        uint64_t t = now(fm);
+        /* What arrived while this daemon was busy is not silence: measure up to what it read. */
+        uint64_t t = heard(fm);
         for (uint32_t n = 0; n < fm->t->nnodes; n++) {
                 struct fm_node *x = &fm->nodes[n];
-                if (n == fm->self || x->expired || t - x->last_seen <= fm->t->opts.lease_ms)
+                if (n == fm->self || x->expired || t <= x->last_seen ||
+                    t - x->last_seen <= fm->t->opts.lease_ms)
                         continue;
                 bool involved = false;
                 for (struct fm_alloc *a = fm->allocs; a && !involved; a = a->next)

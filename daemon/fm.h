@@ -23,6 +23,12 @@ struct ntbf__fm_net {
         uint64_t (*now_ms)(void *ctx);
         /* Whether node's daemon is connected (this node: always). */
         bool (*connected)(void *ctx, uint32_t node);
+        /* Optional. The time up to which every message sent to this node has been read
+         * (leases are measured up to it); without it, now_ms. */
+        uint64_t (*heard_ms)(void *ctx);
+        /* Optional. Call fn(arg) on the next turn of the loop, after pending I/O; without it
+         * queued mutations run back to back. */
+        void (*defer)(void *ctx, void (*fn)(void *), void *arg);
 };
 
 struct ntbf__fm;

@@ -80,6 +80,7 @@ struct ntbf__fm {
         struct fm_node *nodes;
         struct fm_op *qhead, *qtail, *cur;
         bool running;
+        bool deferred; /* the queue goes on at the next turn of the loop */
         unsigned queued;
         /* The running mutation's programming round. */
         int pending, err;

@@ -93,6 +93,27 @@ static bool fm_connected(void *ctx, uint32_t node)
         return ntbf__peer_connected(ctx, node);
 }
 
+static uint64_t fm_heard(void *ctx)
+{
+        return ntbf__heard_ms(ctx);
+}
+
+/* The manager's queue goes on in the loop's idle phase: after timers, before the next poll. */
+static void fm_resume(uv_idle_t *h)
+{
+        struct ntbf__d *d = h->data;
+        uv_idle_stop(h);
+        d->fm_resume_fn(d->fm_resume_arg);
+}
+
+static void fm_defer(void *ctx, void (*fn)(void *), void *arg)
+{
+        struct ntbf__d *d = ctx;
+        d->fm_resume_fn = fn;
+        d->fm_resume_arg = arg;
+        uv_idle_start(&d->fm_resume, fm_resume);
+}
+
 /* ---- timers and signals -------------------------------------------------------------------- */
 
 static void beat(uv_timer_t *t)
@@ -376,7 +397,10 @@ static int start(struct ntbf__d *d, struct opts *o, char *why, size_t whylen)
         if ((r = ntbf__sock_listen(d, why, whylen)) || (r = ntbf__peers_start(d, why, whylen)))
                 return r;
         if (d->self == d->manager) {
-                struct ntbf__fm_net net = {d, fm_request, fm_notify, fm_now, fm_connected};
+                uv_idle_init(d->loop, &d->fm_resume);
+                d->fm_resume.data = d;
+                struct ntbf__fm_net net = {d,        fm_request, fm_notify, fm_now, fm_connected,
+                                           fm_heard, fm_defer};
                 if ((r = ntbf__fm_new(d->t, d->self, d->st, &net, &d->fm, why, whylen)))
                         return r;
                 ntbf__node_join(d);  /* with itself, through the loop */
@@ -501,6 +525,7 @@ int main(int argc, char **argv)
         d->lock_fd = -1;
         d->loop = uv_default_loop();
         d->start_ms = ntbf__now_ms();
+        ntbf__heard_start(d);
         char why[1024] = "";
         int r = start(d, &o, why, sizeof(why));
         if (r) {

@@ -136,6 +136,43 @@ uint64_t ntbf__now_ms(void)
         return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* ---- what has been heard ------------------------------------------------------------------- */
+
+/*
+ * heard_ms is when the loop's I/O poll last returned: its start plus the time it blocked
+ * (libuv's idle-time metric; without it, its start, at most one poll's wait early). Messages
+ * that reach a socket while a callback runs are read by the next poll.
+ */
+static void poll_begins(uv_prepare_t *h)
+{
+        struct ntbf__d *d = h->data;
+        d->poll_t0 = ntbf__now_ms();
+        d->poll_idle0 = uv_metrics_idle_time(d->loop);
+}
+
+static void poll_ended(uv_check_t *h)
+{
+        struct ntbf__d *d = h->data;
+        d->heard_ms = d->poll_t0 + (uv_metrics_idle_time(d->loop) - d->poll_idle0) / 1000000u;
+}
+
+uint64_t ntbf__heard_ms(const struct ntbf__d *d)
+{
+        return d->heard_ms;
+}
+
+void ntbf__heard_start(struct ntbf__d *d)
+{
+        d->heard_ms = ntbf__now_ms();
+        (void)uv_loop_configure(d->loop, UV_METRICS_IDLE_TIME); /* libuv >= 1.39 */
+        uv_prepare_init(d->loop, &d->poll_prepare);
+        d->poll_prepare.data = d;
+        uv_prepare_start(&d->poll_prepare, poll_begins);
+        uv_check_init(d->loop, &d->poll_check);
+        d->poll_check.data = d;
+        uv_check_start(&d->poll_check, poll_ended);
+}
+
 static const char *name_of(struct ntbf__peers *ps, uint32_t node)
 {
         return ps->d->t->nodes[node].name;
@@ -773,12 +810,14 @@ static void local_kick(struct ntbf__peers *ps)
 static void sweep(uv_timer_t *t)
 {
         struct ntbf__peers *ps = t->data;
-        uint64_t now = ntbf__now_ms();
+        /* Deadlines pass only for what this daemon has read (ntbf__heard_ms): an answer
+         * waiting in a socket while the daemon was busy is not late. */
+        uint64_t heard = ntbf__heard_ms(ps->d);
         refusal_window(ps);
         /* Handshakes that did not finish in time. */
         for (struct pconn *c = ps->hs, *next; c; c = next) {
                 next = c->hs_next;
-                if (c->deadline > now)
+                if (c->deadline > heard)
                         continue;
                 if (c->outbound)
                         LOG_D("handshake with node '%s' (%s) timed out", name_of(ps, c->peer->node),
@@ -794,7 +833,7 @@ static void sweep(uv_timer_t *t)
                 struct peer *p = &ps->v[n];
                 for (struct pending **x = &p->pending; *x;) {
                         struct pending *q = *x;
-                        if (q->deadline > now) {
+                        if (q->deadline > heard) {
                                 x = &q->next;
                                 continue;
                         }
@@ -815,7 +854,7 @@ void ntbf__peers_beat(struct ntbf__d *d)
         struct ntbf__peers *ps = d->peers;
         if (!ps)
                 return;
-        uint64_t now = ntbf__now_ms();
+        uint64_t heard = ntbf__heard_ms(d);
         struct json_object *ports = ntbf__hw_ports(d);
         if (d->fm) { /* the manager hears its own node's link states too */
                 struct json_object *self = json_object_new_object();
@@ -827,7 +866,9 @@ void ntbf__peers_beat(struct ntbf__d *d)
                 struct peer *p = &ps->v[n];
                 if (!p->c)
                         continue;
-                if (now - p->last_rx > (uint64_t)NTBF_MISSED_BEATS * NTBF_HEARTBEAT_MS) {
+                /* Silent up to what this daemon has read, not up to now (ntbf__heard_ms). */
+                if (heard > p->last_rx &&
+                    heard - p->last_rx > (uint64_t)NTBF_MISSED_BEATS * NTBF_HEARTBEAT_MS) {
                         LOG_W("node '%s' is unreachable: %d heartbeats missed", name_of(ps, n),
                               NTBF_MISSED_BEATS);
                         conn_close(p->c, "heartbeats missed");

@@ -35,7 +35,12 @@ struct fx {
         uint32_t self;
         uint64_t now;
         bool up[16];
-        bool autoanswer;       /* answer programming requests at once */
+        bool autoanswer; /* answer programming requests at once */
+        uint64_t step;   /* the clock moves this much at every reading (slow work) */
+        bool use_heard;  /* the daemon read its sockets up to `heard`, not up to now */
+        uint64_t heard;
+        void (*deferred)(void *); /* the manager's queue, waiting for the next turn */
+        void *deferred_arg;
         int fail_node;         /* this node's "program" fails (-1: none) */
         struct req q[MAX_REQ]; /* requests held when not auto-answering */
         int nq;
@@ -108,7 +113,34 @@ static void net_notify(void *ctx, uint32_t node, const char *m, struct json_obje
 
 static uint64_t net_now(void *ctx)
 {
-        return ((struct fx *)ctx)->now;
+        struct fx *f = ctx;
+        f->now += f->step;
+        return f->now;
+}
+
+static uint64_t net_heard(void *ctx)
+{
+        struct fx *f = ctx;
+        return f->use_heard ? f->heard : f->now;
+}
+
+static void net_defer(void *ctx, void (*fn)(void *), void *arg)
+{
+        struct fx *f = ctx;
+        assert_null(f->deferred); /* one queue, deferred once */
+        f->deferred = fn;
+        f->deferred_arg = arg;
+}
+
+/* The next turn of the loop: the deferred queue goes on. */
+static bool next_turn(struct fx *f)
+{
+        void (*fn)(void *) = f->deferred;
+        if (!fn)
+                return false;
+        f->deferred = NULL;
+        fn(f->deferred_arg);
+        return true;
 }
 
 static bool net_connected(void *ctx, uint32_t node)
@@ -186,7 +218,8 @@ static uint32_t fdid(struct fx *f, const char *nodename, const char *dev)
         return ntbf__fdid_of(f->t, d, 0);
 }
 
-static const struct ntbf__fm_net netops = {NULL, net_request, net_notify, net_now, net_connected};
+static const struct ntbf__fm_net netops = {NULL,          net_request, net_notify, net_now,
+                                           net_connected, net_heard,   net_defer};
 
 static void fm_start(struct fx *f)
 {
@@ -544,6 +577,90 @@ static void test_leases(void **state)
         fx_free(f);
 }
 
+/*
+ * A manager busy for longer than a lease (a long queue, a starved CPU) does not hold against
+ * the nodes the heartbeats it did not read meanwhile; and a long queue of mutations yields to
+ * the loop between them, so that heartbeats are read and sent while it drains.
+ */
+static void test_busy_manager(void **state)
+{
+        (void)state;
+        struct fx *f = fx_new(THREE, NULL, "lender3");
+        register_all(f);
+        uint32_t acc1 = fdid(f, "lender1", "acc1"), acc2 = fdid(f, "lender2", "acc2");
+        uint32_t b = node(f, "borrower");
+        uint32_t lease = f->t->opts.lease_ms;
+        char p1[64], p2[64];
+        snprintf(p1, sizeof(p1), "{\"fdid\":%u}", acc1);
+        snprintf(p2, sizeof(p2), "{\"fdid\":%u}", acc2);
+        ok(call(f, b, "borrow", p1));
+
+        /* Busy for two leases: what was not read is not silence. */
+        f->use_heard = true;
+        f->heard = f->now;
+        f->now += 2 * (uint64_t)lease;
+        ntbf__fm_tick(f->fm);
+        assert_string_equal(state_of(f, acc1), "exclusive");
+        /* The next poll reads every node's heartbeat: still nobody is silent. */
+        f->heard = f->now;
+        for (uint32_t n = 0; n < f->t->nnodes; n++)
+                ntbf__fm_seen(f->fm, n, NULL);
+        ntbf__fm_tick(f->fm);
+        assert_string_equal(state_of(f, acc1), "exclusive");
+        /* Silence that was read as silence still ends the lease. */
+        f->now += lease + 1;
+        f->heard = f->now;
+        for (uint32_t n = 0; n < f->t->nnodes; n++)
+                if (n != b)
+                        ntbf__fm_seen(f->fm, n, NULL);
+        ntbf__fm_tick(f->fm);
+        assert_string_equal(state_of(f, acc1), "available");
+        f->use_heard = false;
+        ntbf__fm_seen(f->fm, b, NULL);
+        ok(call(f, b, "sync", "{}"));
+
+        /* A queue that takes long: the first mutation waits for the lender's answer, three
+         * more queue behind it. */
+        f->autoanswer = false;
+        struct ans a[4] = {{0}};
+        const char *m[4] = {"borrow", "borrow", "return", "return"};
+        const char *prm[4] = {p1, p2, p1, p2};
+        for (int i = 0; i < 4; i++) {
+                struct json_object *p = json_tokener_parse(prm[i]);
+                ntbf__fm_request(f->fm, b, m[i], p, got, &a[i]);
+                json_object_put(p);
+        }
+        assert_false(a[0].done);
+        assert_int_equal(ntbf__fm_busy(f->fm), 4);
+        /* Each reading of the clock now costs 30 ms: the queue runs one slice (50 ms) of
+         * mutations, then waits for the next turn of the loop, in order. */
+        f->autoanswer = true;
+        f->step = 30;
+        answer_all(f, 0);
+        assert_true(a[0].done && a[1].done);
+        assert_false(a[2].done);
+        assert_non_null(f->deferred);
+        int turns = 0;
+        while (next_turn(f))
+                turns++;
+        assert_true(turns >= 1);
+        for (int i = 0; i < 4; i++) {
+                if (a[i].err)
+                        fail_msg("%s %d: %d %s", m[i], i, a[i].err, a[i].msg);
+                json_object_put(a[i].res);
+        }
+        assert_int_equal(ntbf__fm_busy(f->fm), 0);
+        assert_string_equal(state_of(f, acc1), "available");
+        assert_string_equal(state_of(f, acc2), "available");
+        /* Without slow work the whole queue runs in one turn. */
+        f->step = 0;
+        ok(call(f, b, "borrow", p1));
+        ok(call(f, b, "return", p1));
+        assert_null(f->deferred);
+        assert_baseline(f);
+        fx_free(f);
+}
+
 /* The manager restarts: the state is rebuilt exactly from the stored plans, in order. */
 static void test_restart_replays(void **state)
 {
@@ -760,6 +877,7 @@ int main(void)
             cmocka_unit_test(test_frontends),
             cmocka_unit_test(test_rollback),
             cmocka_unit_test(test_leases),
+            cmocka_unit_test(test_busy_manager),
             cmocka_unit_test(test_restart_replays),
             cmocka_unit_test(test_cycles),
             cmocka_unit_test(test_map_peer),
