@@ -172,6 +172,23 @@ def main():
     say(f"kernel {kver}, ntbfab_shadow.ko and ntbfab_mdev.ko built, L1 under {accel} ({why})")
     log, wall, err = boot(out, accel, kern, initrd, l2kern, l2initrd)
     results, figures, text = gk.parse(log)
+    if "l2_boot_to_init_s" not in figures and "MDEVTIER DONE" in text:
+        # L2 died before its /init printed a line (seen once in six runs; cause not found,
+        # nested SVM under TCG suspected). What ntbfab owes a VM that dies is still judged on
+        # that run (the borrow comes back, the instance is removed, L1's kernel is clean);
+        # the rest is judged on a second run of the tier.
+        say("L2 never reached its /init; L1's log of that run is guest-first.log; "
+            "running the tier once more")
+        say("L1's account of it: " + " | ".join(
+            ln for ln in text.splitlines() if "L2" in ln or "RESULT" in ln)[-1500:])
+        shutil.copy(log, os.path.join(out, "guest-first.log"))
+        first = results
+        log, wall2, err = boot(out, accel, kern, initrd, l2kern, l2initrd)
+        wall += wall2
+        results, figures, text = gk.parse(log)
+        for name in ["returned-after-poweroff", "mdev-remove", "kernel-clean"]:
+            ok, detail = first.get(name, (False, "missing: the guest never reported it"))
+            results["died-" + name] = (ok, "the run whose L2 died: " + detail)
     rows, failed = [], False
     for name in EXPECTED:
         ok, detail = results.get(name, (False, "missing: the guest never reported it"))
