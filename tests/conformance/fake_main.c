@@ -124,8 +124,9 @@ int main(int argc, char **argv)
                         fprintf(stderr, "ntbfab-conformance-fake: cannot start the model\n");
                         return 1;
                 }
-                /* The model ticks every 200 us: poll as often, up to a second. */
-                setenv("NTBFAB_STX_POLL", "200,5000", 0);
+                /* The model ticks every 200 us: poll every ms; 60000 polls bound the wait only (a
+                 * loaded machine may not run the model thread for seconds). */
+                setenv("NTBFAB_STX_POLL", "1000,60000", 0);
         }
 
         /* The suite's arguments: argv[0], what follows --, and --dir with the model. */
