@@ -979,6 +979,41 @@ static void load_cluster(struct ld *ld, uint32_t v)
         get_account(ld, vals[C_SOCKET_GROUP], "'socket_group'", "a group name", o->socket_group);
 }
 
+/*
+ * With backend switchtec, every adapter says where its switch is (docs/switchtec.md): the GAS
+ * (a file to map, or mrpc with the management device) and its NT partition, which its peers
+ * need too (they write the LUT entries of its partition that lead into their memory).
+ */
+static void check_switchtec(struct ld *ld)
+{
+        if (strcmp(ld->t->backend, "switchtec"))
+                return;
+        for (uint32_t i = 0; i < ld->t->nadapters; i++) {
+                const struct ntbf_adapter *a = &ld->t->adapters[i];
+                const char *nn = ld->t->nodes[a->node].name;
+                const struct ntbf_stx_params *x = &a->stx;
+                struct ntbf_loc l = x->loc.line ? x->loc : a->loc;
+                if (!x->gas[0])
+                        err(ld, l,
+                            "adapter %s.%s: the switchtec backend needs its switch: add "
+                            "switchtec: {gas: /sys/bus/pci/devices/BDF/resource0, partition: N} "
+                            "(the switch management function's BAR0), or {gas: mrpc, device: "
+                            "/dev/switchtecN, partition: N}",
+                            nn, a->name);
+                else if (!strcmp(x->gas, "mrpc") && !x->device[0])
+                        err(ld, l,
+                            "adapter %s.%s: switchtec: {gas: mrpc} reaches the switch through "
+                            "its management device: add device: /dev/switchtecN",
+                            nn, a->name);
+                if (x->gas[0] && x->partition < 0)
+                        err(ld, l,
+                            "adapter %s.%s: the switchtec backend needs the NT partition in the "
+                            "file (its peers program its LUT entries): add partition: N to its "
+                            "switchtec: (ntbfab switchtec status shows the partition)",
+                            nn, a->name);
+        }
+}
+
 /* cluster.manager names a node of the file. */
 static void check_manager(struct ld *ld)
 {
@@ -2053,6 +2088,7 @@ static void load_root(struct ld *ld)
                         load_node(ld, item);
         }
         check_manager(ld);
+        check_switchtec(ld);
         if (take_list(ld, vals[T_SWITCHES], "'switches'", "a list of switches", &item)) {
                 for (; item != NONE; item = next(ld, item))
                         load_switch(ld, item);

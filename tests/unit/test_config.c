@@ -265,6 +265,43 @@ static void test_overrides_and_units(void **state)
  * one BAR), a fixed BAR base, defaults; a model's windows, and the single-window keys as
  * shorthand that replaces them.
  */
+/* backend switchtec: each adapter says where its switch is, or the error names its line. */
+static void test_switchtec_needs_its_switch(void **state)
+{
+        (void)state;
+        const char *y = "cluster: {name: c, backend: switchtec}\n"
+                        "nodes:\n"
+                        "  - name: a\n"
+                        "    id: 4\n"
+                        "    address: 'x:1'\n"
+                        "    adapters:\n"
+                        "      - {name: n, model: switchtec-pfx}\n"
+                        "  - name: b\n"
+                        "    id: 8\n"
+                        "    address: 'x:2'\n"
+                        "    adapters:\n"
+                        "      - name: n\n"
+                        "        model: switchtec-pfx\n"
+                        "        switchtec: {gas: mrpc, partition: 1}\n"
+                        "  - name: c\n"
+                        "    id: 9\n"
+                        "    address: 'x:3'\n"
+                        "    adapters:\n"
+                        "      - name: n\n"
+                        "        model: switchtec-pfx\n"
+                        "        switchtec: {gas: /sys/bus/pci/devices/0000:03:00.1/resource0}\n";
+        char *e = load_errors(y, strlen(y));
+        assert_non_null(strstr(e,
+                               "t.yaml:7:16: error: adapter a.n: the switchtec backend needs its "
+                               "switch: add switchtec: {gas: "));
+        assert_non_null(strstr(e, "t.yaml:14:20: error: adapter b.n: switchtec: {gas: mrpc} "
+                                  "reaches the switch through its management device: add device: "
+                                  "/dev/switchtecN\n"));
+        assert_non_null(strstr(e, "t.yaml:21:20: error: adapter c.n: the switchtec backend needs "
+                                  "the NT partition in the file"));
+        free(e);
+}
+
 static void test_backend_names_from_registry(void **state)
 {
         (void)state;
@@ -273,16 +310,19 @@ static void test_backend_names_from_registry(void **state)
         char names[512] = "";
         size_t o = 0, n = 0;
         for (const struct ntbf_backend_entry *e; (e = ntbf_backend_entry_at(n)); n++) {
-                char y[512];
+                char y[640];
+                /* The switchtec backend needs to know where each adapter's switch is. */
+                bool stx = !strcmp(e->name, "switchtec");
                 snprintf(y, sizeof(y),
                          "cluster: {name: c, backend: %s}\n"
                          "nodes:\n"
                          "  - {name: a, id: 4, address: 'x:1', adapters: [{name: n, model: "
-                         "pxh830}]}\n"
+                         "pxh830%s}]}\n"
                          "  - {name: b, id: 8, address: 'x:2', adapters: [{name: n, model: "
-                         "pxh830}]}\n"
+                         "pxh830%s}]}\n"
                          "links: [[a.n, b.n]]\n",
-                         e->name);
+                         e->name, stx ? ", switchtec: {gas: g, partition: 0}" : "",
+                         stx ? ", switchtec: {gas: g, partition: 1}" : "");
                 struct ntbf_topo *t = load_ok(y);
                 assert_string_equal(t->backend, e->name);
                 ntbf_topo_free(t);
@@ -707,6 +747,7 @@ int main(void)
             cmocka_unit_test(test_overrides_and_units),
             cmocka_unit_test(test_windows_keys),
             cmocka_unit_test(test_backend_names_from_registry),
+            cmocka_unit_test(test_switchtec_needs_its_switch),
             cmocka_unit_test(test_bar_forms),
             cmocka_unit_test(test_sim_overrides),
             cmocka_unit_test(test_links_ports_latency),
