@@ -139,6 +139,8 @@ struct lntb {
         int wfd[LNTB_MAX_MW];
         /* window_write's mapping of each window, made when first needed. */
         uint8_t *wmap[NTBF_MAX_WINDOWS];
+        /* A backend built on this one whose handle is this struct: its state (NULL). */
+        void *upper;
 };
 
 /* ---- the backend and its adapters (the vtable's open, close, probe, release, caps) ------- */
@@ -258,6 +260,42 @@ void lntb_wake(struct lntb *l);
 int lntb_pool_alloc(struct lntb *l, uint64_t client, uint64_t size, uint64_t align,
                     struct lntb_pool **pool, uint64_t *off);
 int lntb_pool_free(struct lntb *l, uint64_t client, uint64_t bus);
+
+/* The vtable's callbacks that only pass a handle's call on to lntb_*: a backend built on this
+ * one whose adapter handle is the struct lntb (backends/switchtec) puts them in its own
+ * vtable for what it does not change. */
+int lntb_op_link_state(struct ntbf_adapter_h *h, uint32_t port, bool *up);
+int lntb_op_link_enable(struct ntbf_adapter_h *h, uint32_t port);
+int lntb_op_link_disable(struct ntbf_adapter_h *h, uint32_t port);
+int lntb_op_set_events(struct ntbf_adapter_h *h, const struct ntbf_event_ops *ops, void *ctx);
+int lntb_op_event_fd(struct ntbf_adapter_h *h);
+int lntb_op_process_events(struct ntbf_adapter_h *h);
+int lntb_op_map_window(struct ntbf_adapter_h *h, uint32_t win, uint64_t offset, uint64_t size,
+                       unsigned flags, void **addr);
+int lntb_op_unmap_window(struct ntbf_adapter_h *h, void *addr, uint64_t size);
+int lntb_op_window_write(struct ntbf_adapter_h *h, uint32_t win, uint64_t offset, const void *buf,
+                         uint64_t len);
+int lntb_op_mem_alloc(struct ntbf_adapter_h *h, uint64_t size, uint64_t align,
+                      struct ntbf_mem *out);
+int lntb_op_mem_free(struct ntbf_adapter_h *h, struct ntbf_mem *m);
+int lntb_op_mem_map(struct ntbf_adapter_h *h, uint64_t bus_addr, uint64_t size, void **addr);
+int lntb_op_mem_unmap(struct ntbf_adapter_h *h, void *addr, uint64_t size);
+int lntb_op_db_read(struct ntbf_adapter_h *h, uint64_t *bits);
+int lntb_op_db_clear(struct ntbf_adapter_h *h, uint64_t bits);
+int lntb_op_db_set_mask(struct ntbf_adapter_h *h, uint64_t bits);
+int lntb_op_db_clear_mask(struct ntbf_adapter_h *h, uint64_t bits);
+int lntb_op_peer_db_set(struct ntbf_adapter_h *h, uint32_t peer, uint64_t bits);
+int lntb_op_spad_read(struct ntbf_adapter_h *h, uint32_t idx, uint32_t *val);
+int lntb_op_spad_write(struct ntbf_adapter_h *h, uint32_t idx, uint32_t val);
+int lntb_op_peer_spad_read(struct ntbf_adapter_h *h, uint32_t peer, uint32_t idx, uint32_t *val);
+int lntb_op_peer_spad_write(struct ntbf_adapter_h *h, uint32_t peer, uint32_t idx, uint32_t val);
+int lntb_op_peer_msg_write(struct ntbf_adapter_h *h, uint32_t peer, uint32_t midx, uint32_t val);
+int lntb_op_msg_read(struct ntbf_adapter_h *h, uint32_t midx, uint32_t *peer, uint32_t *val);
+int lntb_op_irq_alloc(struct ntbf_adapter_h *h, struct ntbf_irq *out);
+int lntb_op_irq_free(struct ntbf_adapter_h *h, struct ntbf_irq *irq);
+int lntb_op_serve(struct ntbf_adapter_h *h, uint64_t client, const void *req, size_t reqlen,
+                  void *ans, size_t anslen, size_t *got, int *fds, unsigned maxfds, unsigned *nfds);
+void lntb_op_client_gone(struct ntbf_adapter_h *h, uint64_t client);
 
 /* The vtable (ops.c), and the backend's name in the registry. */
 extern const struct ntbf_backend_ops ntbf__linux_ntb_ops;

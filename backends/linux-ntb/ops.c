@@ -42,32 +42,32 @@ static int ln_caps(struct ntbf_adapter_h *h, struct ntbf_caps *out)
         return lntb_caps(L(h), out);
 }
 
-static int ln_link_state(struct ntbf_adapter_h *h, uint32_t port, bool *up)
+int lntb_op_link_state(struct ntbf_adapter_h *h, uint32_t port, bool *up)
 {
         return lntb_link_state(L(h), port, up);
 }
 
-static int ln_link_enable(struct ntbf_adapter_h *h, uint32_t port)
+int lntb_op_link_enable(struct ntbf_adapter_h *h, uint32_t port)
 {
         return lntb_link_enable(L(h), port);
 }
 
-static int ln_link_disable(struct ntbf_adapter_h *h, uint32_t port)
+int lntb_op_link_disable(struct ntbf_adapter_h *h, uint32_t port)
 {
         return lntb_link_disable(L(h), port);
 }
 
-static int ln_set_events(struct ntbf_adapter_h *h, const struct ntbf_event_ops *ops, void *ctx)
+int lntb_op_set_events(struct ntbf_adapter_h *h, const struct ntbf_event_ops *ops, void *ctx)
 {
         return lntb_set_events(L(h), ops, ctx);
 }
 
-static int ln_event_fd(struct ntbf_adapter_h *h)
+int lntb_op_event_fd(struct ntbf_adapter_h *h)
 {
         return lntb_event_fd(L(h));
 }
 
-static int ln_process_events(struct ntbf_adapter_h *h)
+int lntb_op_process_events(struct ntbf_adapter_h *h)
 {
         return lntb_process_events(L(h));
 }
@@ -93,117 +93,115 @@ static int ln_peer_xlat_clear(struct ntbf_adapter_h *h, uint32_t peer, uint32_t 
         return lntb_peer_xlat_clear(L(h), peer, slot);
 }
 
-static int ln_map_window(struct ntbf_adapter_h *h, uint32_t win, uint64_t offset, uint64_t size,
-                         unsigned flags, void **addr)
+int lntb_op_map_window(struct ntbf_adapter_h *h, uint32_t win, uint64_t offset, uint64_t size,
+                       unsigned flags, void **addr)
 {
         return lntb_map_window(L(h), win, offset, size, flags, addr);
 }
 
-static int ln_unmap_window(struct ntbf_adapter_h *h, void *addr, uint64_t size)
+int lntb_op_unmap_window(struct ntbf_adapter_h *h, void *addr, uint64_t size)
 {
         return lntb_unmap_window(L(h), addr, size);
 }
 
-static int ln_window_write(struct ntbf_adapter_h *h, uint32_t win, uint64_t offset, const void *buf,
-                           uint64_t len)
+int lntb_op_window_write(struct ntbf_adapter_h *h, uint32_t win, uint64_t offset, const void *buf,
+                         uint64_t len)
 {
         return lntb_window_write(L(h), win, offset, buf, len);
 }
 
-static int ln_mem_alloc(struct ntbf_adapter_h *h, uint64_t size, uint64_t align,
-                        struct ntbf_mem *out)
+int lntb_op_mem_alloc(struct ntbf_adapter_h *h, uint64_t size, uint64_t align, struct ntbf_mem *out)
 {
         return lntb_mem_alloc(L(h), size, align, out);
 }
 
-static int ln_mem_free(struct ntbf_adapter_h *h, struct ntbf_mem *m)
+int lntb_op_mem_free(struct ntbf_adapter_h *h, struct ntbf_mem *m)
 {
         return lntb_mem_free(L(h), m);
 }
 
-static int ln_mem_map(struct ntbf_adapter_h *h, uint64_t bus_addr, uint64_t size, void **addr)
+int lntb_op_mem_map(struct ntbf_adapter_h *h, uint64_t bus_addr, uint64_t size, void **addr)
 {
         return lntb_mem_map(L(h), bus_addr, size, addr);
 }
 
-static int ln_mem_unmap(struct ntbf_adapter_h *h, void *addr, uint64_t size)
+int lntb_op_mem_unmap(struct ntbf_adapter_h *h, void *addr, uint64_t size)
 {
         return lntb_mem_unmap(L(h), addr, size);
 }
 
-static int ln_db_read(struct ntbf_adapter_h *h, uint64_t *bits)
+int lntb_op_db_read(struct ntbf_adapter_h *h, uint64_t *bits)
 {
         return lntb_db_read(L(h), bits);
 }
 
-static int ln_db_clear(struct ntbf_adapter_h *h, uint64_t bits)
+int lntb_op_db_clear(struct ntbf_adapter_h *h, uint64_t bits)
 {
         return lntb_db_clear(L(h), bits);
 }
 
-static int ln_db_set_mask(struct ntbf_adapter_h *h, uint64_t bits)
+int lntb_op_db_set_mask(struct ntbf_adapter_h *h, uint64_t bits)
 {
         return lntb_db_set_mask(L(h), bits);
 }
 
-static int ln_db_clear_mask(struct ntbf_adapter_h *h, uint64_t bits)
+int lntb_op_db_clear_mask(struct ntbf_adapter_h *h, uint64_t bits)
 {
         return lntb_db_clear_mask(L(h), bits);
 }
 
-static int ln_peer_db_set(struct ntbf_adapter_h *h, uint32_t peer, uint64_t bits)
+int lntb_op_peer_db_set(struct ntbf_adapter_h *h, uint32_t peer, uint64_t bits)
 {
         return lntb_peer_db_set(L(h), peer, bits);
 }
 
-static int ln_spad_read(struct ntbf_adapter_h *h, uint32_t idx, uint32_t *val)
+int lntb_op_spad_read(struct ntbf_adapter_h *h, uint32_t idx, uint32_t *val)
 {
         return lntb_spad_read(L(h), idx, val);
 }
 
-static int ln_spad_write(struct ntbf_adapter_h *h, uint32_t idx, uint32_t val)
+int lntb_op_spad_write(struct ntbf_adapter_h *h, uint32_t idx, uint32_t val)
 {
         return lntb_spad_write(L(h), idx, val);
 }
 
-static int ln_peer_spad_read(struct ntbf_adapter_h *h, uint32_t peer, uint32_t idx, uint32_t *val)
+int lntb_op_peer_spad_read(struct ntbf_adapter_h *h, uint32_t peer, uint32_t idx, uint32_t *val)
 {
         return lntb_peer_spad_read(L(h), peer, idx, val);
 }
 
-static int ln_peer_spad_write(struct ntbf_adapter_h *h, uint32_t peer, uint32_t idx, uint32_t val)
+int lntb_op_peer_spad_write(struct ntbf_adapter_h *h, uint32_t peer, uint32_t idx, uint32_t val)
 {
         return lntb_peer_spad_write(L(h), peer, idx, val);
 }
 
-static int ln_peer_msg_write(struct ntbf_adapter_h *h, uint32_t peer, uint32_t midx, uint32_t val)
+int lntb_op_peer_msg_write(struct ntbf_adapter_h *h, uint32_t peer, uint32_t midx, uint32_t val)
 {
         return lntb_peer_msg_write(L(h), peer, midx, val);
 }
 
-static int ln_msg_read(struct ntbf_adapter_h *h, uint32_t midx, uint32_t *peer, uint32_t *val)
+int lntb_op_msg_read(struct ntbf_adapter_h *h, uint32_t midx, uint32_t *peer, uint32_t *val)
 {
         return lntb_msg_read(L(h), midx, peer, val);
 }
 
-static int ln_irq_alloc(struct ntbf_adapter_h *h, struct ntbf_irq *out)
+int lntb_op_irq_alloc(struct ntbf_adapter_h *h, struct ntbf_irq *out)
 {
         return lntb_irq_alloc(L(h), out);
 }
 
-static int ln_irq_free(struct ntbf_adapter_h *h, struct ntbf_irq *irq)
+int lntb_op_irq_free(struct ntbf_adapter_h *h, struct ntbf_irq *irq)
 {
         return lntb_irq_free(L(h), irq);
 }
 
-static int ln_serve(struct ntbf_adapter_h *h, uint64_t client, const void *req, size_t reqlen,
-                    void *ans, size_t anslen, size_t *got, int *fds, unsigned maxfds,
-                    unsigned *nfds)
+int lntb_op_serve(struct ntbf_adapter_h *h, uint64_t client, const void *req, size_t reqlen,
+                  void *ans, size_t anslen, size_t *got, int *fds, unsigned maxfds, unsigned *nfds)
 {
         return lntb_serve(L(h), client, req, reqlen, ans, anslen, got, fds, maxfds, nfds);
 }
 
-static void ln_client_gone(struct ntbf_adapter_h *h, uint64_t client)
+void lntb_op_client_gone(struct ntbf_adapter_h *h, uint64_t client)
 {
         lntb_client_gone(L(h), client);
 }
@@ -215,36 +213,36 @@ const struct ntbf_backend_ops ntbf__linux_ntb_ops = {
     .probe = ln_probe,
     .release = ln_release,
     .caps = ln_caps,
-    .link_state = ln_link_state,
-    .link_enable = ln_link_enable,
-    .link_disable = ln_link_disable,
-    .set_events = ln_set_events,
-    .event_fd = ln_event_fd,
-    .process_events = ln_process_events,
+    .link_state = lntb_op_link_state,
+    .link_enable = lntb_op_link_enable,
+    .link_disable = lntb_op_link_disable,
+    .set_events = lntb_op_set_events,
+    .event_fd = lntb_op_event_fd,
+    .process_events = lntb_op_process_events,
     .xlat_set = ln_xlat_set,
     .xlat_clear = ln_xlat_clear,
     .peer_xlat_set = ln_peer_xlat_set,
     .peer_xlat_clear = ln_peer_xlat_clear,
-    .map_window = ln_map_window,
-    .unmap_window = ln_unmap_window,
-    .window_write = ln_window_write,
-    .mem_alloc = ln_mem_alloc,
-    .mem_free = ln_mem_free,
-    .mem_map = ln_mem_map,
-    .mem_unmap = ln_mem_unmap,
-    .db_read = ln_db_read,
-    .db_clear = ln_db_clear,
-    .db_set_mask = ln_db_set_mask,
-    .db_clear_mask = ln_db_clear_mask,
-    .peer_db_set = ln_peer_db_set,
-    .spad_read = ln_spad_read,
-    .spad_write = ln_spad_write,
-    .peer_spad_read = ln_peer_spad_read,
-    .peer_spad_write = ln_peer_spad_write,
-    .peer_msg_write = ln_peer_msg_write,
-    .msg_read = ln_msg_read,
-    .irq_alloc = ln_irq_alloc,
-    .irq_free = ln_irq_free,
-    .serve = ln_serve,
-    .client_gone = ln_client_gone,
+    .map_window = lntb_op_map_window,
+    .unmap_window = lntb_op_unmap_window,
+    .window_write = lntb_op_window_write,
+    .mem_alloc = lntb_op_mem_alloc,
+    .mem_free = lntb_op_mem_free,
+    .mem_map = lntb_op_mem_map,
+    .mem_unmap = lntb_op_mem_unmap,
+    .db_read = lntb_op_db_read,
+    .db_clear = lntb_op_db_clear,
+    .db_set_mask = lntb_op_db_set_mask,
+    .db_clear_mask = lntb_op_db_clear_mask,
+    .peer_db_set = lntb_op_peer_db_set,
+    .spad_read = lntb_op_spad_read,
+    .spad_write = lntb_op_spad_write,
+    .peer_spad_read = lntb_op_peer_spad_read,
+    .peer_spad_write = lntb_op_peer_spad_write,
+    .peer_msg_write = lntb_op_peer_msg_write,
+    .msg_read = lntb_op_msg_read,
+    .irq_alloc = lntb_op_irq_alloc,
+    .irq_free = lntb_op_irq_free,
+    .serve = lntb_op_serve,
+    .client_gone = lntb_op_client_gone,
 };

@@ -59,8 +59,9 @@ struct swh {
         pthread_mutex_t mu; /* requester adds and deletes of several entries */
 };
 
-#define H(h)  ((struct swh *)(void *)(h))
-#define L(h)  (H(h)->l)
+/* The adapter handle is the lower layer's struct lntb (so that what this backend does not
+ * change is linux-ntb's own callbacks, lntb_op_*); this backend's state hangs off it. */
+#define H(h)  ((struct swh *)((struct lntb *)(void *)(h))->upper)
 #define SB(b) ((struct swb *)(void *)(b))
 
 static int say(char *why, size_t len, int rc, const char *fmt, ...) NTBF_PRINTF(4, 5);
@@ -371,7 +372,8 @@ static int sw_probe(struct ntbf_backend *bb, uint32_t adapter, struct ntbf_adapt
                 free(h);
                 return r;
         }
-        *out = (struct ntbf_adapter_h *)(void *)h;
+        h->l->upper = h;
+        *out = (struct ntbf_adapter_h *)(void *)h->l;
         return 0;
 }
 
@@ -595,153 +597,6 @@ static int sw_rid_del(struct ntbf_adapter_h *hh, const struct ntbf_rid *r)
         return rc;
 }
 
-/* ---- everything else: the lower layer ------------------------------------------------------ */
-
-static int sw_link_state(struct ntbf_adapter_h *h, uint32_t port, bool *up)
-{
-        return lntb_link_state(L(h), port, up);
-}
-
-static int sw_link_enable(struct ntbf_adapter_h *h, uint32_t port)
-{
-        return lntb_link_enable(L(h), port);
-}
-
-static int sw_link_disable(struct ntbf_adapter_h *h, uint32_t port)
-{
-        return lntb_link_disable(L(h), port);
-}
-
-static int sw_set_events(struct ntbf_adapter_h *h, const struct ntbf_event_ops *ops, void *ctx)
-{
-        return lntb_set_events(L(h), ops, ctx);
-}
-
-static int sw_event_fd(struct ntbf_adapter_h *h)
-{
-        return lntb_event_fd(L(h));
-}
-
-static int sw_process_events(struct ntbf_adapter_h *h)
-{
-        return lntb_process_events(L(h));
-}
-
-static int sw_map_window(struct ntbf_adapter_h *h, uint32_t win, uint64_t offset, uint64_t size,
-                         unsigned flags, void **addr)
-{
-        return lntb_map_window(L(h), win, offset, size, flags, addr);
-}
-
-static int sw_unmap_window(struct ntbf_adapter_h *h, void *addr, uint64_t size)
-{
-        return lntb_unmap_window(L(h), addr, size);
-}
-
-static int sw_window_write(struct ntbf_adapter_h *h, uint32_t win, uint64_t offset, const void *buf,
-                           uint64_t len)
-{
-        return lntb_window_write(L(h), win, offset, buf, len);
-}
-
-static int sw_mem_alloc(struct ntbf_adapter_h *h, uint64_t size, uint64_t align,
-                        struct ntbf_mem *out)
-{
-        return lntb_mem_alloc(L(h), size, align, out);
-}
-
-static int sw_mem_free(struct ntbf_adapter_h *h, struct ntbf_mem *m)
-{
-        return lntb_mem_free(L(h), m);
-}
-
-static int sw_mem_map(struct ntbf_adapter_h *h, uint64_t bus_addr, uint64_t size, void **addr)
-{
-        return lntb_mem_map(L(h), bus_addr, size, addr);
-}
-
-static int sw_mem_unmap(struct ntbf_adapter_h *h, void *addr, uint64_t size)
-{
-        return lntb_mem_unmap(L(h), addr, size);
-}
-
-static int sw_db_read(struct ntbf_adapter_h *h, uint64_t *bits)
-{
-        return lntb_db_read(L(h), bits);
-}
-
-static int sw_db_clear(struct ntbf_adapter_h *h, uint64_t bits)
-{
-        return lntb_db_clear(L(h), bits);
-}
-
-static int sw_db_set_mask(struct ntbf_adapter_h *h, uint64_t bits)
-{
-        return lntb_db_set_mask(L(h), bits);
-}
-
-static int sw_db_clear_mask(struct ntbf_adapter_h *h, uint64_t bits)
-{
-        return lntb_db_clear_mask(L(h), bits);
-}
-
-static int sw_peer_db_set(struct ntbf_adapter_h *h, uint32_t peer, uint64_t bits)
-{
-        return lntb_peer_db_set(L(h), peer, bits);
-}
-
-static int sw_spad_read(struct ntbf_adapter_h *h, uint32_t idx, uint32_t *val)
-{
-        return lntb_spad_read(L(h), idx, val);
-}
-
-static int sw_spad_write(struct ntbf_adapter_h *h, uint32_t idx, uint32_t val)
-{
-        return lntb_spad_write(L(h), idx, val);
-}
-
-static int sw_peer_spad_read(struct ntbf_adapter_h *h, uint32_t peer, uint32_t idx, uint32_t *val)
-{
-        return lntb_peer_spad_read(L(h), peer, idx, val);
-}
-
-static int sw_peer_spad_write(struct ntbf_adapter_h *h, uint32_t peer, uint32_t idx, uint32_t val)
-{
-        return lntb_peer_spad_write(L(h), peer, idx, val);
-}
-
-static int sw_peer_msg_write(struct ntbf_adapter_h *h, uint32_t peer, uint32_t midx, uint32_t val)
-{
-        return lntb_peer_msg_write(L(h), peer, midx, val);
-}
-
-static int sw_msg_read(struct ntbf_adapter_h *h, uint32_t midx, uint32_t *peer, uint32_t *val)
-{
-        return lntb_msg_read(L(h), midx, peer, val);
-}
-
-static int sw_irq_alloc(struct ntbf_adapter_h *h, struct ntbf_irq *out)
-{
-        return lntb_irq_alloc(L(h), out);
-}
-
-static int sw_irq_free(struct ntbf_adapter_h *h, struct ntbf_irq *irq)
-{
-        return lntb_irq_free(L(h), irq);
-}
-
-static int sw_serve(struct ntbf_adapter_h *h, uint64_t client, const void *req, size_t reqlen,
-                    void *ans, size_t anslen, size_t *got, int *fds, unsigned maxfds,
-                    unsigned *nfds)
-{
-        return lntb_serve(L(h), client, req, reqlen, ans, anslen, got, fds, maxfds, nfds);
-}
-
-static void sw_client_gone(struct ntbf_adapter_h *h, uint64_t client)
-{
-        lntb_client_gone(L(h), client);
-}
-
 const struct ntbf_backend_ops ntbf__switchtec_ops = {
     .name = "switchtec",
     .open = sw_open,
@@ -749,36 +604,36 @@ const struct ntbf_backend_ops ntbf__switchtec_ops = {
     .probe = sw_probe,
     .release = sw_release,
     .caps = sw_caps,
-    .link_state = sw_link_state,
-    .link_enable = sw_link_enable,
-    .link_disable = sw_link_disable,
-    .set_events = sw_set_events,
-    .event_fd = sw_event_fd,
-    .process_events = sw_process_events,
+    .link_state = lntb_op_link_state,
+    .link_enable = lntb_op_link_enable,
+    .link_disable = lntb_op_link_disable,
+    .set_events = lntb_op_set_events,
+    .event_fd = lntb_op_event_fd,
+    .process_events = lntb_op_process_events,
     .peer_xlat_set = sw_peer_xlat_set,
     .peer_xlat_clear = sw_peer_xlat_clear,
     .rid_add = sw_rid_add,
     .rid_del = sw_rid_del,
-    .map_window = sw_map_window,
-    .unmap_window = sw_unmap_window,
-    .window_write = sw_window_write,
-    .mem_alloc = sw_mem_alloc,
-    .mem_free = sw_mem_free,
-    .mem_map = sw_mem_map,
-    .mem_unmap = sw_mem_unmap,
-    .db_read = sw_db_read,
-    .db_clear = sw_db_clear,
-    .db_set_mask = sw_db_set_mask,
-    .db_clear_mask = sw_db_clear_mask,
-    .peer_db_set = sw_peer_db_set,
-    .spad_read = sw_spad_read,
-    .spad_write = sw_spad_write,
-    .peer_spad_read = sw_peer_spad_read,
-    .peer_spad_write = sw_peer_spad_write,
-    .peer_msg_write = sw_peer_msg_write,
-    .msg_read = sw_msg_read,
-    .irq_alloc = sw_irq_alloc,
-    .irq_free = sw_irq_free,
-    .serve = sw_serve,
-    .client_gone = sw_client_gone,
+    .map_window = lntb_op_map_window,
+    .unmap_window = lntb_op_unmap_window,
+    .window_write = lntb_op_window_write,
+    .mem_alloc = lntb_op_mem_alloc,
+    .mem_free = lntb_op_mem_free,
+    .mem_map = lntb_op_mem_map,
+    .mem_unmap = lntb_op_mem_unmap,
+    .db_read = lntb_op_db_read,
+    .db_clear = lntb_op_db_clear,
+    .db_set_mask = lntb_op_db_set_mask,
+    .db_clear_mask = lntb_op_db_clear_mask,
+    .peer_db_set = lntb_op_peer_db_set,
+    .spad_read = lntb_op_spad_read,
+    .spad_write = lntb_op_spad_write,
+    .peer_spad_read = lntb_op_peer_spad_read,
+    .peer_spad_write = lntb_op_peer_spad_write,
+    .peer_msg_write = lntb_op_peer_msg_write,
+    .msg_read = lntb_op_msg_read,
+    .irq_alloc = lntb_op_irq_alloc,
+    .irq_free = lntb_op_irq_free,
+    .serve = lntb_op_serve,
+    .client_gone = lntb_op_client_gone,
 };
