@@ -525,19 +525,37 @@ static uint32_t rid_free(struct swh *h)
         return n;
 }
 
-static int sw_rid_add(struct ntbf_adapter_h *hh, const struct ntbf_rid *r, uint32_t *proxy)
+/* Check r, take the handle's lock and expand r into *rids (rid_end frees it). */
+static int rid_begin(struct swh *h, const struct ntbf_rid *r, uint16_t **rids, uint32_t *n)
 {
-        struct swh *h = H(hh);
         if (!r || r->node >= h->b->t->nnodes)
                 return -EINVAL;
         if (!h->gas)
                 return -EPERM;
-        uint16_t *rids = malloc(0x10000 * sizeof(*rids));
-        if (!rids)
+        if (!(*rids = malloc(0x10000 * sizeof(**rids))))
                 return -ENOMEM;
         pthread_mutex_lock(&h->mu);
-        uint32_t n = rid_expand(r, rids), done = 0, px = NTBF_NONE;
-        int rc = 0;
+        *n = rid_expand(r, *rids);
+        return 0;
+}
+
+static int rid_end(struct swh *h, uint16_t *rids, const char *what, int rc, const char *why)
+{
+        if (rc && why[0])
+                log_why(h, what, rc, why);
+        pthread_mutex_unlock(&h->mu);
+        free(rids);
+        return rc;
+}
+
+static int sw_rid_add(struct ntbf_adapter_h *hh, const struct ntbf_rid *r, uint32_t *proxy)
+{
+        struct swh *h = H(hh);
+        uint16_t *rids;
+        uint32_t n, done = 0, px = NTBF_NONE;
+        int rc = rid_begin(h, r, &rids, &n);
+        if (rc)
+                return rc;
         for (uint32_t i = 0; i < n && !rc; i++)
                 if (rid_reserved(h, rids[i]) || stx_rid_recorded(&h->own, rids[i], NULL))
                         rc = -EEXIST;
@@ -550,51 +568,45 @@ static int sw_rid_add(struct ntbf_adapter_h *hh, const struct ntbf_rid *r, uint3
                 if (!rc && (rids[done] == r->rid || px == NTBF_NONE))
                         px = p;
         }
-        if (rc && why[0])
-                log_why(h, "rid_add", rc, why);
-        if (rc) { /* all or nothing */
-                for (uint32_t i = 0; i + 1 < done; i++) {
-                        char w2[512];
-                        stx_rid_del(&h->own, rids[i], w2, sizeof(w2));
-                }
+        /* All or nothing: a refusal takes back the functions added before it. */
+        for (uint32_t i = 0; rc && i + 1 < done; i++) {
+                char w2[512];
+                stx_rid_del(&h->own, rids[i], w2, sizeof(w2));
         }
-        pthread_mutex_unlock(&h->mu);
-        if (rc)
-                return rc;
         /* The ID the far side sees: the proxy devfn on the bus of the NT endpoint (bus 0 of
          * the partition's view here: the GAS does not say which bus the far host gave it). */
-        if (proxy)
+        if (!rc && proxy)
                 *proxy = px;
-        return 0;
+        return rid_end(h, rids, "rid_add", rc, why);
 }
 
 static int sw_rid_del(struct ntbf_adapter_h *hh, const struct ntbf_rid *r)
 {
         struct swh *h = H(hh);
-        if (!r || r->node >= h->b->t->nnodes)
-                return -EINVAL;
-        if (!h->gas)
-                return -EPERM;
-        uint16_t *rids = malloc(0x10000 * sizeof(*rids));
-        if (!rids)
-                return -ENOMEM;
-        pthread_mutex_lock(&h->mu);
-        uint32_t n = rid_expand(r, rids);
-        int rc = 0;
+        uint16_t *rids;
+        uint32_t n;
+        int rc = rid_begin(h, r, &rids, &n);
+        if (rc)
+                return rc;
         for (uint32_t i = 0; i < n && !rc; i++)
                 if (rid_reserved(h, rids[i]))
                         rc = -EPERM;
         for (uint32_t i = 0; i < n && !rc; i++)
                 if (!stx_rid_recorded(&h->own, rids[i], NULL))
                         rc = -ENOENT;
+        /* Every function, whatever one of them returns: an entry the switch kept is no longer
+         * in the records, and the read-back at the next probe clears it. */
         char why[768] = "";
-        for (uint32_t i = 0; i < n && !rc; i++)
-                rc = stx_rid_del(&h->own, rids[i], why, sizeof(why));
-        if (rc && why[0])
-                log_why(h, "rid_del", rc, why);
-        pthread_mutex_unlock(&h->mu);
-        free(rids);
-        return rc;
+        int err = 0;
+        for (uint32_t i = 0; !rc && i < n; i++) {
+                char w2[512];
+                int e = stx_rid_del(&h->own, rids[i], w2, sizeof(w2));
+                if (e && !err) {
+                        err = e;
+                        snprintf(why, sizeof(why), "%s", w2);
+                }
+        }
+        return rid_end(h, rids, "rid_del", rc ? rc : err, why);
 }
 
 const struct ntbf_backend_ops ntbf__switchtec_ops = {

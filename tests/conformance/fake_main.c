@@ -4,7 +4,6 @@
  * (tests/switchtec/model.c) running in a thread of this process. */
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,24 +100,16 @@ int main(int argc, char **argv)
                 }
                 char path[512];
                 snprintf(path, sizeof(path), "%s/stx.gas", dir);
-                int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-                if (fd < 0 || ftruncate(fd, STXM_FILE_SIZE)) {
-                        perror("ntbfab-conformance-fake: the model's file");
-                        return 1;
-                }
-                gas = mmap(NULL, STXM_FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-                close(fd);
-                if (gas == MAP_FAILED) {
-                        perror("ntbfab-conformance-fake: mmap");
-                        return 1;
-                }
                 struct stxm_params p = {.ep_map = 0x3,
                                         .partition_id = 0,
                                         .lut_entries = 512,
                                         .rid_size = 16,
                                         .host_rid = 0x0008,
                                         .bar_size = 8 * mib};
-                stxm_format(gas, &p);
+                if (!(gas = stxm_create(path, &p))) {
+                        perror("ntbfab-conformance-fake: the model's file");
+                        return 1;
+                }
                 model = stxm_new(gas);
                 if (!model || pthread_create(&th, NULL, model_thread, NULL)) {
                         fprintf(stderr, "ntbfab-conformance-fake: cannot start the model\n");

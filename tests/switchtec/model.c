@@ -1,8 +1,10 @@
 /* tests/switchtec/model.c: the register model of a Switchtec switch's NT partitions. */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -72,6 +74,21 @@ void stxm_format(uint8_t *gas, const struct stxm_params *p)
                 memcpy(gas + c + STX_RID_ENTRY(0), &e0, 4);
                 memcpy(gas + c + STX_RID_ENTRY(1), &e1, 4);
         }
+}
+
+uint8_t *stxm_create(const char *path, const struct stxm_params *p)
+{
+        int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return NULL;
+        uint8_t *gas = MAP_FAILED;
+        if (!ftruncate(fd, STXM_FILE_SIZE))
+                gas = mmap(NULL, STXM_FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        close(fd);
+        if (gas == MAP_FAILED)
+                return NULL;
+        stxm_format(gas, p);
+        return gas;
 }
 
 struct stxm *stxm_new(uint8_t *gas)

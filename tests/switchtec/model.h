@@ -51,6 +51,9 @@ struct stxm;
 
 /* Lay out a switch in gas (STXM_FILE_SIZE bytes, zeroed). */
 void stxm_format(uint8_t *gas, const struct stxm_params *p);
+/* Create (or truncate) the file path, map it (MAP_SHARED) and lay a switch out in it: the
+ * mapping (STXM_FILE_SIZE bytes), or NULL with errno. */
+uint8_t *stxm_create(const char *path, const struct stxm_params *p);
 /* A model over gas; NULL when out of memory. */
 struct stxm *stxm_new(uint8_t *gas);
 void stxm_free(struct stxm *m);

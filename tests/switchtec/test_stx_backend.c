@@ -4,7 +4,6 @@
  * the model's register file, and the error paths (a full table, an error code, a status that
  * never settles), each leaving the switch and the lower layer as they were. */
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -97,19 +96,14 @@ static int setup_poll(void **state, const char *poll)
         assert_non_null(mkdtemp(f->dir));
         char gas[128];
         snprintf(gas, sizeof(gas), "%s/stx.gas", f->dir);
-        int fd = open(gas, O_RDWR | O_CREAT, 0600);
-        assert_true(fd >= 0);
-        assert_int_equal(ftruncate(fd, STXM_FILE_SIZE), 0);
-        f->map = mmap(NULL, STXM_FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        close(fd);
-        assert_true(f->map != MAP_FAILED);
         /* Partition 2: a third host's, which this test never opens. */
         struct stxm_params p = {.ep_map = 0x7,
                                 .lut_entries = 512,
                                 .rid_size = 16,
                                 .host_rid = 0x0008,
                                 .bar_size = 8 * MiB};
-        stxm_format(f->map, &p);
+        f->map = stxm_create(gas, &p);
+        assert_non_null(f->map);
         f->m = stxm_new(f->map);
         assert_int_equal(pthread_create(&f->th, NULL, model_main, f), 0);
         struct fake_layout l = {3, MiB, MiB, 8 * MiB, FAKE_BAR + MiB};
