@@ -73,6 +73,14 @@ void stxm_format(uint8_t *gas, const struct stxm_params *p)
                 uint32_t e0 = stx_rid_entry(0) | 1u << 1, e1 = stx_rid_entry(p->host_rid) | 2u << 1;
                 memcpy(gas + c + STX_RID_ENTRY(0), &e0, 4);
                 memcpy(gas + c + STX_RID_ENTRY(1), &e1, 4);
+                if (p->lut_count && p->lut_bar < 6) {
+                        uint32_t ctl = stx_bar_ctl(p->dir_size != 0, p->lut_count, p->lut_log2),
+                                 lo = stx_win_size_lo(p->dir_size),
+                                 hi = (uint32_t)(p->dir_size >> 32);
+                        memcpy(gas + c + STX_BAR_CTL(p->lut_bar), &ctl, 4);
+                        memcpy(gas + c + STX_BAR_WIN_SIZE(p->lut_bar), &lo, 4);
+                        memcpy(gas + c + STX_BAR_EXT_SIZE(p->lut_bar), &hi, 4);
+                }
         }
 }
 

@@ -45,6 +45,11 @@ struct stxm_params {
         uint16_t host_rid;     /* the host bridge's requester ID (entry 1; entry 0: 00:00.0) */
         uint32_t xlink_part;   /* a crosslink pair: partition_id's crosslink target (0: none) */
         uint64_t bar_size;     /* each BAR's size */
+        /* A BAR set up at format in every NT partition, as a switch's configuration file may
+         * set it (lut_count 0: none): LUT entries of 2^lut_log2 bytes at the start of BAR
+         * lut_bar, then a direct window of dir_size (0: none). */
+        uint32_t lut_bar, lut_count, lut_log2;
+        uint64_t dir_size;
 };
 
 struct stxm;

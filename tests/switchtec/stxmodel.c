@@ -17,12 +17,15 @@
 
 static void usage(FILE *f)
 {
-        fprintf(f, "usage: ntbfab-stxmodel --gas FILE [--format] [--mrpc SOCKET] [--ep-map MASK]\n"
-                   "         [--partition N] [--lut-entries N] [--rid-size N] [--xlink N]\n"
-                   "         [--bar-size BYTES] [--tick-us US]\n"
-                   "Model a Switchtec switch's NT partitions in FILE (created and laid out with\n"
-                   "--format), serving MRPC GAS_READ/GAS_WRITE on SOCKET; runs until the file's\n"
-                   "stop register is set or SIGTERM.\n");
+        fprintf(f,
+                "usage: ntbfab-stxmodel --gas FILE [--format] [--mrpc SOCKET] [--ep-map MASK]\n"
+                "         [--partition N] [--lut-entries N] [--rid-size N] [--xlink N]\n"
+                "         [--bar-size BYTES] [--bar-lut BAR,COUNT,LOG2[,DIRSIZE]] [--tick-us US]\n"
+                "Model a Switchtec switch's NT partitions in FILE (created and laid out with\n"
+                "--format), serving MRPC GAS_READ/GAS_WRITE on SOCKET; runs until the file's\n"
+                "stop register is set or SIGTERM. --bar-lut sets BAR up in every NT partition\n"
+                "at format, as a switch's configuration file would: COUNT LUT entries of\n"
+                "2^LOG2 bytes at its start, then a direct window of DIRSIZE bytes.\n");
 }
 
 static volatile sig_atomic_t stop;
@@ -46,11 +49,19 @@ int main(int argc, char **argv)
                                 .host_rid = 0x0008,
                                 .bar_size = 64ull << 20};
         uint32_t tick_us = 1000;
-        static const struct option opts[] = {
-            {"gas", 1, 0, 'g'},      {"format", 0, 0, 'f'},    {"mrpc", 1, 0, 'm'},
-            {"ep-map", 1, 0, 'e'},   {"partition", 1, 0, 'p'}, {"lut-entries", 1, 0, 'l'},
-            {"rid-size", 1, 0, 'r'}, {"xlink", 1, 0, 'x'},     {"bar-size", 1, 0, 'b'},
-            {"tick-us", 1, 0, 't'},  {"help", 0, 0, 'h'},      {0, 0, 0, 0}};
+        static const struct option opts[] = {{"gas", 1, 0, 'g'},
+                                             {"format", 0, 0, 'f'},
+                                             {"mrpc", 1, 0, 'm'},
+                                             {"ep-map", 1, 0, 'e'},
+                                             {"partition", 1, 0, 'p'},
+                                             {"lut-entries", 1, 0, 'l'},
+                                             {"rid-size", 1, 0, 'r'},
+                                             {"xlink", 1, 0, 'x'},
+                                             {"bar-size", 1, 0, 'b'},
+                                             {"tick-us", 1, 0, 't'},
+                                             {"help", 0, 0, 'h'},
+                                             {"bar-lut", 1, 0, 'L'},
+                                             {0, 0, 0, 0}};
         int c;
         while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
                 switch (c) {
@@ -84,6 +95,21 @@ int main(int argc, char **argv)
                 case 't':
                         tick_us = (uint32_t)strtoul(optarg, NULL, 0);
                         break;
+                case 'L': {
+                        unsigned long long dir = 0;
+                        if (sscanf(optarg, "%u,%u,%u,%lli", &p.lut_bar, &p.lut_count, &p.lut_log2,
+                                   (long long *)&dir) < 3 ||
+                            p.lut_bar > 5 || !p.lut_count || p.lut_count > STX_LUT_MAX ||
+                            p.lut_log2 < 12 || p.lut_log2 > 63) {
+                                fprintf(stderr,
+                                        "ntbfab-stxmodel: --bar-lut takes BAR (0..5),COUNT "
+                                        "(1..512),LOG2 (12..63)[,DIRSIZE], not '%s'\n",
+                                        optarg);
+                                return 2;
+                        }
+                        p.dir_size = dir;
+                        break;
+                }
                 case 'h':
                         usage(stdout);
                         return 0;
