@@ -24,6 +24,13 @@
  *   Every word of it has one writer, so that no atomic operation has to work
  *   between two QEMU processes.
  *
+ * One guest can hold both ends (the loopback that ntbfab-conformance needs,
+ * which opens both adapters of a pair in one process): two ivshmem-doorbell
+ * devices whose shared memory is that guest's own RAM file, with peer ids
+ * 2 * pair and 2 * pair + 1 (module parameter pair), and a carve-out per
+ * side (carve_base1: side 1's), so that each side's windows and control page
+ * land in its own.
+ *
  * It cannot model a real LUT's arbitrary remapping (a translation can point
  * only at its slice), requester-ID tables, the peer's device registers, or
  * DMA engines; the peer's BAR2 covers all of this guest's RAM, not only the
@@ -64,6 +71,12 @@ MODULE_PARM_DESC(carve_base, "Physical address of the RAM both guests reserve wi
 static unsigned long carve_size = SZ_32M;
 module_param(carve_size, ulong, 0444);
 MODULE_PARM_DESC(carve_size, "Its size: the windows and a control page fit in it");
+static unsigned long carve_base1;
+module_param(carve_base1, ulong, 0444);
+MODULE_PARM_DESC(carve_base1, "Side 1's carve-out when one guest holds both ends (0: carve_base, each side a guest of its own)");
+static unsigned int pair;
+module_param(pair, uint, 0444);
+MODULE_PARM_DESC(pair, "The ivshmem-doorbell devices to bind: peer ids 2 * pair (side 0) and 2 * pair + 1 (side 1)");
 static unsigned long mw0_size = SZ_4M;
 module_param(mw0_size, ulong, 0444);
 MODULE_PARM_DESC(mw0_size, "Size of memory window 0 (a power of two)");
@@ -86,7 +99,7 @@ struct ivn_ctrl {
 	u64 magic;			/* own: IVN_MAGIC while the driver is loaded */
 	u32 version;			/* own */
 	u32 link;			/* own: link enabled */
-	u64 carve_base;			/* own: the layout, which must match */
+	u64 carve_base;			/* own: the layout, which must match (its side's) */
 	u64 carve_size;
 	u64 mw_size[IVN_MWS];
 	u64 trans_addr[IVN_MWS];	/* own: inbound translations (0: none) */
@@ -109,7 +122,9 @@ struct ivn {
 	struct pci_dev *pdev;
 	void __iomem *regs;
 	phys_addr_t bar2;
-	void *carve;			/* this side's carve-out */
+	phys_addr_t base;		/* this side's carve-out */
+	phys_addr_t peer_base;		/* the peer's, in its RAM (through BAR2) */
+	void *carve;
 	struct ivn_ctrl *own;
 	struct ivn_ctrl *peer;		/* the peer's control page, through BAR2 */
 	int side;
@@ -144,7 +159,7 @@ static bool ivn_layout_matches(struct ivn *v)
 
 	if (READ_ONCE(p->magic) != IVN_MAGIC)
 		return false;
-	if (READ_ONCE(p->version) == IVN_VERSION && READ_ONCE(p->carve_base) == carve_base &&
+	if (READ_ONCE(p->version) == IVN_VERSION && READ_ONCE(p->carve_base) == v->peer_base &&
 	    READ_ONCE(p->carve_size) == carve_size) {
 		for (i = 0; i < IVN_MWS; i++)
 			if (READ_ONCE(p->mw_size[i]) != v->mw[i].size)
@@ -273,7 +288,7 @@ static int ivn_mw_set_trans(struct ntb_dev *ntb, int pidx, int widx, dma_addr_t 
 
 	if (pidx || widx < 0 || widx >= IVN_MWS)
 		return -EINVAL;
-	slice = carve_base + v->mw[widx].off;
+	slice = v->base + v->mw[widx].off;
 	if (addr != slice || !size || size > v->mw[widx].size) {
 		dev_err(&v->pdev->dev, "mw_set_trans(window %d, %pad, %pa bytes) refused: the emulated NTB translates window %d only to its fixed slice %pad (at most %llu bytes), the buffer dma_alloc_coherent() on this device returns for it\n",
 			widx, &addr, &size, widx, &slice, v->mw[widx].size);
@@ -308,7 +323,7 @@ static int ivn_peer_mw_get_addr(struct ntb_dev *ntb, int widx, phys_addr_t *base
 	if (widx < 0 || widx >= IVN_MWS)
 		return -EINVAL;
 	if (base)
-		*base = v->bar2 + carve_base + v->mw[widx].off;
+		*base = v->bar2 + v->peer_base + v->mw[widx].off;
 	if (size)
 		*size = v->mw[widx].size;
 	return 0;
@@ -618,7 +633,7 @@ static void *ivn_dma_alloc(struct device *dev, size_t size, dma_addr_t *dma, gfp
 		return NULL;
 	}
 	memset(v->carve + best->off, 0, best->size);
-	*dma = carve_base + best->off;
+	*dma = v->base + best->off;
 	return v->carve + best->off;
 }
 
@@ -627,7 +642,7 @@ static struct ivn_slice *ivn_slice_of(struct ivn *v, dma_addr_t dma)
 	int i;
 
 	for (i = 0; i < IVN_MWS; i++)
-		if (dma == carve_base + v->mw[i].off)
+		if (dma == v->base + v->mw[i].off)
 			return &v->mw[i];
 	return NULL;
 }
@@ -720,7 +735,7 @@ static int ivn_state_show(struct seq_file *s, void *unused)
 		   READ_ONCE(v->own->link), READ_ONCE(v->peer->link), ivn_link_state(v));
 	for (i = 0; i < IVN_MWS; i++)
 		seq_printf(s, "mw%d slice %#llx size %#llx busy %d trans %#llx size %#llx\n", i,
-			   carve_base + v->mw[i].off, v->mw[i].size, v->mw[i].busy,
+			   v->base + v->mw[i].off, v->mw[i].size, v->mw[i].busy,
 			   READ_ONCE(v->own->trans_addr[i]), READ_ONCE(v->own->trans_size[i]));
 	seq_printf(s, "db pending %#llx mask %#llx\n", (u64)atomic64_read(&v->db_pending),
 		   READ_ONCE(v->db_mask));
@@ -733,6 +748,12 @@ static int ivn_state_show(struct seq_file *s, void *unused)
 DEFINE_SHOW_ATTRIBUTE(ivn_state);
 
 /* ---- the PCI device ---- */
+
+/* The carve-out of side @side: side 1's is carve_base1 when one guest holds both ends. */
+static phys_addr_t ivn_carve_base(int side)
+{
+	return side && carve_base1 ? carve_base1 : carve_base;
+}
 
 /* Windows in decreasing size from the aligned carve-out base, then the control page. */
 static int ivn_layout(struct ivn *v)
@@ -749,7 +770,7 @@ static int ivn_layout(struct ivn *v)
 			return -EINVAL;
 		v->mw[i].size = sizes[i];
 	}
-	if (!IS_ALIGNED(carve_base, sizes[order[0]]))
+	if (!IS_ALIGNED(carve_base, sizes[order[0]]) || !IS_ALIGNED(carve_base1, sizes[order[0]]))
 		return -EINVAL;
 	for (i = 0; i < IVN_MWS; i++) {
 		v->mw[order[i]].off = off;
@@ -777,15 +798,9 @@ static int ivn_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	spin_lock_init(&v->lock);
 	ret = ivn_layout(v);
 	if (ret) {
-		dev_err(dev, "windows of %#lx and %#lx bytes (powers of two) and a control page do not fit a carve-out of %#lx bytes at %#lx aligned to the larger window\n",
-			mw0_size, mw1_size, carve_size, carve_base);
+		dev_err(dev, "windows of %#lx and %#lx bytes (powers of two) and a control page do not fit a carve-out of %#lx bytes at %#lx (and %#lx) aligned to the larger window\n",
+			mw0_size, mw1_size, carve_size, carve_base, carve_base1);
 		return ret;
-	}
-	if (region_intersects(carve_base, carve_size, IORESOURCE_SYSTEM_RAM, IORES_DESC_NONE) !=
-	    REGION_DISJOINT) {
-		dev_err(dev, "%#lx bytes at %#lx are System RAM: boot with memmap=%luM$%#lx\n",
-			carve_size, carve_base, carve_size >> 20, carve_base);
-		return -EBUSY;
 	}
 
 	ret = pcim_enable_device(pdev);
@@ -796,30 +811,41 @@ static int ivn_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	v->regs = pcim_iomap(pdev, 0, 0);
 	if (!v->regs)
 		return -ENOMEM;
-	v->side = readl(v->regs + IVSHMEM_IVPOSITION);
-	if (v->side != 0 && v->side != 1) {
-		dev_err(dev, "ivshmem peer id %d: the emulated NTB joins two guests with ids 0 and 1 (ntbfab-ivshmem-server)\n",
-			v->side);
+	/* the server's peer ids: 2 * pair is side 0, 2 * pair + 1 side 1 */
+	i = readl(v->regs + IVSHMEM_IVPOSITION);
+	if (i / 2 != pair) {
+		dev_dbg(dev, "ivshmem peer id %d is not of pair %u (ids %u and %u): not bound\n",
+			i, pair, 2 * pair, 2 * pair + 1);
 		return -ENODEV;
 	}
-	v->peer_id = !v->side;
+	v->side = i & 1;
+	v->peer_id = i ^ 1;
+	v->base = ivn_carve_base(v->side);
+	v->peer_base = ivn_carve_base(!v->side);
+	if (region_intersects(v->base, carve_size, IORESOURCE_SYSTEM_RAM, IORES_DESC_NONE) !=
+	    REGION_DISJOINT) {
+		dev_err(dev, "%#lx bytes at %pa (side %d's carve-out) are System RAM: boot with memmap=%luM$%pa\n",
+			carve_size, &v->base, v->side, carve_size >> 20, &v->base);
+		return -EBUSY;
+	}
 	v->bar2 = pci_resource_start(pdev, 2);
-	if (pci_resource_len(pdev, 2) < carve_base + carve_size) {
-		dev_err(dev, "BAR2 (%pR) is smaller than the peer's carve-out's end %#lx: its shared memory must be the peer's RAM\n",
-			&pdev->resource[2], carve_base + carve_size);
+	if (pci_resource_len(pdev, 2) < v->peer_base + carve_size) {
+		dev_err(dev, "BAR2 (%pR) is smaller than the peer's carve-out's end %#llx: its shared memory must be the peer's RAM\n",
+			&pdev->resource[2], (u64)v->peer_base + carve_size);
 		return -ENODEV;
 	}
-	v->carve = devm_memremap(dev, carve_base, carve_size, MEMREMAP_WB);
+	v->carve = devm_memremap(dev, v->base, carve_size, MEMREMAP_WB);
 	if (IS_ERR(v->carve))
 		return PTR_ERR(v->carve);
-	v->peer = devm_memremap(dev, v->bar2 + carve_base + ctrl_off, IVN_CTRL_SIZE, MEMREMAP_WB);
+	v->peer = devm_memremap(dev, v->bar2 + v->peer_base + ctrl_off, IVN_CTRL_SIZE,
+				MEMREMAP_WB);
 	if (IS_ERR(v->peer))
 		return PTR_ERR(v->peer);
 	v->own = v->carve + ctrl_off;
 
 	memset(v->own, 0, IVN_CTRL_SIZE);
 	v->own->version = IVN_VERSION;
-	v->own->carve_base = carve_base;
+	v->own->carve_base = v->base;
 	v->own->carve_size = carve_size;
 	for (i = 0; i < IVN_MWS; i++)
 		v->own->mw_size[i] = v->mw[i].size;
@@ -876,8 +902,8 @@ static int ivn_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	v->dbgfs = debugfs_create_dir(pci_name(pdev), ivn_dbgfs_root);
 	debugfs_create_file("state", 0400, v->dbgfs, v, &ivn_state_fops);
 	dev_info(dev, "emulated NTB side %d (peer %d): windows %#llx at %#llx, %#llx at %#llx; the peer's through %pR\n",
-		 v->side, v->peer_id, v->mw[0].size, carve_base + v->mw[0].off, v->mw[1].size,
-		 carve_base + v->mw[1].off, &pdev->resource[2]);
+		 v->side, v->peer_id, v->mw[0].size, v->base + v->mw[0].off, v->mw[1].size,
+		 v->base + v->mw[1].off, &pdev->resource[2]);
 	return 0;
 
 err_timer:
