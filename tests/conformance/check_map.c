@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -111,6 +112,11 @@ int cf_check_map_live(struct cf_run *r)
                         "not claimed: %s does not claim NTBF_CAP_MAP_LIVE (its mappings hold "
                         "what their slots led to when they were made)",
                         a->name);
+        if (r->cx->fixed_windows)
+                CF_SKIP(r,
+                        "the hardware under test translates slot %u only to one fixed address "
+                        "(--fixed-windows): there is no other block to program it onto",
+                        slot);
         bool inbound = false;
         CF_TRY(cf_slot_how(r, p, &inbound));
         struct cf_target tg;
@@ -154,15 +160,136 @@ int cf_check_map_live(struct cf_run *r)
  * The child's side of map.process: open the backend anew, probe A, map the slot, check the
  * parent's pattern, store its own, undo all of it. 0, or 1 with the reason in why.
  */
-static int second(struct cf_ctx *cx, struct cf_ad *a, uint32_t win, uint64_t off, uint64_t want,
-                  uint64_t store, char *why, size_t len)
+/*
+ * The relay of a backend whose hardware has one owner (linux-ntb): the second process asks
+ * this one, as a node's processes ask its daemon (struct ntbf_backend_relay), over a socket
+ * pair. A request is its adapter and the backend's bytes; an answer serve's result, its bytes
+ * and its descriptors.
+ */
+struct relay_msg {
+        int32_t rc;
+        uint32_t adapter;
+        uint32_t len;
+        uint32_t pad;
+        uint8_t data[256];
+};
+
+static ssize_t relay_send(int sock, const struct relay_msg *m, const int *fds, unsigned nfds)
+{
+        struct iovec iov = {(void *)m, sizeof(*m)};
+        union {
+                char buf[CMSG_SPACE(2 * sizeof(int))];
+                struct cmsghdr align;
+        } ctl;
+        struct msghdr h = {.msg_iov = &iov, .msg_iovlen = 1};
+        if (nfds) {
+                memset(&ctl, 0, sizeof(ctl));
+                h.msg_control = ctl.buf;
+                h.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
+                struct cmsghdr *c = CMSG_FIRSTHDR(&h);
+                c->cmsg_level = SOL_SOCKET;
+                c->cmsg_type = SCM_RIGHTS;
+                c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+                memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
+        }
+        return sendmsg(sock, &h, MSG_NOSIGNAL);
+}
+
+static ssize_t relay_recv(int sock, struct relay_msg *m, int *fds, unsigned maxfds,
+                          unsigned *nfds)
+{
+        struct iovec iov = {m, sizeof(*m)};
+        union {
+                char buf[CMSG_SPACE(2 * sizeof(int))];
+                struct cmsghdr align;
+        } ctl;
+        struct msghdr h = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+                           .msg_controllen = sizeof(ctl.buf)};
+        ssize_t n = recvmsg(sock, &h, MSG_CMSG_CLOEXEC);
+        *nfds = 0;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&h); n > 0 && c; c = CMSG_NXTHDR(&h, c)) {
+                if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                        continue;
+                unsigned k = (unsigned)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+                int got[2];
+                memcpy(got, CMSG_DATA(c), (k < 2 ? k : 2) * sizeof(int));
+                for (unsigned i = 0; i < k && i < 2; i++) {
+                        if (*nfds < maxfds)
+                                fds[(*nfds)++] = got[i];
+                        else
+                                close(got[i]);
+                }
+        }
+        if (n > 0 && ((size_t)n != sizeof(*m) || m->len > sizeof(m->data)))
+                return -1;
+        return n;
+}
+
+/* The second process's end: call (struct ntbf_backend_relay). */
+static int relay_call(void *ctx, uint32_t adapter, const void *req, size_t reqlen, void *ans,
+                      size_t anslen, size_t *got, int *fds, unsigned maxfds, unsigned *nfds)
+{
+        int sock = *(int *)ctx;
+        struct relay_msg m = {0};
+        *got = 0;
+        *nfds = 0;
+        if (reqlen > sizeof(m.data))
+                return -EINVAL;
+        m.adapter = adapter;
+        m.len = (uint32_t)reqlen;
+        memcpy(m.data, req, reqlen);
+        if (relay_send(sock, &m, NULL, 0) != (ssize_t)sizeof(m))
+                return -EPIPE;
+        if (relay_recv(sock, &m, fds, maxfds, nfds) <= 0)
+                return -EPIPE;
+        *got = m.len < anslen ? m.len : anslen;
+        memcpy(ans, m.data, *got);
+        return m.rc;
+}
+
+/* This process's end: one request of the second process, answered by serve; false once the
+ * second process has closed its end. */
+static bool relay_serve(struct cf_ctx *cx, int sock)
+{
+        struct relay_msg m;
+        int in[2];
+        unsigned nin = 0;
+        if (relay_recv(sock, &m, in, 2, &nin) <= 0)
+                return false;
+        for (unsigned i = 0; i < nin; i++)
+                close(in[i]);
+        struct ntbf_adapter_h *h = NULL;
+        for (unsigned i = 0; i < cx->nads; i++)
+                if (cx->ads[i].idx == m.adapter)
+                        h = cx->ads[i].h;
+        uint8_t req[sizeof(m.data)];
+        size_t len = m.len, got = 0;
+        memcpy(req, m.data, len);
+        int fds[2] = {-1, -1};
+        unsigned nfds = 0;
+        memset(&m, 0, sizeof(m));
+        m.rc = h ? cx->ops->serve(h, 1, req, len, m.data, sizeof(m.data), &got, fds, 2, &nfds)
+                 : NTBF_ENOTFOUND;
+        m.len = (uint32_t)got;
+        relay_send(sock, &m, fds, m.rc ? 0 : nfds);
+        for (unsigned i = 0; i < nfds; i++)
+                close(fds[i]);
+        return true;
+}
+
+static int second(struct cf_ctx *cx, struct cf_ad *a, int relay, uint32_t win, uint64_t off,
+                  uint64_t want, uint64_t store, char *why, size_t len)
 {
         const struct ntbf_backend_ops *o = cx->ops;
         struct ntbf_backend *b = NULL;
         struct ntbf_adapter_h *h = NULL;
         char owhy[256] = "", e[64];
         void *addr = NULL;
-        int rc = o->open(&cx->env, &b, owhy, sizeof(owhy));
+        struct ntbf_backend_relay rl = {relay_call, &relay};
+        struct ntbf_backend_env env = cx->env;
+        if (relay >= 0)
+                env.relay = &rl;
+        int rc = o->open(&env, &b, owhy, sizeof(owhy));
         if (rc) {
                 snprintf(why, len, "open returned %s: %s", cf_err(rc, e, sizeof(e)), owhy);
                 return 1;
@@ -217,32 +344,54 @@ int cf_check_map_process(struct cf_run *r)
                 "%s: a store through this process's mapping of slot %u "
                 "did not arrive",
                 a->name, slot);
-        int fds[2];
+        int fds[2], rs[2] = {-1, -1};
         CF_TRUE(r, pipe(fds) == 0, "pipe: %s", strerror(errno));
+        /* A backend with an owner's end (serve) is reached through it, as its daemon is. */
+        if (cx->ops->serve && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, rs)) {
+                close(fds[0]);
+                close(fds[1]);
+                CF_FAIL(r, "socketpair: %s", strerror(errno));
+        }
         fflush(NULL);
         pid_t pid = fork();
         if (pid < 0) {
                 close(fds[0]);
                 close(fds[1]);
+                if (rs[0] >= 0) {
+                        close(rs[0]);
+                        close(rs[1]);
+                }
                 CF_FAIL(r, "fork: %s", strerror(errno));
         }
         if (pid == 0) {
                 close(fds[0]);
+                if (rs[0] >= 0)
+                        close(rs[0]);
                 char why[512] = "";
-                int rc = second(cx, a, win, off, mine, theirs, why, sizeof(why));
+                int rc = second(cx, a, rs[1], win, off, mine, theirs, why, sizeof(why));
                 if (write(fds[1], why, strlen(why)) < 0)
                         rc = 2;
                 _exit(rc);
         }
         close(fds[1]);
+        if (rs[1] >= 0)
+                close(rs[1]);
         char why[512] = "";
         size_t got = 0;
-        struct pollfd pf = {fds[0], POLLIN, 0};
+        struct pollfd pf[2] = {{fds[0], POLLIN, 0}, {rs[0], POLLIN, 0}};
         for (;;) {
-                if (poll(&pf, 1, (int)cx->timeout_ms * 5) <= 0) {
+                if (poll(pf, rs[0] >= 0 ? 2 : 1, (int)cx->timeout_ms * 5) <= 0) {
                         kill(pid, SIGKILL);
                         break;
                 }
+                if (rs[0] >= 0 && pf[1].revents) {
+                        /* the second process's end closed: it has exited, or is exiting */
+                        if (!relay_serve(cx, rs[0]))
+                                pf[1].fd = -1;
+                        continue;
+                }
+                if (!(pf[0].revents & (POLLIN | POLLHUP)))
+                        continue;
                 ssize_t n = read(fds[0], why + got, sizeof(why) - 1 - got);
                 if (n <= 0)
                         break;
@@ -252,6 +401,12 @@ int cf_check_map_process(struct cf_run *r)
         int st = 0;
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
                 ;
+        if (rs[0] >= 0) {
+                close(rs[0]);
+                if (cx->ops->client_gone)
+                        for (unsigned i = 0; i < cx->nads; i++)
+                                cx->ops->client_gone(cx->ads[i].h, 1);
+        }
         if (!WIFEXITED(st) || WEXITSTATUS(st))
                 CF_FAIL(r, "%s: a second process using slot %u %s: %s", a->name, slot,
                         WIFSIGNALED(st) ? "was killed (hung, or crashed)" : "failed",

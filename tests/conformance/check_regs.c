@@ -2,6 +2,7 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "checks.h"
 
@@ -20,6 +21,25 @@ static int db_is(struct cf_run *r, struct cf_ad *ad, uint64_t want, const char *
         uint64_t bits = ~want;
         CF_OK(r, r->cx->ops->db_read(ad->h, &bits), "%s: db_read", ad->name);
         CF_EQ(r, bits, want, "%s: db_read %s", ad->name, when);
+        return 0;
+}
+
+/* Wait until the bits want are pending on ad: a doorbell rung by the peer is a posted write
+ * and its interrupt arrives later (at once on the simulated fabric, after the peer's QEMU
+ * delivered an MSI-X on the emulated NTB), so a db_clear right after peer_db_set may come
+ * before the bit it means to clear. */
+static int db_arrives(struct cf_run *r, struct cf_ad *ad, uint64_t want, const char *when)
+{
+        double end = cf_now_ms() + r->cx->timeout_ms;
+        uint64_t bits = 0;
+        for (;;) {
+                CF_OK(r, r->cx->ops->db_read(ad->h, &bits), "%s: db_read", ad->name);
+                if ((bits & want) == want || cf_now_ms() > end)
+                        break;
+                usleep(1000);
+        }
+        CF_EQ(r, bits & want, want, "%s: pending doorbell bits %s within %u ms", ad->name, when,
+              r->cx->timeout_ms);
         return 0;
 }
 
@@ -110,6 +130,7 @@ int cf_check_doorbell_mask(struct cf_run *r)
         /* A bit rung while masked and cleared before unmasking raises nothing. */
         CF_OK(r, o->db_set_mask(b->h, m), "%s: db_set_mask", b->name);
         CF_OK(r, o->peer_db_set(a->h, b->idx, m), "%s: peer_db_set", a->name);
+        CF_TRY(db_arrives(r, b, m, "rung while masked"));
         CF_OK(r, o->db_clear(b->h, m), "%s: db_clear", b->name);
         cf_ev_reset(b);
         CF_OK(r, o->db_clear_mask(b->h, m), "%s: db_clear_mask", b->name);

@@ -79,6 +79,10 @@ struct cf_ctx {
         const struct ntbf_topo *t;
         bool sim;      /* the simulated fabric: transactions as any requester */
         bool dma_only; /* --access dma: data and counted accesses through the DMA engine */
+        /* --fixed-windows: each window translates only to one fixed address, and every
+         * access through it reaches that memory, translated or not, link up or down (the
+         * kernel tier's emulated NTB): no dropped access is expected, none asserted. */
+        bool fixed_windows;
         unsigned timeout_ms, quiet_ms;
         struct cf_ad *ads;
         unsigned nads;
@@ -99,6 +103,7 @@ struct cf_run {
         enum cf_status status;
         char reason[1024];
         bool uncounted; /* counters were compared for nothing: an adapter counts nothing */
+        bool undropped; /* --fixed-windows: drops this check expects were not asserted */
         double ms;
         struct cf_undo *undo;
         size_t nundo, capundo;
@@ -226,6 +231,10 @@ int cf_win_write(struct cf_run *r, struct cf_win *w, uint64_t at, uint64_t v, in
 int cf_win_read(struct cf_run *r, struct cf_win *w, uint64_t at, uint64_t *v, int *status);
 /* A read that must have been dropped: all ones, or a failed DMA completion. */
 int cf_win_expect_dropped(struct cf_run *r, struct cf_win *w, uint64_t at, const char *what);
+/* Whether the hardware under test drops accesses through untranslated windows and windows
+ * whose link is down; false with --fixed-windows, and the check's result then says that its
+ * drops were not checked. */
+bool cf_drops(struct cf_run *r);
 const char *cf_win_how(const struct cf_win *w);
 
 enum cf_tx { CF_TX_NONE, CF_TX_SIM, CF_TX_DMA };
