@@ -333,13 +333,102 @@ step_lntb() {
         rmmod ntbfab_ntb
 }
 
+# ---- ntbfab-conformance on backend linux-ntb: both ends of one emulated NTB in guest a ----
+# ntb_hw_ivshmem pair=1 binds guest a's loopback devices (peer ids 2 and 3, both on a's own
+# RAM; side 1's carve-out at carve_base1), so that one process opens both adapters of a pair.
+# Every check the suite prints becomes a result: passed, failed (the step fails), or not
+# claimed by the backend (reported as such).
+CARVE1=0x1a000000
+conform_tap() { # PREFIX: the suite's TAP output -> RESULT lines, one per check and subject
+        awk -v pre="$1" '
+        function flush() { if (name != "") print "RESULT " name " " st " " why; name = "" }
+        /^(not )?ok [0-9]+ - / {
+                flush()
+                line = $0
+                sub(/^(not )?ok [0-9]+ - /, "", line)
+                chk = line; sub(/ \[.*/, "", chk)
+                subj = line; sub(/^[^[]*\[/, "", subj); sub(/\].*/, "", subj)
+                gsub(/ -> /, "->", subj); gsub(/ /, "_", subj)
+                rest = line; sub(/^[^]]*\] ?/, "", rest)
+                name = pre chk "@" subj
+                st = $1 == "not" ? "FAIL" : "ok"
+                why = $1 == "not" ? "failed " rest : "passed " rest
+                if (rest ~ /^# SKIP not claimed: /) { sub(/^# SKIP /, "", rest); why = rest }
+                else if (rest ~ /^# SKIP /) { sub(/^# SKIP /, "", rest); why = "skipped: " rest }
+                next
+        }
+        /^  # / && name != "" { r = $0; sub(/^  # /, "", r); why = why ": " r; next }
+        { flush() }
+        END { flush() }'
+}
+step_conform() {
+        if [ $ROLE = b ]; then
+                barrier conform-done
+                return
+        fi
+        if ! command -v ntbfab-conformance >/dev/null; then
+                result conform-linux-ntb FAIL "no ntbfab-conformance in this guest (kerneltier.py --prog)"
+                barrier conform-done
+                return
+        fi
+        rmmod ntb_hw_ivshmem
+        insmod $E/ntb_hw_ivshmem.ko pair=1 carve_base1=$CARVE1 &&
+                until_ok 10 test "$(ls /sys/bus/ntb/devices | wc -l)" -eq 2
+        C=/etc/ntbfab/conform-run.yaml
+        sed=""
+        for d in $(ls /sys/bus/ntb/devices); do
+                st=/sys/kernel/debug/ntb_hw_ivshmem/$d/state
+                s=$(sed -n 's/^side \([01]\).*/\1/p' $st 2>/dev/null)
+                [ -n "$s" ] || continue
+                # the peer side's carve-out through this device's BAR 2: window 1 (16 MiB) at
+                # its start, window 0 (4 MiB) after it
+                bar=$(sed -n 3p /sys/bus/pci/devices/$d/resource | cut -d' ' -f1)
+                peer=$((s ? 0x1c000000 : CARVE1))
+                sed="$sed -e s/@BDF$s@/$d/ -e s/@W${s}_1@/$(printf 0x%x $((bar + peer)))/"
+                sed="$sed -e s/@W${s}_0@/$(printf 0x%x $((bar + peer + 0x1000000)))/"
+        done
+        if [ "$(ls /sys/bus/ntb/devices | wc -l)" -eq 2 ] && sed $sed /etc/ntbfab/conform.yaml >$C &&
+                ! grep -q @ $C; then
+                result conform-hw-probe ok "two NTB devices in this guest, both ends of one emulated NTB: $(dmesg | grep 'emulated NTB side' | tail -n 2 | sed 's/^.*emulated/emulated/' | tr '\n' ';')"
+        else
+                result conform-hw-probe FAIL "ntb_hw_ivshmem pair=1: $(ls /sys/bus/ntb/devices | tr '\n' ' '); $(dmesg | grep -i ntb_hw | tail -n 4 | tr '\n' ' ')"
+        fi
+        insmod $E/ntbfab_ntb.ko
+        until_ok 10 test -c /dev/ntbfab-ntb1
+        # each side issues once (A issues, B receives in the pair checks)
+        for dir in "side0.ntb0 side1.ntb0 conform-" "side1.ntb0 side0.ntb0 conform-rev-"; do
+                set -- $dir
+                read t0 idle </proc/uptime
+                timeout 120 ntbfab-conformance --config $C --a $1 --b $2 --timeout-ms 10000 \
+                        --fixed-windows ${CONFORM_ONLY:+--only $CONFORM_ONLY} >/tmp/conform.tap 2>&1
+                rc=$?
+                read t1 idle </proc/uptime
+                cat /tmp/conform.tap
+                conform_tap $3 </tmp/conform.tap
+                sum=$(grep -E '^# [0-9]+ checks: ' /tmp/conform.tap | sed 's/^# //')
+                if [ $rc = 0 ] && echo "$sum" | grep -q ' 0 failed' && ! echo "$sum" | grep -q ': 0 passed'; then
+                        result ${3}linux-ntb ok "$1 -> $2: $sum; $(grep claims: /tmp/conform.tap | sed 's/^# //' | tr '\n' ';')"
+                else
+                        result ${3}linux-ntb FAIL "$1 -> $2: rc $rc: ${sum:-$(tail -n 5 /tmp/conform.tap | tr '\n' ' ')}"
+                fi
+                echo "FIGURE ${3}s $(awk "BEGIN {print $t1 - $t0}") s" | sed 's/-/_/g'
+        done
+        rmmod ntbfab_ntb
+        rmmod ntb_hw_ivshmem
+        hw_load || result conform-restore FAIL "reloading ntb_hw_ivshmem (pair 0) failed"
+        barrier conform-done
+}
+
 for f in /etc/kernel-tier/*; do
         [ -f "$f" ] && . "$f"
 done
 for s in $STEPS; do
         barrier start-$s || break
         echo "ktier: step $s"
+        read t0 idle </proc/uptime
         step_$s
+        read t1 idle </proc/uptime
+        echo "FIGURE step_${s}_s_$ROLE $(awk "BEGIN {print $t1 - $t0}") s"
 done
 echo "ktier: dmesg (NTB lines)"
 dmesg | grep -i -E 'ntb|ivshmem' | tail -n 40

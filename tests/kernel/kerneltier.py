@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import guestkit as gk  # noqa: E402  (tests/guestkit.py: what the QEMU tiers share)
 from guestkit import fail, say  # noqa: E402
 
-STEPS = ["tool", "pingpong", "netdev", "ntbfab", "lntb", "perf"]
+STEPS = ["tool", "pingpong", "netdev", "ntbfab", "lntb", "conform", "perf"]
 # What each step must report, in both guests unless a role is named.
 EXPECTED = {
     None: ["hw-probe"],
@@ -61,6 +61,8 @@ EXPECTED = {
     "lntb": ["lntb-daemon", "lntb-kill-clears"]
     + [("a", f"lntb-sisci-{x}") for x in ["pingpong", "memcpy_bw", "dma-write", "dma-read",
                                           "intlat", "intlat-data"]],
+    "conform": [("a", "conform-hw-probe"), ("a", "conform-linux-ntb"),
+                ("a", "conform-rev-linux-ntb")],
     "perf": ["perf-run"],
 }
 # Debian's modules the guests load: the management network's NIC.
@@ -77,8 +79,11 @@ UPSTREAM = {
 SOURCE_PARTS = ["drivers/ntb/*", "drivers/net/ntb_netdev.c", "scripts/checkpatch.pl",
                 "scripts/spelling.txt", "scripts/const_structs.checkpatch"]
 RAM_MIB = 512
-# The carve-out both guests reserve; ntb_hw_ivshmem's defaults (carve_base, carve_size).
+# The carve-out both guests reserve; ntb_hw_ivshmem's defaults (carve_base, carve_size). The
+# second is side 1's when one guest holds both ends of an emulated NTB (its carve_base1: the
+# loopback pair of the conform step).
 CARVE = "32M$0x1c000000"
+CARVE1 = "32M$0x1a000000"
 VECTORS = 6
 GUEST_TIMEOUT = 540
 
@@ -154,7 +159,7 @@ def checkpatch(src, srcdir):
 
 # ---- the guests -----------------------------------------------------------------------------
 
-def qemu_cmd(role, accel, kern, initrd, log, ram=None, sock=None, net=None, steps=(), env=()):
+def qemu_cmd(role, accel, kern, initrd, log, ram=None, socks=None, net=None, steps=(), env=()):
     cmd = ["qemu-system-x86_64", "-accel", accel, "-cpu", gk.cpu_for(accel),
            "-m", f"{RAM_MIB}M", "-smp", "1", "-nodefaults", "-no-reboot", "-display", "none",
            "-monitor", "none", "-serial", f"file:{log}"]
@@ -162,25 +167,37 @@ def qemu_cmd(role, accel, kern, initrd, log, ram=None, sock=None, net=None, step
         # The guest's RAM is a shared file: the peer's ivshmem device maps it as its window.
         cmd += ["-machine", "q35,memory-backend=ram", "-object",
                 f"memory-backend-file,id=ram,share=on,mem-path={ram},size={RAM_MIB}M",
-                "-chardev", f"socket,path={sock},id=ivsh",
+                "-chardev", f"socket,path={socks[0]},id=ivsh",
                 "-device", f"ivshmem-doorbell,chardev=ivsh,vectors={VECTORS}"]
     else:
         cmd += ["-machine", "q35"]
     if net:
         peer = "b" if role == "a" else "a"
         cmd += gk.guest_net(net, role, 4 if role == "a" else 8, peer)
+    # The loopback pair: two more ivshmem-doorbell devices on this guest's own RAM, both ends
+    # of one emulated NTB (ntb_hw_ivshmem pair=1 in guest a; guest b has the same devices,
+    # unused, so that both guests lay out their PCI devices alike).
+    for i, sock in enumerate((socks or [])[1:]):
+        cmd += ["-chardev", f"socket,path={sock},id=loop{i}",
+                "-device", f"ivshmem-doorbell,chardev=loop{i},vectors={VECTORS}"]
     cmd += ["-kernel", kern, "-initrd", initrd, "-append",
-            f"console=ttyS0 panic=-1 quiet loglevel=3 memmap={CARVE} kt.role={role} "
+            f"console=ttyS0 panic=-1 quiet loglevel=3 memmap={CARVE} memmap={CARVE1} kt.role={role} "
             f"kt.steps={','.join(steps)}" + (f" kt.env={','.join(env)}" if env else "")]
     return cmd
 
 
 def start_server(server, d, a_ram, b_ram):
-    """ntbfab-ivshmem-server: guest a is peer 0 and gets b's RAM, guest b peer 1 with a's."""
-    socks = {r: os.path.join(d, f"{r}.sock") for r in "ab"}
+    """ntbfab-ivshmem-server: guest a is peer 0 and gets b's RAM, guest b peer 1 with a's (the
+    emulated NTB between the guests, ntb_hw_ivshmem pair 0); guest a is also peers 2 and 3 with
+    its own RAM (pair 1: both ends in guest a), guest b peers 4 and 5 with its own."""
+    rams = {"a": a_ram, "b": b_ram}
+    socks = {r: [os.path.join(d, f"{r}{i}.sock") for i in range(3)] for r in "ab"}
+    peers = ["--peer", f"0:{socks['a'][0]}:{b_ram}", "--peer", f"1:{socks['b'][0]}:{a_ram}"]
+    for n, r in enumerate("ab"):
+        for i in (1, 2):
+            peers += ["--peer", f"{2 + 2 * n + i - 1}:{socks[r][i]}:{rams[r]}"]
     log = open(os.path.join(d, "server.log"), "w+")
-    p = subprocess.Popen([server, "--vectors", str(VECTORS),
-                          "--peer", f"0:{socks['a']}:{b_ram}", "--peer", f"1:{socks['b']}:{a_ram}"],
+    p = subprocess.Popen([server, "--vectors", str(VECTORS)] + peers,
                          stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and p.poll() is None:
@@ -296,6 +313,8 @@ def main():
              for i, f in enumerate(args.steps_file)}
     # The lntb step's cluster (ntbfabd on backend linux-ntb) and its key.
     files["/etc/ntbfab/lntb.yaml"] = os.path.join(args.src, "tests", "kernel", "lntb.yaml")
+    # The conform step's cluster: both ends of the loopback pair in guest a.
+    files["/etc/ntbfab/conform.yaml"] = os.path.join(args.src, "tests", "kernel", "conform.yaml")
     files["/etc/ntbfab/cluster.key"] = ((os.urandom(32).hex() + "\n").encode(), 0o600)
     kos = [os.path.join(upstream, f"{m}.ko") for m in UPSTREAM] + ours
     initrd = gk.initramfs(out, busybox, os.path.join(args.src, "tests", "kernel", "init.sh"),
