@@ -402,39 +402,6 @@ static int switch_baseline(struct cf_ctx *cx, bool add)
         return 0;
 }
 
-/*
- * Wait (at most the timeout) for every pair's link, then take the adapters' capabilities:
- * some hardware reports a window's limits only with the link up (Linux's ntb_mw_get_align),
- * and an owner that just opened its NTB brings the link up after it probed. A link that stays
- * down is the link checks' to report.
- */
-static int caps_with_links(struct cf_ctx *cx)
-{
-        double end = cf_now_ms() + cx->timeout_ms;
-        for (unsigned i = 0; i < cx->npairs; i++) {
-                struct cf_pair *p = &cx->pairs[i];
-                if (p->a_port == NTBF_NONE)
-                        continue;
-                for (bool up = false;;) {
-                        if (cx->ops->link_state(p->a->h, p->a_port, &up) || up ||
-                            cf_now_ms() > end)
-                                break;
-                        cx->ops->process_events(p->a->h);
-                        usleep(1000);
-                }
-        }
-        for (unsigned i = 0; i < cx->nads; i++) {
-                int rc = cx->ops->caps(cx->ads[i].h, &cx->ads[i].caps);
-                if (rc) {
-                        char e[64];
-                        fprintf(stderr, "ntbfab-conformance: %s: caps returned %s: %s\n",
-                                cx->ads[i].name, cf_err(rc, e, sizeof(e)), ntbf_strerror(rc));
-                        return 1;
-                }
-        }
-        return 0;
-}
-
 /* ---- running ----------------------------------------------------------------------------------
  */
 
@@ -833,9 +800,7 @@ int main(int argc, char **argv)
                         goto release;
                 }
         }
-        rc = caps_with_links(&cx);
-        if (!rc)
-                rc = switch_baseline(&cx, true);
+        rc = switch_baseline(&cx, true);
         if (rc)
                 goto release;
 
