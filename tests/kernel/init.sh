@@ -413,6 +413,36 @@ step_conform() {
                 fi
                 echo "FIGURE ${3}s $(awk "BEGIN {print $t1 - $t0}") s" | sed 's/-/_/g'
         done
+        # the switchtec backend on the same NTB, with the register model of a switch attached:
+        # the model is a process over stx.gas in the suite's instance directory, which the
+        # backend maps as it would map the switch's GAS
+        if command -v ntbfab-stxmodel >/dev/null; then
+                X=/run/conform-stx
+                mkdir -p $X
+                sed $sed /etc/ntbfab/conform-stx.yaml >$X/cluster.yaml
+                ntbfab-stxmodel --gas $X/stx.gas --format --rid-size 16 >/tmp/stxmodel.log 2>&1 &
+                MP=$!
+                until_ok 10 grep -q ready /tmp/stxmodel.log
+                read t0 idle </proc/uptime
+                timeout 120 ntbfab-conformance --config $X/cluster.yaml --dir $X --timeout-ms 10000 \
+                        --fixed-windows ${CONFORM_ONLY:+--only $CONFORM_ONLY} >/tmp/conform.tap 2>&1
+                rc=$?
+                read t1 idle </proc/uptime
+                cat /tmp/conform.tap
+                conform_tap conform-stx- </tmp/conform.tap
+                sum=$(grep -E '^# [0-9]+ checks: ' /tmp/conform.tap | sed 's/^# //')
+                if [ $rc = 0 ] && echo "$sum" | grep -q ' 0 failed' && ! echo "$sum" | grep -q ': 0 passed' &&
+                        kill -0 $MP 2>/dev/null; then
+                        result conform-stx-switchtec ok "side0.ntb0 -> side1.ntb0 with the switch model: $sum; $(grep claims: /tmp/conform.tap | sed 's/^# //' | tr '\n' ';')"
+                else
+                        result conform-stx-switchtec FAIL "rc $rc: ${sum:-$(tail -n 5 /tmp/conform.tap | tr '\n' ' ')}; the model $(kill -0 $MP 2>/dev/null && echo runs || echo exited): $(tr '\n' ' ' </tmp/stxmodel.log)"
+                fi
+                echo "FIGURE conform_stx_s $(awk "BEGIN {print $t1 - $t0}") s"
+                kill -TERM $MP 2>/dev/null
+                wait $MP 2>/dev/null
+        else
+                result conform-stx-switchtec FAIL "no ntbfab-stxmodel in this guest (kerneltier.py --prog)"
+        fi
         rmmod ntbfab_ntb
         rmmod ntb_hw_ivshmem
         hw_load || result conform-restore FAIL "reloading ntb_hw_ivshmem (pair 0) failed"

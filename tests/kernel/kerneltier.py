@@ -62,7 +62,7 @@ EXPECTED = {
     + [("a", f"lntb-sisci-{x}") for x in ["pingpong", "memcpy_bw", "dma-write", "dma-read",
                                           "intlat", "intlat-data"]],
     "conform": [("a", "conform-hw-probe"), ("a", "conform-linux-ntb"),
-                ("a", "conform-rev-linux-ntb")],
+                ("a", "conform-rev-linux-ntb"), ("a", "conform-stx-switchtec")],
     "perf": ["perf-run"],
 }
 # Debian's modules the guests load: the management network's NIC.
@@ -315,6 +315,8 @@ def main():
     files["/etc/ntbfab/lntb.yaml"] = os.path.join(args.src, "tests", "kernel", "lntb.yaml")
     # The conform step's cluster: both ends of the loopback pair in guest a.
     files["/etc/ntbfab/conform.yaml"] = os.path.join(args.src, "tests", "kernel", "conform.yaml")
+    files["/etc/ntbfab/conform-stx.yaml"] = os.path.join(args.src, "tests", "kernel",
+                                                         "conform-stx.yaml")
     files["/etc/ntbfab/cluster.key"] = ((os.urandom(32).hex() + "\n").encode(), 0o600)
     kos = [os.path.join(upstream, f"{m}.ko") for m in UPSTREAM] + ours
     initrd = gk.initramfs(out, busybox, os.path.join(args.src, "tests", "kernel", "init.sh"),
