@@ -378,14 +378,14 @@ step_conform() {
         sed=""
         for d in $(ls /sys/bus/ntb/devices); do
                 st=/sys/kernel/debug/ntb_hw_ivshmem/$d/state
-                s=$(sed -n 's/^side \([01]\).*/\1/p' $st 2>/dev/null)
-                [ -n "$s" ] || continue
+                side=$(sed -n 's/^side \([01]\).*/\1/p' $st 2>/dev/null)
+                [ -n "$side" ] || continue
                 # the peer side's carve-out through this device's BAR 2: window 1 (16 MiB) at
                 # its start, window 0 (4 MiB) after it
                 bar=$(sed -n 3p /sys/bus/pci/devices/$d/resource | cut -d' ' -f1)
-                peer=$((s ? 0x1c000000 : CARVE1))
-                sed="$sed -e s/@BDF$s@/$d/ -e s/@W${s}_1@/$(printf 0x%x $((bar + peer)))/"
-                sed="$sed -e s/@W${s}_0@/$(printf 0x%x $((bar + peer + 0x1000000)))/"
+                peer=$((side ? 0x1c000000 : CARVE1))
+                sed="$sed -e s/@BDF$side@/$d/ -e s/@W${side}_1@/$(printf 0x%x $((bar + peer)))/"
+                sed="$sed -e s/@W${side}_0@/$(printf 0x%x $((bar + peer + 0x1000000)))/"
         done
         if [ "$(ls /sys/bus/ntb/devices | wc -l)" -eq 2 ] && sed $sed /etc/ntbfab/conform.yaml >$C &&
                 ! grep -q @ $C; then
@@ -398,11 +398,11 @@ step_conform() {
         # each side issues once (A issues, B receives in the pair checks)
         for dir in "side0.ntb0 side1.ntb0 conform-" "side1.ntb0 side0.ntb0 conform-rev-"; do
                 set -- $dir
-                read t0 idle </proc/uptime
+                read c0 idle </proc/uptime
                 timeout 120 ntbfab-conformance --config $C --a $1 --b $2 --timeout-ms 10000 \
                         --fixed-windows ${CONFORM_ONLY:+--only $CONFORM_ONLY} >/tmp/conform.tap 2>&1
                 rc=$?
-                read t1 idle </proc/uptime
+                read c1 idle </proc/uptime
                 cat /tmp/conform.tap
                 conform_tap $3 </tmp/conform.tap
                 sum=$(grep -E '^# [0-9]+ checks: ' /tmp/conform.tap | sed 's/^# //')
@@ -411,7 +411,7 @@ step_conform() {
                 else
                         result ${3}linux-ntb FAIL "$1 -> $2: rc $rc: ${sum:-$(tail -n 5 /tmp/conform.tap | tr '\n' ' ')}"
                 fi
-                echo "FIGURE ${3}s $(awk "BEGIN {print $t1 - $t0}") s" | sed 's/-/_/g'
+                echo "FIGURE ${3}s $(awk "BEGIN {print $c1 - $c0}") s" | sed 's/-/_/g'
         done
         # the switchtec backend on the same NTB, with the register model of a switch attached:
         # the model is a process over stx.gas in the suite's instance directory, which the
@@ -423,11 +423,11 @@ step_conform() {
                 ntbfab-stxmodel --gas $X/stx.gas --format --rid-size 16 >/tmp/stxmodel.log 2>&1 &
                 MP=$!
                 until_ok 10 grep -q ready /tmp/stxmodel.log
-                read t0 idle </proc/uptime
+                read c0 idle </proc/uptime
                 timeout 120 ntbfab-conformance --config $X/cluster.yaml --dir $X --timeout-ms 10000 \
                         --fixed-windows ${CONFORM_ONLY:+--only $CONFORM_ONLY} >/tmp/conform.tap 2>&1
                 rc=$?
-                read t1 idle </proc/uptime
+                read c1 idle </proc/uptime
                 cat /tmp/conform.tap
                 conform_tap conform-stx- </tmp/conform.tap
                 sum=$(grep -E '^# [0-9]+ checks: ' /tmp/conform.tap | sed 's/^# //')
@@ -437,7 +437,7 @@ step_conform() {
                 else
                         result conform-stx-switchtec FAIL "rc $rc: ${sum:-$(tail -n 5 /tmp/conform.tap | tr '\n' ' ')}; the model $(kill -0 $MP 2>/dev/null && echo runs || echo exited): $(tr '\n' ' ' </tmp/stxmodel.log)"
                 fi
-                echo "FIGURE conform_stx_s $(awk "BEGIN {print $t1 - $t0}") s"
+                echo "FIGURE conform_stx_s $(awk "BEGIN {print $c1 - $c0}") s"
                 kill -TERM $MP 2>/dev/null
                 wait $MP 2>/dev/null
         else
