@@ -8,6 +8,7 @@
 #endif
 
 #include <limits.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -23,75 +24,28 @@
  * `extern const unsigned int _SISCI_PUBLIC_CONST_<name>` are read from the library itself,
  * so that no number of ntbfab's headers is assumed to be Dolphin's. The headers give the
  * types only.
+ *
+ * The names are those of abi.h (frontends/sisci-compat/src), the one list of the SISCI ABI
+ * that ntbfab's libsisci exports: the table has a place for each. Which of them the backend
+ * needs is recorded by the calls themselves: SCI() and SC() put the name they use into the
+ * section dol_need, and loading a library requires every name there (lib.c). SCO() reads a
+ * constant the backend asks about first (has_<name>), which a library may lack.
  */
-#define DOL_FUNCS(X)                                                                               \
-        X(SCIInitialize)                                                                           \
-        X(SCITerminate)                                                                            \
-        X(SCIOpen)                                                                                 \
-        X(SCIClose)                                                                                \
-        X(SCIGetLocalNodeId)                                                                       \
-        X(SCIQuery)                                                                                \
-        X(SCIGetErrorString)                                                                       \
-        X(SCICreateSegment)                                                                        \
-        X(SCIRemoveSegment)                                                                        \
-        X(SCIPrepareSegment)                                                                       \
-        X(SCISetSegmentAvailable)                                                                  \
-        X(SCISetSegmentUnavailable)                                                                \
-        X(SCIAttachPhysicalMemory)                                                                 \
-        X(SCIGetLocalSegmentId)                                                                    \
-        X(SCIConnectSegment)                                                                       \
-        X(SCIDisconnectSegment)                                                                    \
-        X(SCIGetRemoteSegmentSize)                                                                 \
-        X(SCIWaitForRemoteSegmentEvent)                                                            \
-        X(SCIMapLocalSegment)                                                                      \
-        X(SCIMapRemoteSegment)                                                                     \
-        X(SCIUnmapSegment)                                                                         \
-        X(SCICreateDMAQueue)                                                                       \
-        X(SCIRemoveDMAQueue)                                                                       \
-        X(SCIStartDmaTransfer)                                                                     \
-        X(SCICreateInterrupt)                                                                      \
-        X(SCIRemoveInterrupt)                                                                      \
-        X(SCIWaitForInterrupt)                                                                     \
-        X(SCIConnectInterrupt)                                                                     \
-        X(SCIDisconnectInterrupt)                                                                  \
-        X(SCITriggerInterrupt)                                                                     \
-        X(SCIGetDeviceList)                                                                        \
-        X(SCIBorrowDevice)                                                                         \
-        X(SCIReturnDevice)                                                                         \
-        X(SCIMapLocalSegmentForDevice)                                                             \
-        X(SCIUnmapLocalSegmentForDevice)                                                           \
-        X(SCIMapRemoteSegmentForDevice)                                                            \
-        X(SCIUnmapRemoteSegmentForDevice)
+#include "abi.h"
 
-/* Constants the backend needs; a library without one of them cannot be used. */
-#define DOL_CONSTS(X)                                                                              \
-        X(SCI_INFINITE_TIMEOUT)                                                                    \
-        X(SCI_FLAG_EMPTY)                                                                          \
-        X(SCI_FLAG_AUTO_ID)                                                                        \
-        X(SCI_FLAG_FORCE_REMOVE)                                                                   \
-        X(SCI_FLAG_FIXED_MAP_ADDR)                                                                 \
-        X(SCI_FLAG_READONLY_MAP)                                                                   \
-        X(SCI_FLAG_IO_MAP_IOSPACE)                                                                 \
-        X(SCI_FLAG_USE_CALLBACK)                                                                   \
-        X(SCI_FLAG_DMA_READ)                                                                       \
-        X(SCI_Q_ADAPTER)                                                                           \
-        X(SCI_Q_ADAPTER_NODEID)                                                                    \
-        X(SCI_Q_ADAPTER_LINK_OPERATIONAL)                                                          \
-        X(SCI_Q_LOCAL_SEGMENT)                                                                     \
-        X(SCI_Q_LOCAL_SEGMENT_PHYS_ADDR)                                                           \
-        X(SCI_Q_DEVICE)                                                                            \
-        X(SCI_Q_DEVICE_INFO)
+struct dol_need {
+        const char *name; /* the library's symbol */
+        size_t off;       /* in struct dol_lib: f_<name> (a function), or has_<name> */
+        bool func;
+};
 
-/* Queries that give figures when the library knows them: the window's (ATT) must be answered
- * unless the operator allows the cluster file's (docs/dolphin.md); the others have defaults. */
-#define DOL_OPT_CONSTS(X)                                                                          \
-        X(SCI_Q_ADAPTER_BDF)                                                                       \
-        X(SCI_Q_ADAPTER_NUMBER_OF_PORTS)                                                           \
-        X(SCI_Q_ADAPTER_DMA_MTU)                                                                   \
-        X(SCI_Q_ADAPTER_DMA_SIZE_ALIGNMENT)                                                        \
-        X(SCI_Q_ADAPTER_DMA_OFFSET_ALIGNMENT)                                                      \
-        X(SCI_Q_ADAPTER_ATT_PAGE_SIZE)                                                             \
-        X(SCI_Q_ADAPTER_ATT_NUMBER_OF_ENTRIES)
+#define DOL_NEED(sym, field, isfn)                                                                 \
+        ({                                                                                         \
+                static const struct dol_need dol_need_                                             \
+                    __attribute__((section("dol_need"), used, aligned(sizeof(void *)))) = {        \
+                        sym, offsetof(struct dol_lib, field), isfn};                               \
+                (void)0;                                                                           \
+        })
 
 /* One loaded library: a link-map namespace of its own with its own environment. */
 struct dol_lib {
@@ -101,21 +55,22 @@ struct dol_lib {
         void *dl;
         sci_desc_t sd; /* the process's descriptor: every resource is opened under it */
 #define DOL_FN(name) __typeof__(&name) f_##name;
-        DOL_FUNCS(DOL_FN)
+        SX_FUNCS(DOL_FN)
 #undef DOL_FN
-#define DOL_C(name) unsigned c_##name;
-        DOL_CONSTS(DOL_C)
-#undef DOL_C
-#define DOL_OC(name)                                                                               \
+#define DOL_C(name)                                                                                \
         unsigned c_##name;                                                                         \
         bool has_##name;
-        DOL_OPT_CONSTS(DOL_OC)
-#undef DOL_OC
+        SX_CONSTS(DOL_C)
+#undef DOL_C
 };
 
-/* Call a SISCI function of library L: SCI(L, Open, &sd, 0, &err). */
-#define SCI(L, name, ...) ((L)->f_SCI##name(__VA_ARGS__))
-#define SC(L, name)       ((L)->c_##name)
+/* Call a SISCI function of library L: SCI(L, Open, &sd, 0, &err). The library must have it. */
+#define SCI(L, name, ...)                                                                          \
+        (DOL_NEED("_SISCI_PUBLIC_FUNC_MT_SCI" #name, f_SCI##name, true),                           \
+         (L)->f_SCI##name(__VA_ARGS__))
+/* A constant of L the library must have; SCO: one whose has_<name> the caller checked. */
+#define SC(L, name)  (DOL_NEED("_SISCI_PUBLIC_CONST_" #name, has_##name, false), (L)->c_##name)
+#define SCO(L, name) ((L)->c_##name)
 
 /* The library's file: NTBFAB_SISCI_LIB, else the first found of the default places. why gets
  * the sentence when there is none. */

@@ -133,37 +133,44 @@ static int apply_env(void *dl, const char *env, char *why, size_t whylen)
         return 0;
 }
 
-/* Resolve every name the backend calls or reads; the first missing one is the error. */
+/* What the backend's calls recorded (dolphin.h): the section's bounds, made by the linker. */
+extern const struct dol_need __start_dol_need[], __stop_dol_need[];
+
+/*
+ * Resolve every name of the ABI the library has (abi.h); a name the backend calls or reads
+ * (the section dol_need) that it lacks is the error, the first one named.
+ */
 static int resolve(struct dol_lib *L, const char *path, char *why, size_t whylen)
 {
         void *p;
-#define DOL_RESOLVE(name)                                                                          \
-        if (!(p = dlsym(L->dl, "_SISCI_PUBLIC_FUNC_MT_" #name))) {                                 \
-                snprintf(why, whylen,                                                              \
-                         "%s has no _SISCI_PUBLIC_FUNC_MT_" #name ": not a SISCI 5 library with "  \
-                         "the SmartIO extension; point NTBFAB_SISCI_LIB at eXpressWare's",         \
-                         path);                                                                    \
-                return NTBF_EUNSUPPORTED;                                                          \
-        }                                                                                          \
-        *(void **)&L->f_##name = p;
-        DOL_FUNCS(DOL_RESOLVE)
+#define DOL_RESOLVE(name) *(void **)&L->f_##name = dlsym(L->dl, "_SISCI_PUBLIC_FUNC_MT_" #name);
+        SX_FUNCS(DOL_RESOLVE)
 #undef DOL_RESOLVE
 #define DOL_CONST(name)                                                                            \
-        if (!(p = dlsym(L->dl, "_SISCI_PUBLIC_CONST_" #name))) {                                   \
-                snprintf(why, whylen, "%s has no constant " #name ": not a SISCI 5 library",       \
-                         path);                                                                    \
-                return NTBF_EUNSUPPORTED;                                                          \
-        }                                                                                          \
-        L->c_##name = *(const unsigned *)p;
-        DOL_CONSTS(DOL_CONST)
-#undef DOL_CONST
-#define DOL_OPT(name)                                                                              \
         if ((p = dlsym(L->dl, "_SISCI_PUBLIC_CONST_" #name))) {                                    \
                 L->c_##name = *(const unsigned *)p;                                                \
                 L->has_##name = true;                                                              \
         }
-        DOL_OPT_CONSTS(DOL_OPT)
-#undef DOL_OPT
+        SX_CONSTS(DOL_CONST)
+#undef DOL_CONST
+        /* Functions first: a library that is not SISCI's is named by a function it lacks. */
+        for (int pass = 0; pass < 2; pass++)
+                for (const struct dol_need *n = __start_dol_need; n < __stop_dol_need; n++) {
+                        if (n->func != !pass ||
+                            (n->func ? *(void **)(void *)((char *)L + n->off) != NULL
+                                     : *(bool *)((char *)L + n->off)))
+                                continue;
+                        if (n->func)
+                                snprintf(why, whylen,
+                                         "%s has no %s: not a SISCI 5 library with the SmartIO "
+                                         "extension; point NTBFAB_SISCI_LIB at eXpressWare's",
+                                         path, n->name);
+                        else
+                                snprintf(why, whylen,
+                                         "%s has no constant %s: not a SISCI 5 library", path,
+                                         n->name + strlen("_SISCI_PUBLIC_CONST_"));
+                        return NTBF_EUNSUPPORTED;
+                }
         return 0;
 }
 

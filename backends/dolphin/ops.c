@@ -60,7 +60,7 @@ static int adapter_no(struct dol_lib *L, const struct ntbf_topo *t, uint32_t ada
                 unsigned want = (unsigned)bus << 8 | (unsigned)dev << 3 | fn, got = 0;
                 bool found = false;
                 for (unsigned k = 0; k < DIS_MAX_NSCIS && !found; k++)
-                        if (ntbf__dol_qadapter(L, k, 0, SC(L, SCI_Q_ADAPTER_BDF), &got) ==
+                        if (ntbf__dol_qadapter(L, k, 0, SCO(L, SCI_Q_ADAPTER_BDF), &got) ==
                                 SCI_ERR_OK &&
                             got == want) {
                                 *ano = k;
@@ -162,10 +162,10 @@ static int att_window(struct ntbf_adapter_h *h, char *why, size_t whylen)
         struct ntbf_caps *c = &h->caps;
         unsigned page = 0, entries = 0;
         char what[300] = "";
-        if (query_fig(h, L->has_SCI_Q_ADAPTER_ATT_PAGE_SIZE, SC(L, SCI_Q_ADAPTER_ATT_PAGE_SIZE),
+        if (query_fig(h, L->has_SCI_Q_ADAPTER_ATT_PAGE_SIZE, SCO(L, SCI_Q_ADAPTER_ATT_PAGE_SIZE),
                       "SCI_Q_ADAPTER_ATT_PAGE_SIZE", &page, what, sizeof(what)) &&
             query_fig(h, L->has_SCI_Q_ADAPTER_ATT_NUMBER_OF_ENTRIES,
-                      SC(L, SCI_Q_ADAPTER_ATT_NUMBER_OF_ENTRIES),
+                      SCO(L, SCI_Q_ADAPTER_ATT_NUMBER_OF_ENTRIES),
                       "SCI_Q_ADAPTER_ATT_NUMBER_OF_ENTRIES", &entries, what, sizeof(what))) {
                 if (pow2(page) && page >= DOL_PAGE && entries >= 1 && entries <= DOL_MAX_SLOTS) {
                         c->nwindows = 1;
@@ -232,7 +232,7 @@ static int compute_caps(struct ntbf_adapter_h *h, char *why, size_t whylen)
                    NTBF_CAP_IRQ | NTBF_CAP_DEV_MAP;
         c->ports = a->p.ports;
         if (L->has_SCI_Q_ADAPTER_NUMBER_OF_PORTS &&
-            ntbf__dol_qadapter(L, h->ano, 0, SC(L, SCI_Q_ADAPTER_NUMBER_OF_PORTS), &u) ==
+            ntbf__dol_qadapter(L, h->ano, 0, SCO(L, SCI_Q_ADAPTER_NUMBER_OF_PORTS), &u) ==
                 SCI_ERR_OK &&
             u >= 1 && u <= NTBF_MAX_ADAPTER_PORTS) {
                 c->ports = u;
@@ -262,7 +262,7 @@ static int compute_caps(struct ntbf_adapter_h *h, char *why, size_t whylen)
                 c->dma_max_len = 64 * NTBF_MiB;
                 c->dma_align = 1;
                 if (L->has_SCI_Q_ADAPTER_DMA_MTU &&
-                    ntbf__dol_qadapter(L, h->ano, 0, SC(L, SCI_Q_ADAPTER_DMA_MTU), &u) ==
+                    ntbf__dol_qadapter(L, h->ano, 0, SCO(L, SCI_Q_ADAPTER_DMA_MTU), &u) ==
                         SCI_ERR_OK &&
                     u) {
                         c->dma_max_len = u;
@@ -270,12 +270,12 @@ static int compute_caps(struct ntbf_adapter_h *h, char *why, size_t whylen)
                 }
                 unsigned al = 1;
                 if (L->has_SCI_Q_ADAPTER_DMA_SIZE_ALIGNMENT &&
-                    ntbf__dol_qadapter(L, h->ano, 0, SC(L, SCI_Q_ADAPTER_DMA_SIZE_ALIGNMENT), &u) ==
-                        SCI_ERR_OK &&
+                    ntbf__dol_qadapter(L, h->ano, 0, SCO(L, SCI_Q_ADAPTER_DMA_SIZE_ALIGNMENT),
+                                       &u) == SCI_ERR_OK &&
                     pow2(u))
                         al = u;
                 if (L->has_SCI_Q_ADAPTER_DMA_OFFSET_ALIGNMENT &&
-                    ntbf__dol_qadapter(L, h->ano, 0, SC(L, SCI_Q_ADAPTER_DMA_OFFSET_ALIGNMENT),
+                    ntbf__dol_qadapter(L, h->ano, 0, SCO(L, SCI_Q_ADAPTER_DMA_OFFSET_ALIGNMENT),
                                        &u) == SCI_ERR_OK &&
                     pow2(u) && u > al)
                         al = u;
