@@ -8,10 +8,10 @@
 #endif
 
 #include <limits.h>
-#include <stddef.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ntbfab/backend.h"
