@@ -1,6 +1,7 @@
 /* backends/dolphin/ops.c: the Dolphin backend: adapters, figures, slots as segments, CPU maps. */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,6 +121,20 @@ static uint32_t count_peers(const struct ntbf_topo *t, uint32_t adapter)
         return cnt;
 }
 
+/* Add one figure to what the daemon's log says of h: "ports 2, window ...". */
+static void NTBF_PRINTF(2, 3) fig_add(struct ntbf_adapter_h *h, const char *fmt, ...)
+{
+        size_t fl = strlen(h->figures);
+        if (fl && fl + 2 < sizeof(h->figures)) {
+                memcpy(h->figures + fl, ", ", 3);
+                fl += 2;
+        }
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(h->figures + fl, sizeof(h->figures) - fl, fmt, ap);
+        va_end(ap);
+}
+
 /*
  * Whether the operator allows the cluster file's window where SISCI does not give it
  * (NTBFAB_DOLPHIN_FILE_FIGURES=1, docs/dolphin.md). Without it such an adapter is refused.
@@ -174,10 +189,8 @@ static int att_window(struct ntbf_adapter_h *h, char *why, size_t whylen)
                                                              .slots = entries,
                                                              .slot_size = page,
                                                              .first_slot = 0};
-                        size_t fl = strlen(h->figures);
-                        snprintf(h->figures + fl, sizeof(h->figures) - fl,
-                                 " window %" PRIu64 " bytes in %u slots (ATT)",
-                                 (uint64_t)page * entries, entries);
+                        fig_add(h, "window %" PRIu64 " bytes in %u slots from SCIQuery (ATT)",
+                                (uint64_t)page * entries, entries);
                         return 0;
                 }
                 snprintf(what, sizeof(what),
@@ -204,8 +217,7 @@ static int att_window(struct ntbf_adapter_h *h, char *why, size_t whylen)
                  " slots), unchecked, because NTBFAB_DOLPHIN_FILE_FIGURES is set: more than the "
                  "adapter holds fails when a slot is programmed",
                  nn, a->name, what, fs);
-        size_t fl = strlen(h->figures);
-        snprintf(h->figures + fl, sizeof(h->figures) - fl, " window: the cluster file's");
+        fig_add(h, "window: the cluster file's (%" PRIu64 " slots)", fs);
         return 0;
 }
 
@@ -222,12 +234,10 @@ static int compute_caps(struct ntbf_adapter_h *h, char *why, size_t whylen)
         const struct ntbf_topo *t = h->b->t;
         const struct ntbf_adapter *a = &t->adapters[h->adapter];
         struct ntbf_caps *c = &h->caps;
-        char *fig = h->figures;
-        size_t fl = sizeof(h->figures);
         unsigned u = 0;
         memset(c, 0, sizeof(*c));
         h->warning[0] = 0;
-        snprintf(fig, fl, "from SCIQuery:");
+        h->figures[0] = 0;
         c->flags = NTBF_CAP_XLAT_INBOUND | NTBF_CAP_CPU_MAP | NTBF_CAP_MEM | NTBF_CAP_NO_RID_TABLE |
                    NTBF_CAP_IRQ | NTBF_CAP_DEV_MAP;
         c->ports = a->p.ports;
@@ -236,7 +246,9 @@ static int compute_caps(struct ntbf_adapter_h *h, char *why, size_t whylen)
                 SCI_ERR_OK &&
             u >= 1 && u <= NTBF_MAX_ADAPTER_PORTS) {
                 c->ports = u;
-                snprintf(fig + strlen(fig), fl - strlen(fig), " ports %u", u);
+                fig_add(h, "ports %u from SCIQuery", u);
+        } else {
+                fig_add(h, "ports %u: the cluster file's", c->ports);
         }
         c->peers = count_peers(t, h->adapter);
         c->nwindows = a->nwin;
@@ -266,7 +278,7 @@ static int compute_caps(struct ntbf_adapter_h *h, char *why, size_t whylen)
                         SCI_ERR_OK &&
                     u) {
                         c->dma_max_len = u;
-                        snprintf(fig + strlen(fig), fl - strlen(fig), " DMA MTU %u", u);
+                        fig_add(h, "DMA MTU %u from SCIQuery", u);
                 }
                 unsigned al = 1;
                 if (L->has_SCI_Q_ADAPTER_DMA_SIZE_ALIGNMENT &&
@@ -280,7 +292,7 @@ static int compute_caps(struct ntbf_adapter_h *h, char *why, size_t whylen)
                     pow2(u) && u > al)
                         al = u;
                 c->dma_align = al;
-                snprintf(fig + strlen(fig), fl - strlen(fig), " DMA alignment %u", al);
+                fig_add(h, "DMA alignment %u", al);
         }
         return 0;
 }
@@ -553,10 +565,15 @@ static int dol_open(const struct ntbf_backend_env *env, struct ntbf_backend **ou
                 for (uint32_t i = 0; i < n->nadapters && !r; i++) {
                         struct ntbf_adapter_h *h = NULL;
                         r = probe_checked(b, n->adapters[i], &h, why, whylen);
-                        /* The owner of the adapters (the daemon) says loudly what stands for
-                         * SISCI's figures; its programs do not repeat it. */
-                        if (!r && h->warning[0] && !env->relay)
-                                fprintf(stderr, "ntbfab dolphin: WARNING: %s\n", h->warning);
+                        /* The owner of the adapters (the daemon) says where its figures came
+                         * from, and loudly what stands for SISCI's; its programs do not. */
+                        if (!r && !env->relay) {
+                                fprintf(stderr, "ntbfab dolphin: adapter %s.%s: figures %s\n",
+                                        n->name, b->t->adapters[n->adapters[i]].name, h->figures);
+                                if (h->warning[0])
+                                        fprintf(stderr, "ntbfab dolphin: WARNING: %s\n",
+                                                h->warning);
+                        }
                         if (!r) {
                                 if (!b->keep) {
                                         b->keep = h->L;

@@ -90,6 +90,9 @@ up)
 	up outer "$top/outer.yaml" "$outer"
 	expect outer 'lender.ntb0 - borrower.ntb0  up'
 	expect outer '0x4001  lender.acc0'
+	# Each daemon's log says which figures SISCI gave.
+	grep -q 'ntbfab dolphin: adapter lender.ntb0: figures ports 2 from SCIQuery, window 1073741824 bytes in 256 slots from SCIQuery (ATT), DMA MTU' \
+		"$outer/log/lender.err" || fail "the lender's log does not say the figures SCIQuery gave"
 	"$ntbfab" status --dir "$outer" >"$top/status.out" 2>&1 || fail "ntbfab status failed"
 	expect status 'dolphin'
 	# A figure of the file that is not what SCIQuery says: the daemon names it and the fix.
@@ -154,6 +157,8 @@ up)
 	for n in lender borrower; do
 		grep -q "ntbfab dolphin: WARNING: adapter $n.ntb0: SCIQuery(SCI_Q_ADAPTER, SCI_Q_ADAPTER_ATT_NUMBER_OF_ENTRIES) failed: .*; the core plans with the cluster file's window (128 slots), unchecked, because NTBFAB_DOLPHIN_FILE_FIGURES is set" \
 			"$top/filefig/log/$n.err" || fail "the daemon of $n did not say the file's window stands for SISCI's"
+		grep -q "ntbfab dolphin: adapter $n.ntb0: figures ports 2 from SCIQuery, window: the cluster file's (128 slots)" \
+			"$top/filefig/log/$n.err" || fail "the daemon of $n did not say which figures are the file's"
 	done
 	"$ntbfab" down --dir "$top/filefig" >/dev/null 2>&1 || fail "ntbfab down of the opt-in cluster failed"
 	# Broadcast segments (multicast) are not the core's groups: a receiver's segment cannot
