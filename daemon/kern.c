@@ -52,6 +52,8 @@ static struct ntbf__borrow *by_shadow(struct ntbf__d *d, uint32_t id)
         return NULL;
 }
 
+static void peers_release(struct ntbf__d *d, struct ntbf__borrow *b);
+
 /* ---- config writes: from the module to the lender ------------------------------------------ */
 
 struct cfgw {
@@ -124,6 +126,7 @@ static void drain(struct ntbf__d *d, struct ntbf__borrow *leaving)
                                 LOG_W("shadow of 0x%04x was removed by the kernel: its lender "
                                       "withdrew the device",
                                       b->fdid);
+                                peers_release(d, b);
                                 b->shadow = -1;
                                 json_object_object_del(b->json, "attached");
                                 ntbf__node_save_borrow(d, b);
@@ -208,9 +211,11 @@ struct attach {
         void *arg;
         uint8_t cfg[KERN_CFG];
         uint64_t export_id;
+        unsigned pending; /* peer mappings asked of the manager, not answered yet */
 };
 
 static void ignore(void *arg, int err, const char *msg, struct json_object *res);
+static void peers_attach(struct attach *a, struct ntbf__borrow *b);
 
 static void attach_done(struct attach *a, int err, const char *msg)
 {
@@ -291,7 +296,8 @@ static void dumped(void *arg, int err, const char *msg, struct json_object *res)
         json_object_object_add(b->json, "attached", o);
         ntbf__node_save_borrow(d, b);
         LOG_I("attached 0x%04x to this kernel as %s", a->fdid, pci);
-        attach_done(a, 0, NULL);
+        /* The attach answers once every peer mapping is in place or refused. */
+        peers_attach(a, b);
 }
 
 static void exported(void *arg, int err, const char *msg, struct json_object *res)
@@ -357,6 +363,7 @@ void ntbf__kern_detach(struct ntbf__d *d, struct ntbf__borrow *b, bool surprise)
                 return ntbf__kmdev_lost(d, b);
         if (b->shadow < 0 || !d->kern || d->kern->fd < 0)
                 return;
+        peers_release(d, b);
         struct ntbfab_lend_detach dt = {.shadow_id = (uint32_t)b->shadow,
                                         .flags = surprise ? NTBFAB_LEND_DETACH_SURPRISE : 0};
         if (ioctl(d->kern->fd, NTBFAB_LEND_IOC_DETACH, &dt) && errno != ENOENT)
@@ -391,9 +398,286 @@ void ntbf__kern_resume(struct ntbf__d *d)
         for (struct ntbf__borrow *b = d->borrows; b; b = b->next) {
                 if (b->shadow >= 0 || !json_object_object_get_ex(b->json, "attached", NULL))
                         continue;
+                /* The kernel's peer entries went with the shadow; the manager's go now. */
+                peers_release(d, b);
                 json_object_object_del(b->json, "attached");
                 LOG_I("attaching 0x%04x again (it was attached when this daemon stopped)", b->fdid);
                 ntbf__kern_attach(d, b, resumed, (void *)(uintptr_t)b->fdid);
+        }
+}
+
+/* ---- peer-to-peer mappings (article 4.4) ---------------------------------------------------- */
+
+/*
+ * Attached device A reaches every other device this node holds: the others attached to this
+ * kernel, and this node's own devices. For each BAR of each such target T the manager
+ * resolves (request `map`: the same lender, a device of this node, or another lender) the
+ * address A uses to reach it; the module gets it with where this kernel sees the BAR
+ * (NTBFAB_LEND_IOC_PEER_ADD), so that A's driver's dma_map_resource() of that BAR returns
+ * it. A target attached later is added both ways. Each mapping is recorded in A's borrow
+ * (attached.peers: target, bar, phys, size, device_addr, seq, route) and released at the
+ * manager (`unmap`) when A or T goes.
+ */
+
+struct peerop {
+        struct attach *a; /* the attach waiting for it, or NULL */
+        struct ntbf__d *d;
+        uint32_t src, target, bar;
+        int64_t src_shadow, tgt_shadow; /* as asked: still the same devices? (-1: not a shadow) */
+        uint64_t phys, size;
+};
+
+static void unmapped(void *arg, int err, const char *msg, struct json_object *res)
+{
+        (void)arg;
+        json_object_put(res);
+        if (err && err != NTBF_ENOTFOUND && err != -ECANCELED)
+                LOG_W("releasing a peer mapping at the manager: %s",
+                      msg ? msg : ntbf_strerror(err));
+}
+
+static void peer_unmap(struct ntbf__d *d, uint64_t seq)
+{
+        struct json_object *q = json_object_new_object();
+        ntbf__jput_u(q, "seq", seq);
+        ntbf__peer_request(d, d->manager, "unmap", q, unmapped, NULL);
+}
+
+static struct json_object *peers_of(struct ntbf__borrow *b, bool create)
+{
+        struct json_object *att, *pa = NULL;
+        if (!json_object_object_get_ex(b->json, "attached", &att))
+                return NULL;
+        if (!json_object_object_get_ex(att, "peers", &pa) && create) {
+                pa = json_object_new_array();
+                json_object_object_add(att, "peers", pa);
+        }
+        return pa;
+}
+
+/* Where this kernel sees BAR bar of the device at PCI address pci (sysfs): memory BARs only. */
+static bool bar_in_sysfs(const char *pci, uint32_t bar, uint64_t *phys, uint64_t *size)
+{
+        char path[128], line[128];
+        snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/resource", pci);
+        FILE *f = fopen(path, "r");
+        if (!f)
+                return false;
+        bool ok = false;
+        for (uint32_t i = 0; fgets(line, sizeof(line), f); i++) {
+                unsigned long long start, end, flags;
+                if (i != bar)
+                        continue;
+                ok = sscanf(line, "%llx %llx %llx", &start, &end, &flags) == 3 && start &&
+                     end > start && (flags & 0x200); /* IORESOURCE_MEM */
+                if (ok) {
+                        *phys = start;
+                        *size = end - start + 1;
+                }
+                break;
+        }
+        fclose(f);
+        return ok;
+}
+
+/* The target's BAR here: a shadow's (pci given) or a real local device's from sysfs, a
+ * simulated device's from the topology. Sizes are rounded up to pages (the module's unit). */
+static bool bar_here(struct ntbf__d *d, const char *pci, uint32_t fdid, uint32_t bar,
+                     uint64_t *phys, uint64_t *size)
+{
+        uint32_t dev, fn;
+        if (ntbf__fdid_resolve(d->t, fdid, &dev, &fn))
+                return false;
+        const struct ntbf_device *td = &d->t->devices[dev];
+        if (!ntbf_device_bar_size(td, fn, bar))
+                return false; /* the manager maps only the BARs the topology names */
+        char real[32];
+        if (!pci && td->vfio) {
+                snprintf(real, sizeof(real), "%04x:%02x:%02x.%x", td->domain, td->bus, td->dev,
+                         td->fn + fn);
+                pci = real;
+        }
+        if (pci) {
+                if (!bar_in_sysfs(pci, bar, phys, size))
+                        return false;
+        } else {
+                *phys = ntbf_device_bar_addr(td, fn, bar);
+                *size = ntbf_device_bar_size(td, fn, bar);
+        }
+        *size = (*size + 4095) & ~UINT64_C(4095);
+        return *phys != 0;
+}
+
+static const char *route_of(struct ntbf__d *d, struct ntbf__borrow *src, uint32_t target)
+{
+        uint32_t dev, fn;
+        if (ntbf__fdid_resolve(d->t, target, &dev, &fn))
+                return "?";
+        uint32_t n = d->t->devices[dev].node;
+        return n == d->self       ? "borrower's device"
+               : n == src->lender ? "same lender"
+                                  : "another lender";
+}
+
+static void peer_attach_step(struct attach *a)
+{
+        if (a && !--a->pending)
+                attach_done(a, 0, NULL);
+}
+
+static void peer_mapped(void *arg, int err, const char *msg, struct json_object *res)
+{
+        struct peerop *op = arg;
+        struct ntbf__d *d = op->d;
+        uint64_t seq = 0, addr = 0;
+        ntbf__jget_u(res, "seq", &seq);
+        ntbf__jget_u(res, "device_addr", &addr);
+        json_object_put(res);
+        struct ntbf__borrow *b = ntbf__node_borrow(d, op->src);
+        struct ntbf__borrow *t = op->tgt_shadow >= 0 ? ntbf__node_borrow(d, op->target) : NULL;
+        if (err) {
+                LOG_W("0x%04x cannot reach BAR%u of 0x%04x peer-to-peer: the manager refused "
+                      "the mapping (%s); its driver's dma_map_resource() of that BAR fails, the "
+                      "attach stands",
+                      op->src, op->bar, op->target, msg ? msg : ntbf_strerror(err));
+        } else if (!b || b->shadow != op->src_shadow || !d->kern || d->kern->fd < 0 ||
+                   (op->tgt_shadow >= 0 && (!t || t->shadow != op->tgt_shadow))) {
+                /* One of the two went meanwhile: nothing to enter. */
+                peer_unmap(d, seq);
+        } else {
+                struct ntbfab_lend_peer pe = {.shadow_id = (uint32_t)b->shadow,
+                                              .phys = op->phys,
+                                              .size = op->size,
+                                              .dev_addr = addr};
+                if (ioctl(d->kern->fd, NTBFAB_LEND_IOC_PEER_ADD, &pe)) {
+                        LOG_W("0x%04x cannot reach BAR%u of 0x%04x peer-to-peer: the kernel "
+                              "refused the entry (%s); its driver's dma_map_resource() of that "
+                              "BAR fails, the attach stands",
+                              op->src, op->bar, op->target, strerror(errno));
+                        peer_unmap(d, seq);
+                } else {
+                        struct json_object *o = json_object_new_object();
+                        ntbf__jput_u(o, "target", op->target);
+                        ntbf__jput_u(o, "bar", op->bar);
+                        ntbf__jput_u(o, "phys", op->phys);
+                        ntbf__jput_u(o, "size", op->size);
+                        ntbf__jput_u(o, "device_addr", addr);
+                        ntbf__jput_u(o, "seq", seq);
+                        ntbf__jput_s(o, "route", route_of(d, b, op->target));
+                        json_object_array_add(peers_of(b, true), o);
+                        ntbf__node_save_borrow(d, b);
+                        LOG_I("0x%04x reaches BAR%u of 0x%04x (0x%" PRIx64 "+0x%" PRIx64
+                              " here) at device address 0x%" PRIx64 " (%s)",
+                              op->src, op->bar, op->target, op->phys, op->size, addr,
+                              route_of(d, b, op->target));
+                }
+        }
+        peer_attach_step(op->a);
+        free(op);
+}
+
+/* Ask the manager for src's mappings of every BAR of target (tpci: a shadow's address). */
+static void peer_map(struct ntbf__d *d, struct attach *a, struct ntbf__borrow *src, uint32_t target,
+                     int64_t tgt_shadow, const char *tpci)
+{
+        for (uint32_t bar = 0; bar < NTBF_MAX_BARS; bar++) {
+                uint64_t phys, size;
+                if (!bar_here(d, tpci, target, bar, &phys, &size))
+                        continue;
+                struct peerop *op = calloc(1, sizeof(*op));
+                if (!op) {
+                        LOG_W("no peer mapping from 0x%04x to 0x%04x: out of memory", src->fdid,
+                              target);
+                        return;
+                }
+                *op = (struct peerop){a,           d,          src->fdid, target, bar,
+                                      src->shadow, tgt_shadow, phys,      size};
+                if (a)
+                        a->pending++;
+                struct json_object *q = json_object_new_object();
+                ntbf__jput_u(q, "src", src->fdid);
+                ntbf__jput_u(q, "target", target);
+                ntbf__jput_u(q, "bar", bar);
+                ntbf__peer_request(d, d->manager, "map", q, peer_mapped, op);
+        }
+}
+
+static const char *pci_of(struct ntbf__borrow *b)
+{
+        struct json_object *att;
+        const char *pci = NULL;
+        if (json_object_object_get_ex(b->json, "attached", &att))
+                ntbf__jget_s(att, "pci", &pci);
+        return pci;
+}
+
+static void peers_attach(struct attach *a, struct ntbf__borrow *b)
+{
+        struct ntbf__d *d = a->d;
+        a->pending = 1; /* this function's own step: no answer before every request is out */
+        for (struct ntbf__borrow *x = d->borrows; x; x = x->next) {
+                if (x == b || x->shadow < 0 || !pci_of(x))
+                        continue;
+                peer_map(d, a, b, x->fdid, x->shadow, pci_of(x));
+                peer_map(d, a, x, b->fdid, b->shadow, pci_of(b));
+        }
+        for (uint32_t i = 0; i < d->t->ndevices; i++)
+                if (d->t->devices[i].node == d->self)
+                        for (uint32_t fn = 0; fn < d->t->devices[i].functions; fn++)
+                                peer_map(d, a, b, ntbf__fdid_of(d->t, i, fn), -1, NULL);
+        peer_attach_step(a);
+}
+
+/* b leaves this kernel: the entries of others that reach it go from the module, and every
+ * mapping of it or to it goes back to the manager. */
+static void peers_release(struct ntbf__d *d, struct ntbf__borrow *b)
+{
+        for (struct ntbf__borrow *x = d->borrows; x; x = x->next) {
+                struct json_object *pa = peers_of(x, false);
+                if (x == b || !pa)
+                        continue;
+                struct json_object *keep = json_object_new_array();
+                size_t n = json_object_array_length(pa), dropped = 0;
+                for (size_t i = 0; i < n; i++) {
+                        struct json_object *e = json_object_array_get_idx(pa, i);
+                        uint64_t tg = 0, seq = 0, phys = 0, size = 0;
+                        ntbf__jget_u(e, "target", &tg);
+                        if (tg != b->fdid) {
+                                json_object_array_add(keep, json_object_get(e));
+                                continue;
+                        }
+                        ntbf__jget_u(e, "seq", &seq);
+                        ntbf__jget_u(e, "phys", &phys);
+                        ntbf__jget_u(e, "size", &size);
+                        struct ntbfab_lend_peer pe = {
+                            .shadow_id = (uint32_t)x->shadow, .phys = phys, .size = size};
+                        if (x->shadow >= 0 && d->kern && d->kern->fd >= 0 &&
+                            ioctl(d->kern->fd, NTBFAB_LEND_IOC_PEER_DEL, &pe) && errno != ENOENT)
+                                LOG_W("cannot withdraw 0x%04x's peer entry for 0x%04x: %s", x->fdid,
+                                      b->fdid, strerror(errno));
+                        peer_unmap(d, seq);
+                        dropped++;
+                }
+                struct json_object *att;
+                json_object_object_get_ex(x->json, "attached", &att);
+                json_object_object_add(att, "peers", keep);
+                if (dropped) {
+                        LOG_I("0x%04x no longer reaches 0x%04x peer-to-peer (%zu BAR%s)", x->fdid,
+                              b->fdid, dropped, dropped == 1 ? "" : "s");
+                        ntbf__node_save_borrow(d, x);
+                }
+        }
+        struct json_object *pa = peers_of(b, false);
+        size_t n = pa ? json_object_array_length(pa) : 0;
+        for (size_t i = 0; i < n; i++) {
+                uint64_t seq = 0;
+                ntbf__jget_u(json_object_array_get_idx(pa, i), "seq", &seq);
+                peer_unmap(d, seq);
+        }
+        if (pa) {
+                struct json_object *att;
+                json_object_object_get_ex(b->json, "attached", &att);
+                json_object_object_del(att, "peers");
         }
 }
 

@@ -647,6 +647,10 @@ static void m_lspci(void *ctx, struct ntbf__rpc_call *call, struct json_object *
                 ntbf__jput_s(o, "lender", node_name(d, b->lender));
                 ntbf__jget_s(b->json, "lender_bdf", &s);
                 ntbf__jput_s(o, "lender_bdf", s);
+                /* In this kernel: its PCI address and peer mappings (docs/kernel.md). */
+                struct json_object *att;
+                if (json_object_object_get_ex(b->json, "attached", &att))
+                        json_object_object_add(o, "attached", json_object_get(att));
                 json_object_array_add(a, o);
         }
         ntbf__rpc_result(call, a);

@@ -40,6 +40,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/debugfs.h>
 #include <linux/dma-map-ops.h>
 #include <linux/eventfd.h>
 #include <linux/file.h>
@@ -57,6 +58,7 @@
 #include <linux/pci.h>
 #include <linux/poll.h>
 #include <linux/random.h>
+#include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <linux/vfio.h>
@@ -177,6 +179,7 @@ static DEFINE_IDA(lend_ida);
 static u64 lend_next_export = 1;
 static struct pci_dev *lend_window;	/* loopback_window, enabled */
 static struct miscdevice lend_misc;
+static struct dentry *lend_debugfs;
 
 /* ---- records for the daemon ---------------------------------------------------------- */
 
@@ -884,6 +887,18 @@ static int shadow_bars(struct lend_shadow *s, struct pci_dev *real)
 	return 0;
 }
 
+static void shadow_peers_free(struct lend_shadow *s)
+{
+	struct lend_peer *p, *n;
+
+	spin_lock(&s->peer_lock);
+	list_for_each_entry_safe(p, n, &s->peers, node) {
+		list_del(&p->node);
+		kfree(p);
+	}
+	spin_unlock(&s->peer_lock);
+}
+
 static void shadow_teardown(struct lend_shadow *s)
 {
 	long left;
@@ -909,6 +924,7 @@ static void shadow_teardown(struct lend_shadow *s)
 	if (left)
 		pr_info("shadow %u (fdid 0x%04x): %ld DMA mappings its driver left were unmapped\n",
 			s->id, s->fdid, left);
+	shadow_peers_free(s);
 }
 
 /* Remove a shadow device (lend_lock held).  surprise: the device is gone. */
@@ -1535,6 +1551,47 @@ static int lend_peer_add(struct ntbfab_lend_file *f, struct ntbfab_lend_peer *p)
 	return 0;
 }
 
+static int lend_peer_del(struct ntbfab_lend_file *f, struct ntbfab_lend_peer *p)
+{
+	struct lend_shadow *s = own_shadow(f, p->shadow_id);
+	struct lend_peer *e, *found = NULL;
+
+	if (!s)
+		return -ENOENT;
+	if (p->flags)
+		return -EINVAL;
+	spin_lock(&s->peer_lock);
+	list_for_each_entry(e, &s->peers, node)
+		if (e->phys == p->phys && e->size == p->size) {
+			list_del(&e->node);
+			found = e;
+			break;
+		}
+	spin_unlock(&s->peer_lock);
+	kfree(found);
+	return found ? 0 : -ENOENT;
+}
+
+/* debugfs ntbfab_shadow/peers: "shadow pci phys size dev_addr" per peer range. */
+static int lend_peers_show(struct seq_file *m, void *unused)
+{
+	struct lend_shadow *s;
+	struct lend_peer *p;
+
+	mutex_lock(&lend_lock);
+	list_for_each_entry(s, &lend_shadows, node) {
+		spin_lock(&s->peer_lock);
+		list_for_each_entry(p, &s->peers, node)
+			seq_printf(m, "%u %s 0x%llx 0x%llx 0x%llx\n", s->id,
+				   s->pdev ? pci_name(s->pdev) : "-", p->phys, p->size,
+				   p->dev_addr);
+		spin_unlock(&s->peer_lock);
+	}
+	mutex_unlock(&lend_lock);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(lend_peers);
+
 static long lend_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 {
 	struct ntbfab_lend_file *f = file->private_data;
@@ -1609,6 +1666,9 @@ static long lend_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	case NTBFAB_LEND_IOC_PEER_ADD:
 		ret = lend_peer_add(f, &x.p);
 		break;
+	case NTBFAB_LEND_IOC_PEER_DEL:
+		ret = lend_peer_del(f, &x.p);
+		break;
 	default:
 		ret = -ENOTTY;
 	}
@@ -1636,11 +1696,18 @@ static struct miscdevice lend_misc = {
 
 static int __init lend_init(void)
 {
-	return misc_register(&lend_misc);
+	int ret = misc_register(&lend_misc);
+
+	if (ret)
+		return ret;
+	lend_debugfs = debugfs_create_dir(KBUILD_MODNAME, NULL);
+	debugfs_create_file("peers", 0400, lend_debugfs, NULL, &lend_peers_fops);
+	return 0;
 }
 
 static void __exit lend_exit(void)
 {
+	debugfs_remove_recursive(lend_debugfs);
 	misc_deregister(&lend_misc);
 	if (lend_window) {
 		pci_disable_device(lend_window);

@@ -589,6 +589,16 @@ static int run_lspci(int argc, char **argv)
                         printf("    BAR%" PRIu64 ": %s at 0x%" PRIx64 "\n", ju(b, "bar"),
                                fmt_size(ju(b, "size"), a, sizeof(a)), ju(b, "addr"));
                 }
+                struct json_object *att = jo(d, "attached"), *peers = jo(att, "peers");
+                if (att && js(att, "pci"))
+                        printf("    attached to this kernel as %s\n", js(att, "pci"));
+                for (size_t k = 0; peers && k < json_object_array_length(peers); k++) {
+                        struct json_object *pe = json_object_array_get_idx(peers, k);
+                        printf("    reaches BAR%" PRIu64 " of 0x%04" PRIx64 " (0x%" PRIx64
+                               " here) at device address 0x%" PRIx64 " (%s)\n",
+                               ju(pe, "bar"), ju(pe, "target"), ju(pe, "phys"),
+                               ju(pe, "device_addr"), js(pe, "route") ? js(pe, "route") : "?");
+                }
         }
         json_object_put(res);
         fab_close(&f);

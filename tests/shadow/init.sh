@@ -23,15 +23,18 @@ bar2_size() { set -- $(sed -n 3p /sys/bus/pci/devices/$1/resource); echo $(($2 -
 
 # Modules in dependency order; nvme-core times an I/O out after 3 s (the negative test
 # waits for the driver's retry), ntbfab_shadow gets the window onto this RAM.
-NV="" CTL="" WIN=""
+NV="" NV2="" CTL="" WIN=""
 for d in /sys/bus/pci/devices/*; do
 	b=$(basename $d)
-	[ "$(cat $d/class)" = 0x010802 ] && NV=$b
+	# the second NVMe (the peer-to-peer target) sits in slot 0x10 (shadowtier.py)
+	if [ "$(cat $d/class)" = 0x010802 ]; then
+		[ "$b" = 0000:00:10.0 ] && NV2=$b || NV=$b
+	fi
 	if [ "$(cat $d/vendor)" = 0x1af4 ] && [ "$(cat $d/device)" = 0x1110 ]; then
 		[ "$(bar2_size $b)" -ge $((256 << 20)) ] && WIN=$b || CTL=$b
 	fi
 done
-echo "shadowtier: NVMe ${NV:-none}, control region ${CTL:-none}, RAM window ${WIN:-none}"
+echo "shadowtier: NVMe ${NV:-none} and ${NV2:-none}, control region ${CTL:-none}, RAM window ${WIN:-none}"
 for m in $(cat /lib/modules/order); do
 	case $m in
 	nvme-core) args="io_timeout=3 admin_timeout=10" ;;
@@ -44,7 +47,11 @@ ifconfig lo 127.0.0.1 up
 
 export NTBFAB_DIR=/run/ntbfab
 mkdir -p $NTBFAB_DIR
-sed "s/@NVME@/$NV/; s/@CTL@/$CTL/g" /etc/ntbfab/loopback.yaml >$NTBFAB_DIR/cluster.yaml
+# The second NVMe (nvme1, fdid 0x1001) joins the lender's devices, after nvme0.
+sed "s/@NVME@/$NV/; s/@CTL@/$CTL/g
+/bars: \[16KiB\]}/a\\
+      - {name: nvme1, bdf: \"$NV2\", vfio: true, class: 0x010802, vendor: 0x1b36, device: 0x0010, bars: [16KiB]}
+" /etc/ntbfab/loopback.yaml >$NTBFAB_DIR/cluster.yaml
 cp /etc/ntbfab/cluster.key $NTBFAB_DIR/cluster.key
 F=0x1000
 LOGLEVEL=debug
@@ -62,6 +69,27 @@ daemon() {
 }
 # The budgets in use, as the CLI shows them: equal before the borrow and after the detach.
 budgets() { ntbfab status --json | tr -d ' \n' | grep -o '"used":[0-9]*' | tr '\n' ' '; }
+# The manager's allocations (borrows and peer mappings), as the CLI shows them.
+allocs() { ntbfab status --json | tr -d ' \n' | grep -o '"allocations":[0-9]*' | head -n 1; }
+# The daemon's record of a peer mapping to BAR0 of fdid $1 (decimal): "phys size device_addr".
+peer_rec() {
+	ntbfab lspci --node borrower --json | tr -d ' \n' |
+		grep -o "\"target\":$1,\"bar\":0,\"phys\":[0-9]*,\"size\":[0-9]*,\"device_addr\":[0-9]*" |
+		sed 's/.*"phys":\([0-9]*\),"size":\([0-9]*\),"device_addr":\([0-9]*\)/\1 \2 \3/'
+}
+# The module's peer table (debugfs) for shadow device $1: "phys size dev_addr" in decimal.
+peer_table() {
+	while read id pci phys size dev; do
+		[ "$pci" = "$1" ] && echo "$((phys)) $((size)) $((dev))"
+	done </sys/kernel/debug/ntbfab_shadow/peers
+}
+# dma_map_resource() by shadow device $1 of physical address $2, through the test module.
+p2p_map() {
+	insmod /lib/modules/extra/ntbfab_p2p_probe.ko dev=$1 phys=$2 size=4096 || return 1
+	cat /sys/module/ntbfab_p2p_probe/parameters/addr
+	rmmod ntbfab_p2p_probe
+}
+bar0() { set -- $(sed -n 1p /sys/bus/pci/devices/$1/resource); echo $(($1)); }
 # The shadow device's block device, once the nvme driver has brought it up (20 s at most).
 wait_disk() {
 	for i in $(seq 1 200); do
@@ -76,6 +104,8 @@ wait_disk() {
 daemon lender && daemon borrower
 out=$(ntbfab lend --force lender $NV 2>&1)
 [ "$(driver $NV)" = vfio-pci ] || echo "shadowtier: lend failed: $out"
+out=$(ntbfab lend --force lender $NV2 2>&1)
+[ "$(driver $NV2)" = vfio-pci ] || echo "shadowtier: lend of the second NVMe failed: $out"
 before=$(budgets)
 
 # ---- bench mode (bench/run.sh, docs/kernel.md "Figures"): the same NVMe three ways ---------
@@ -171,6 +201,47 @@ case "$?:$out" in
 1:*"attached to its kernel"*) result refuses-other-way ok "$out" ;;
 *) result refuses-other-way FAIL "$out" ;;
 esac
+
+# ---- peer-to-peer (article 4.4): a second device attached, each reaches the other's BAR0 -----
+# Both are the lender's (the same-lender case); the manager resolves each mapping, the daemon
+# enters it in the module, and the driver's dma_map_resource() of the other's BAR returns it.
+F2=0x1001
+mount -t debugfs none /sys/kernel/debug 2>/dev/null
+if [ -n "$SHADOW" ]; then
+	a0=$(allocs) u0=$(budgets)
+	# 4 MiB: the first borrow's 16 MiB DMA window leaves 63 of the 32 MiB window's 128 slots
+	out=$(ntbfab borrow $F2 --node borrower --attach --dma-window 4MiB --json 2>&1)
+	SHADOW2=$(echo "$out" | tr -d ' \n' | sed -n 's/.*"attached":{"pci":"\([^"]*\)".*/\1/p')
+	r12=$(peer_rec 4097) r21=$(peer_rec 4096)
+	t12=$(peer_table $SHADOW) t21=$(peer_table ${SHADOW2:-none})
+	a1=$(allocs)
+	echo "shadowtier: peers: daemon [$r12] [$r21], module [$t12] [$t21], allocations $a0 -> $a1"
+	if [ -n "$SHADOW2" ] && [ -n "$r12" ] && [ -n "$r21" ] &&
+		[ "${r12%% *}" = "$(bar0 $SHADOW2)" ] && [ "${r21%% *}" = "$(bar0 $SHADOW)" ] &&
+		[ "$t12" = "$r12" ] && [ "$t21" = "$r21" ] && [ "$a0" != "$a1" ]; then
+		result peers-both-ways ok "$SHADOW reaches BAR0 of $SHADOW2 [$r12] and back [$r21] (phys size device address), the module's table as the daemon recorded, manager's $a0 -> $a1"
+	else
+		result peers-both-ways FAIL "shadow $SHADOW2 ($out); daemon [$r12] [$r21], module [$t12] [$t21], BAR0s $(bar0 $SHADOW) $(bar0 ${SHADOW2:-$SHADOW}); $(grep -E 'peer|reach' $NTBFAB_DIR/log/borrower.log | tail -n 5)"
+	fi
+	want=${r12##* } phys2=$(bar0 ${SHADOW2:-$SHADOW})
+	got=$(p2p_map $SHADOW $((phys2 + 4096)))
+	if [ -n "$want" ] && [ "$got" = $((want + 4096)) ]; then
+		result peer-dma-map ok "dma_map_resource($SHADOW, BAR0 of $SHADOW2 + 4 KiB) = $got, the manager's device address + 4 KiB"
+	else
+		result peer-dma-map FAIL "dma_map_resource($SHADOW, $((phys2 + 4096))) = '$got', wanted $want + 4096; $(dmesg | tail -n 5)"
+	fi
+	out=$(ntbfab borrow $F2 --node borrower --detach --json 2>&1)
+	rc=$?
+	a2=$(allocs) u2=$(budgets)
+	left=$(peer_table $SHADOW) rec=$(peer_rec 4097)
+	got=$(p2p_map $SHADOW $((phys2 + 4096)))
+	if [ $rc = 0 ] && [ -z "$left" ] && [ -z "$rec" ] && [ "$a2" = "$a0" ] && [ "$u2" = "$u0" ] &&
+		[ "$got" = 18446744073709551615 ]; then
+		result peer-detach-releases ok "$SHADOW2 detached: $SHADOW's entry and record are gone, its dma_map_resource() of that BAR fails, the manager's $a1 -> $a2 and budgets [$u2] as before"
+	else
+		result peer-detach-releases FAIL "rc $rc: $out; module [$left], daemon [$rec], $a0 -> $a1 -> $a2, budgets [$u0] -> [$u2], map '$got'"
+	fi
+fi
 
 # ---- a filesystem on it: mkfs.ext4, 64 MiB of files, remount, read back -------------------
 if [ -n "$DISK" ]; then

@@ -33,10 +33,12 @@ MODULES = ["crct10dif_generic", "crc64_rocksoft_generic", "crc32c_generic", "vfi
            "vfio-pci", "nvme", "ext4", "nvmet_tcp", "nvme_tcp"]
 EXPECTED = ["uapi-refusals", "attach", "nvme-binds-shadow", "budgets-taken", "refuses-other-way", "mkfs-ext4",
             "files-64mib", "dma-through-window", "daemon-death-removes", "restart-reattaches",
-            "detach", "lender-death-removes"]
+            "peers-both-ways", "peer-dma-map", "peer-detach-releases", "detach",
+            "lender-death-removes"]
 RAM = 512 << 20        # the guest's RAM, and the window onto it (a power of two, as BARs are)
 CONTROL = 64 << 20     # the ivshmem region of the two adapters (32 MiB windows)
 NVME_IMAGE = 256 << 20
+NVME2_IMAGE = 16 << 20   # the second NVMe: the peer-to-peer target (slot 0x10)
 GUEST_TIMEOUT = 300
 
 
@@ -81,7 +83,9 @@ def qemu_cmd(accel, kern, initrd, log, mode=None, ram=None, control=None, disk=N
                 f"memory-backend-file,id=ctl,share=on,mem-path={control},size={CONTROL}",
                 "-device", "ivshmem-plain,memdev=ctl",
                 "-drive", f"file={disk},if=none,id=nvm,format=raw",
-                "-device", "nvme,serial=shadow01,drive=nvm"]
+                "-device", "nvme,serial=shadow01,drive=nvm",
+                "-drive", f"file={disk}2,if=none,id=nvm2,format=raw",
+                "-device", "nvme,serial=shadow02,drive=nvm2,addr=0x10"]
     else:
         cmd += ["-machine", "q35"]
     # no_timer_check: as the VM tier (a loaded host can fail the early timer check).
@@ -101,7 +105,8 @@ def boot(out, accel, kern, initrd, bench=False):
         ram = os.path.join(ramdir, "ram")
         control = os.path.join(out, "control.bin")
         disk = os.path.join(out, "nvme.img")
-        for path, size in [(ram, RAM), (control, CONTROL), (disk, NVME_IMAGE)]:
+        for path, size in [(ram, RAM), (control, CONTROL), (disk, NVME_IMAGE),
+                           (disk + "2", NVME2_IMAGE)]:
             with open(path, "wb") as f:
                 f.truncate(size)
         log = os.path.join(out, "guest.log")
@@ -175,11 +180,15 @@ def main():
     cache = gk.cache_dir(args.cache or os.path.join(args.build, "vm-cache"))
     kver, kern, mods, image_deb = gk.kernel(cache, MODULES)
     kdir = gk.kernel_headers(cache, kver, image_deb)
-    ko = gk.build_modules(kdir, os.path.join(args.src, "kernel"), os.path.join(out, "kbuild"),
-                          ["ntbfab_shadow"])
+    # kernel/test/ntbfab_p2p_probe.ko: dma_map_resource() of a shadow device on request
+    ko, probe = gk.build_modules(kdir, os.path.join(args.src, "kernel"),
+                                 os.path.join(out, "kbuild"),
+                                 ["ntbfab_shadow", "test/ntbfab_p2p_probe"],
+                                 kbuild_lines="obj-m += test/ntbfab_p2p_probe.o\n")
+    ko = [ko]
     extra = gk.build_modules(kdir, os.path.join(args.src, "bench", "kernel"),
                              os.path.join(out, "kbuild-bench"), ["ntbfab_mapbench"]) \
-        if args.bench else []
+        if args.bench else [probe]
     initrd = initramfs(out, args.src, busybox,
                        {"ntbfabd": args.daemon, "ntbfab": args.cli, "shadowtest": args.test},
                        mods + ko, extra)

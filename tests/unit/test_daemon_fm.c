@@ -823,6 +823,71 @@ static void test_map_peer_cases(void **state)
         fx_free(f);
 }
 
+/* The borrower's daemon at --attach (daemon/kern.c): mappings both ways between two devices of
+ * different lenders, each through its own lender's window; unmap by seq gives back exactly
+ * what map took; a refusal names why. */
+static void test_map_peer_unmap(void **state)
+{
+        (void)state;
+        struct fx *f = fx_new(THREE, NULL, "lender3");
+        register_all(f);
+        uint32_t acc1 = fdid(f, "lender1", "acc1"), acc2 = fdid(f, "lender2", "acc2");
+        uint32_t b = node(f, "borrower"), l1 = node(f, "lender1"), l2 = node(f, "lender2");
+        char p[128];
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", acc1);
+        ok(call(f, b, "borrow", p));
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", acc2);
+        ok(call(f, b, "borrow", p));
+        struct ntbf__entset before = {0};
+        ntbf__ents_of_state(ntbf__fm_state(f->fm), &before);
+        size_t allocs = ntbf_state_allocs(ntbf__fm_state(f->fm), NULL, 0);
+        uint64_t seq[2];
+        uint32_t src[2] = {acc1, acc2}, tgt[2] = {acc2, acc1}, by[2] = {l1, l2};
+        for (int i = 0; i < 2; i++) {
+                int progs = f->programs[by[i]];
+                snprintf(p, sizeof(p), "{\"src\":%u,\"target\":%u,\"bar\":2}", src[i], tgt[i]);
+                struct ans m = call(f, b, "map", p);
+                assert_int_equal(m.err, 0);
+                uint64_t addr;
+                assert_true(ntbf__jget_u(m.res, "device_addr", &addr));
+                assert_true(ntbf__jget_u(m.res, "seq", &seq[i]));
+                /* In the source's lender's window onto the target's lender, programmed there. */
+                const struct ntbf_adapter *a = &f->t->adapters[f->t->nodes[by[i]].adapters[0]];
+                assert_true(addr >= a->window_base && addr < a->window_base + a->p.window);
+                assert_true(f->programs[by[i]] > progs);
+                json_object_put(m.res);
+        }
+        assert_int_equal(ntbf_state_allocs(ntbf__fm_state(f->fm), NULL, 0), allocs + 2);
+        /* A BAR the target lacks, and a stranger's unmap, are refused with a sentence. */
+        snprintf(p, sizeof(p), "{\"src\":%u,\"target\":%u,\"bar\":5}", acc1, acc2);
+        refused(call(f, b, "map", p), -EINVAL, "has no BAR5");
+        snprintf(p, sizeof(p), "{\"seq\":%" PRIu64 "}", seq[0]);
+        refused(call(f, l1, "unmap", p), NTBF_ENOTFOUND, "no mapping");
+        for (int i = 0; i < 2; i++) {
+                snprintf(p, sizeof(p), "{\"seq\":%" PRIu64 "}", seq[i]);
+                ok(call(f, b, "unmap", p));
+        }
+        /* Twice: the daemon's release after a return finds nothing, and says so. */
+        refused(call(f, b, "unmap", p), NTBF_ENOTFOUND, "no mapping");
+        assert_int_equal(ntbf_state_allocs(ntbf__fm_state(f->fm), NULL, 0), allocs);
+        struct ntbf__entset after = {0}, extra = {0}, gone = {0};
+        ntbf__ents_of_state(ntbf__fm_state(f->fm), &after);
+        ntbf__entset_diff(&after, &before, &extra);
+        ntbf__entset_diff(&before, &after, &gone);
+        assert_int_equal(extra.n, 0);
+        assert_int_equal(gone.n, 0);
+        ntbf__entset_free(&before);
+        ntbf__entset_free(&after);
+        ntbf__entset_free(&extra);
+        ntbf__entset_free(&gone);
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", acc1);
+        ok(call(f, b, "return", p));
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", acc2);
+        ok(call(f, b, "return", p));
+        assert_baseline(f);
+        fx_free(f);
+}
+
 /* Isolation: the lender programs a domain holding exactly the borrow's windows. */
 static void test_isolation_entries(void **state)
 {
@@ -882,6 +947,7 @@ int main(void)
             cmocka_unit_test(test_cycles),
             cmocka_unit_test(test_map_peer),
             cmocka_unit_test(test_map_peer_cases),
+            cmocka_unit_test(test_map_peer_unmap),
             cmocka_unit_test(test_isolation_entries),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -188,6 +188,7 @@ static void test_ioctl_numbers(void **state)
             {NTBFAB_LEND_IOC_DETACH, 4, _IOC_READ | _IOC_WRITE, 16},
             {NTBFAB_LEND_IOC_CFG_SET, 5, _IOC_WRITE, 24},
             {NTBFAB_LEND_IOC_PEER_ADD, 6, _IOC_WRITE, 32},
+            {NTBFAB_LEND_IOC_PEER_DEL, 7, _IOC_WRITE, 32},
             {NTBFAB_LEND_IOC_MDEV_POOL, 0x10, _IOC_WRITE, 64},
             {NTBFAB_LEND_IOC_MDEV_LIST, 0x11, _IOC_READ | _IOC_WRITE, 16},
             {NTBFAB_LEND_IOC_MDEV_INFO, 0x12, _IOC_READ | _IOC_WRITE, 168},

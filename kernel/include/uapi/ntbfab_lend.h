@@ -34,7 +34,9 @@
  * - Mapping peer-to-peer targets (article section 4.4): the daemon resolves
  *   the device-side address of another device's BAR and gives it to the
  *   module (NTBFAB_LEND_IOC_PEER_ADD); dma_map_resource() of that BAR by the
- *   shadow device's driver then returns it.
+ *   shadow device's driver then returns it.  NTBFAB_LEND_IOC_PEER_DEL takes it
+ *   back when the target goes; the shadow device's own go with it.  The
+ *   module's debugfs file ntbfab_shadow/peers lists them (read-only).
  * - VM pass-through (article section 5, ntbfab_mdev loaded: the feature
  *   NTBFAB_LEND_FEAT_MDEV): a borrower's daemon tells the module the pool
  *   (NTBFAB_LEND_IOC_MDEV_POOL) and the module offers one mdev type per device
@@ -239,6 +241,12 @@ struct ntbfab_lend_peer {
 	__u64 size;
 	__u64 dev_addr;
 };
+
+/*
+ * NTBFAB_LEND_IOC_PEER_DEL takes the same structure: the range PEER_ADD gave
+ * the shadow device with these @phys and @size (@dev_addr is not compared) is
+ * withdrawn; -ENOENT if it has none.  A dma_map_resource() of it then fails.
+ */
 
 /* ntbfab_lend_msg.kind */
 #define NTBFAB_LEND_MSG_CFG_WRITE	1 /* the driver wrote config space */
@@ -539,6 +547,7 @@ struct ntbfab_lend_mdev_peer_add {
 #define NTBFAB_LEND_IOC_DETACH	_IOWR(NTBFAB_LEND_IOC_MAGIC, 0x04, struct ntbfab_lend_detach)
 #define NTBFAB_LEND_IOC_CFG_SET	_IOW(NTBFAB_LEND_IOC_MAGIC, 0x05, struct ntbfab_lend_cfg_set)
 #define NTBFAB_LEND_IOC_PEER_ADD _IOW(NTBFAB_LEND_IOC_MAGIC, 0x06, struct ntbfab_lend_peer)
+#define NTBFAB_LEND_IOC_PEER_DEL _IOW(NTBFAB_LEND_IOC_MAGIC, 0x07, struct ntbfab_lend_peer)
 
 /* ntbfab_mdev's (-ENOTTY while it is not loaded) */
 #define NTBFAB_LEND_IOC_MDEV_POOL \
