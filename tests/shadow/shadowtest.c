@@ -265,6 +265,7 @@ static int uapi(void)
                                        .iova_size = 1 << 30};
         struct ntbfab_lend_detach dt = {.shadow_id = 12345};
         struct ntbfab_lend_cfg_set cs = {.shadow_id = 12345};
+        struct ntbfab_lend_peer pe = {.shadow_id = 12345, .phys = 1 << 30, .size = 4096};
         struct ntbfab_lend_msg m;
         int bad = 0;
         bad += refused(ro, NTBFAB_LEND_IOC_ATTACH, &a, EPERM, "ATTACH on a read-only open");
@@ -288,6 +289,8 @@ static int uapi(void)
         dt.flags = 4;
         bad += refused(fd, NTBFAB_LEND_IOC_DETACH, &dt, EINVAL, "DETACH with an unknown flag");
         bad += refused(fd, NTBFAB_LEND_IOC_CFG_SET, &cs, ENOENT, "CFG_SET of an unknown shadow");
+        bad += refused(fd, NTBFAB_LEND_IOC_PEER_ADD, &pe, ENOENT, "PEER_ADD of an unknown shadow");
+        bad += refused(fd, NTBFAB_LEND_IOC_PEER_DEL, &pe, ENOENT, "PEER_DEL of an unknown shadow");
         bad += refused(fd, _IOW(NTBFAB_LEND_IOC_MAGIC, 0x3f, uint64_t), &m, ENOTTY,
                        "an unknown ioctl");
         errno = 0;
