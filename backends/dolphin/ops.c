@@ -1285,6 +1285,37 @@ static int host_unmap(struct ntbf_adapter_h *h, void *addr, uint64_t size)
         return 0;
 }
 
+/* The segment of list s whose mapping in this process holds [a, a + size): its bus address. */
+static bool seg_bus(const struct dol_seg *s, const uint8_t *a, uint64_t size, uint64_t *bus)
+{
+        for (; s; s = s->next)
+                if (s->addr && a >= s->addr && (uint64_t)(a - s->addr) < s->size &&
+                    size <= s->size - (uint64_t)(a - s->addr)) {
+                        *bus = s->bus + (uint64_t)(a - s->addr);
+                        return true;
+                }
+        return false;
+}
+
+/* The bus address of memory this process maps: memory for export of any handle of the node
+ * (under the backend's lock, as ntbf__dol_mem_find reads it), or a host mapping of self. */
+static int host_bus(struct ntbf_adapter_h *self, const void *addr, uint64_t size, uint64_t *bus)
+{
+        if (!addr || !size || !bus)
+                return -EINVAL;
+        bool found = false;
+        pthread_mutex_lock(&self->b->lock);
+        for (struct ntbf_adapter_h *h = self->b->hs; h && !found; h = h->next_h)
+                found = h->node == self->node && seg_bus(h->mems, addr, size, bus);
+        pthread_mutex_unlock(&self->b->lock);
+        if (!found) {
+                pthread_mutex_lock(&self->lock);
+                found = seg_bus(self->hmaps, addr, size, bus);
+                pthread_mutex_unlock(&self->lock);
+        }
+        return found ? 0 : -EFAULT;
+}
+
 /* ---- the vtable ------------------------------------------------------------------------------ */
 
 const struct ntbf_backend_ops ntbf__dolphin_ops = {
@@ -1320,4 +1351,5 @@ const struct ntbf_backend_ops ntbf__dolphin_ops = {
     .irq_alloc = ntbf__dol_irq_alloc,
     .irq_free = ntbf__dol_irq_free,
     .irq_trigger = ntbf__dol_irq_trigger,
+    .host_bus = host_bus,
 };

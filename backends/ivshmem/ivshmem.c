@@ -18,6 +18,7 @@
 
 #include "ntbfab/backend.h"
 #include "ntbfab/error.h"
+#include "../hostmem.h"
 #include "../pollirq.h"
 #include "../polltimer.h"
 
@@ -974,6 +975,46 @@ static int ivs_mem_unmap(struct ntbf_adapter_h *h, void *addr, uint64_t size)
                                                                                          : 0;
 }
 
+/*
+ * This host's memory (host_map): this side's memory for export as mem_map maps it, or a BAR
+ * of a local PCI device through its sysfs resource file (root only). The rest of the host's
+ * RAM is out of this backend's reach: -EFAULT.
+ */
+static int ivs_host_map(struct ntbf_adapter_h *h, uint64_t addr, uint64_t size, void **out)
+{
+        if (!out || !size)
+                return -EINVAL;
+        uint64_t phys = atomic_load(&mine(h)->bar_phys);
+        if (addr - phys < h->size)
+                return ivs_mem_map(h, addr, size, out);
+        return ntbf__pci_bar_map("", addr, size, out);
+}
+
+/*
+ * The bus address of memory for export this process maps: in the backend's mapping of the
+ * region, or in another mapping of the region's file (mem_map's, or the caller's own), whose
+ * offset /proc/self/maps gives relative to the backend's mapping (a sysfs resource file
+ * reports offsets from the BAR's address, a plain file from 0).
+ */
+static int ivs_host_bus(struct ntbf_adapter_h *h, const void *addr, uint64_t size, uint64_t *bus)
+{
+        if (!addr || !size || !bus)
+                return -EINVAL;
+        const uint8_t *a = addr;
+        uint64_t off, at, base;
+        if (a >= h->base && (uint64_t)(a - h->base) < h->size)
+                off = (uint64_t)(a - h->base);
+        else if (!ntbf__maps_file_off(h->fd, addr, size, &at) &&
+                 !ntbf__maps_file_off(h->fd, h->base, 1, &base) && at >= base)
+                off = at - base;
+        else
+                return -EFAULT;
+        if (off >= h->size || size > h->size - off || !allocated(h, off, size))
+                return -EFAULT;
+        *bus = atomic_load(&mine(h)->bar_phys) + off;
+        return 0;
+}
+
 /* ---- interrupt vectors --------------------------------------------------------------------------
  */
 
@@ -1133,4 +1174,7 @@ const struct ntbf_backend_ops ntbf__ivshmem_ops = {
     .irq_free = ivs_irq_free,
     .irq_trigger = ivs_irq_trigger,
     .reset = ivs_reset,
+    .host_map = ivs_host_map,
+    .host_unmap = ivs_mem_unmap,
+    .host_bus = ivs_host_bus,
 };

@@ -90,6 +90,7 @@ struct lntb_map {
         void *user; /* what the caller got, and its size */
         uint64_t ulen;
         bool window;
+        uint64_t bus; /* not a window: the bus address of user */
 };
 
 /* One process's instance: the topology, the relay, the interrupt vectors. */
@@ -201,6 +202,16 @@ int lntb_mem_map(struct lntb *l, uint64_t bus_addr, uint64_t size, void **addr);
 int lntb_mem_unmap(struct lntb *l, void *addr, uint64_t size);
 int lntb_irq_alloc(struct lntb *l, struct ntbf_irq *out);
 int lntb_irq_free(struct lntb *l, struct ntbf_irq *irq);
+/* A local interrupt: data stored into the vector page at addr (any process's), mapped with
+ * lntb_mem_map for the store. -EINVAL when addr is not 4-byte aligned live memory. */
+int lntb_irq_trigger(struct lntb *l, uint64_t addr, uint32_t data);
+/* This host's memory: memory for export (lntb_mem_map), else a local PCI device's BAR
+ * through sysfs (hostmem.h); -EFAULT for other RAM, which this backend cannot reach. */
+int lntb_host_map(struct lntb *l, uint64_t addr, uint64_t size, void **out);
+int lntb_host_unmap(struct lntb *l, void *addr, uint64_t size);
+/* The bus address of [addr, addr + size) of this process: a piece of a pool the owner maps, or
+ * a mapping made by mem_alloc, mem_map or host_map. -EFAULT for anything else. */
+int lntb_host_bus(struct lntb *l, const void *addr, uint64_t size, uint64_t *bus);
 /* How the vectors' pages are allocated (lntb_mem_alloc, lntb_mem_free). */
 extern const struct ntbf__pollirq_mem lntb_irq_mem;
 /* The pool and offset holding [bus, bus + size) of a live allocation; lock held. */
@@ -293,6 +304,10 @@ int lntb_op_peer_msg_write(struct ntbf_adapter_h *h, uint32_t peer, uint32_t mid
 int lntb_op_msg_read(struct ntbf_adapter_h *h, uint32_t midx, uint32_t *peer, uint32_t *val);
 int lntb_op_irq_alloc(struct ntbf_adapter_h *h, struct ntbf_irq *out);
 int lntb_op_irq_free(struct ntbf_adapter_h *h, struct ntbf_irq *irq);
+int lntb_op_irq_trigger(struct ntbf_adapter_h *h, uint64_t addr, uint32_t data);
+int lntb_op_host_map(struct ntbf_adapter_h *h, uint64_t addr, uint64_t size, void **out);
+int lntb_op_host_unmap(struct ntbf_adapter_h *h, void *addr, uint64_t size);
+int lntb_op_host_bus(struct ntbf_adapter_h *h, const void *addr, uint64_t size, uint64_t *bus);
 int lntb_op_serve(struct ntbf_adapter_h *h, uint64_t client, const void *req, size_t reqlen,
                   void *ans, size_t anslen, size_t *got, int *fds, unsigned maxfds, unsigned *nfds);
 void lntb_op_client_gone(struct ntbf_adapter_h *h, uint64_t client);

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "../hostmem.h"
 #include "lntb.h"
 #include "ntbfab/error.h"
 
@@ -147,29 +148,34 @@ struct lntb_pool *lntb_pool_find(struct lntb *l, uint64_t bus, uint64_t size, ui
 
 /* ---- memory for export --------------------------------------------------------------------- */
 
-/* Map [off, off + size) of fd (any alignment) and record it; *addr is the first byte. */
-static int map_piece(struct lntb *l, int fd, uint64_t off, uint64_t size, void **addr)
+/* Record a mapping of memory at bus (va, len: what to unmap; user, size: what the caller got). */
+static int record(struct lntb *l, void *va, uint64_t len, void *user, uint64_t size, uint64_t bus)
 {
-        uint64_t base = off & ~(LNTB_PAGE - 1), len = align_up(off + size, LNTB_PAGE) - base;
         struct lntb_map *m = calloc(1, sizeof(*m));
         if (!m)
                 return -ENOMEM;
-        uint8_t *va = l->sys->mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)base);
-        if (va == MAP_FAILED) {
-                int r = -errno;
-                free(m);
-                return r;
-        }
-        m->va = va;
-        m->size = len;
-        m->user = va + (off - base);
-        m->ulen = size;
+        *m = (struct lntb_map){.va = va, .size = len, .user = user, .ulen = size, .bus = bus};
         pthread_mutex_lock(&l->lock);
         m->next = l->maps;
         l->maps = m;
         pthread_mutex_unlock(&l->lock);
-        *addr = m->user;
         return 0;
+}
+
+/* Map [off, off + size) of fd (any alignment), memory at bus, and record it; *addr is the
+ * first byte. */
+static int map_piece(struct lntb *l, int fd, uint64_t off, uint64_t size, uint64_t bus, void **addr)
+{
+        uint64_t base = off & ~(LNTB_PAGE - 1), len = align_up(off + size, LNTB_PAGE) - base;
+        uint8_t *va = l->sys->mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)base);
+        if (va == MAP_FAILED)
+                return -errno;
+        int r = record(l, va, len, va + (off - base), size, bus);
+        if (r)
+                l->sys->munmap(va, len);
+        else
+                *addr = va + (off - base);
+        return r;
 }
 
 int lntb_mem_alloc(struct lntb *l, uint64_t size, uint64_t align, struct ntbf_mem *out)
@@ -185,7 +191,7 @@ int lntb_mem_alloc(struct lntb *l, uint64_t size, uint64_t align, struct ntbf_me
                 if (r)
                         return r;
                 void *va;
-                if ((r = map_piece(l, fd, a.off, a.size, &va))) {
+                if ((r = map_piece(l, fd, a.off, a.size, a.bus, &va))) {
                         l->sys->close(fd);
                         lntb_relay(l, LNTB_RELAY_MEM_FREE, a.bus, 0, &a, NULL);
                         return r;
@@ -244,7 +250,7 @@ int lntb_mem_map(struct lntb *l, uint64_t bus_addr, uint64_t size, void **addr)
                 int r = lntb_relay(l, LNTB_RELAY_MEM_MAP, bus_addr, size, &a, &fd);
                 if (r)
                         return r;
-                r = map_piece(l, fd, a.off, size, addr);
+                r = map_piece(l, fd, a.off, size, bus_addr, addr);
                 l->sys->close(fd); /* the mapping keeps the buffer */
                 return r;
         }
@@ -255,12 +261,67 @@ int lntb_mem_map(struct lntb *l, uint64_t bus_addr, uint64_t size, void **addr)
         pthread_mutex_unlock(&l->lock);
         if (!p)
                 return -EFAULT;
-        return map_piece(l, fd, off, size, addr);
+        return map_piece(l, fd, off, size, bus_addr, addr);
 }
 
 int lntb_mem_unmap(struct lntb *l, void *addr, uint64_t size)
 {
         return lntb_unmap(l, addr, size, false);
+}
+
+int lntb_host_map(struct lntb *l, uint64_t addr, uint64_t size, void **out)
+{
+        if (!out || !size)
+                return -EINVAL;
+        int r = lntb_mem_map(l, addr, size, out);
+        if (r != -EFAULT)
+                return r;
+        /* Not memory for export: a local device's BAR, or nothing this backend reaches. */
+        void *p;
+        if ((r = ntbf__pci_bar_map(l->sys->root, addr, size, &p)))
+                return r;
+        uint8_t *pg = (uint8_t *)((uintptr_t)p & ~(uintptr_t)(LNTB_PAGE - 1));
+        uint64_t len = align_up((uint64_t)((uint8_t *)p - pg) + size, LNTB_PAGE);
+        if ((r = record(l, pg, len, p, size, addr))) {
+                ntbf__pci_bar_unmap(p, size);
+                return r;
+        }
+        *out = p;
+        return 0;
+}
+
+int lntb_host_unmap(struct lntb *l, void *addr, uint64_t size)
+{
+        return lntb_unmap(l, addr, size, false);
+}
+
+int lntb_host_bus(struct lntb *l, const void *addr, uint64_t size, uint64_t *bus)
+{
+        if (!addr || !size || !bus)
+                return -EINVAL;
+        const uint8_t *a = addr;
+        int r = -EFAULT;
+        pthread_mutex_lock(&l->lock);
+        for (struct lntb_map *m = l->maps; m && r; m = m->next) {
+                const uint8_t *u = m->user;
+                if (!m->window && a >= u && (uint64_t)(a - u) < m->ulen &&
+                    size <= m->ulen - (uint64_t)(a - u)) {
+                        *bus = m->bus + (uint64_t)(a - u);
+                        r = 0;
+                }
+        }
+        /* The owner's pools: what its mem_alloc hands out, live pieces only. */
+        for (uint32_t i = 0; l->owner && r && i < l->npools; i++) {
+                const struct lntb_pool *p = &l->pool[i];
+                uint64_t off;
+                if (p->fd >= 0 && a >= p->va && (uint64_t)(a - p->va) < p->size &&
+                    lntb_pool_find(l, p->dma + (uint64_t)(a - p->va), size, &off, true) == p) {
+                        *bus = p->dma + off;
+                        r = 0;
+                }
+        }
+        pthread_mutex_unlock(&l->lock);
+        return r;
 }
 
 /* ---- interrupt vectors ------------------------------------------------------------------------
@@ -286,4 +347,16 @@ int lntb_irq_alloc(struct lntb *l, struct ntbf_irq *out)
 int lntb_irq_free(struct lntb *l, struct ntbf_irq *irq)
 {
         return ntbf__pollirq_free(&l->b->irq, (struct ntbf_adapter_h *)l, irq);
+}
+
+int lntb_irq_trigger(struct lntb *l, uint64_t addr, uint32_t data)
+{
+        void *p;
+        if (addr % 4)
+                return -EINVAL;
+        int r = lntb_mem_map(l, addr, 4, &p);
+        if (r)
+                return r == -EFAULT ? -EINVAL : r;
+        atomic_store((_Atomic uint32_t *)p, data);
+        return lntb_mem_unmap(l, p, 4);
 }

@@ -195,6 +195,26 @@ int lntb_op_irq_free(struct ntbf_adapter_h *h, struct ntbf_irq *irq)
         return lntb_irq_free(L(h), irq);
 }
 
+int lntb_op_irq_trigger(struct ntbf_adapter_h *h, uint64_t addr, uint32_t data)
+{
+        return lntb_irq_trigger(L(h), addr, data);
+}
+
+int lntb_op_host_map(struct ntbf_adapter_h *h, uint64_t addr, uint64_t size, void **out)
+{
+        return lntb_host_map(L(h), addr, size, out);
+}
+
+int lntb_op_host_unmap(struct ntbf_adapter_h *h, void *addr, uint64_t size)
+{
+        return lntb_host_unmap(L(h), addr, size);
+}
+
+int lntb_op_host_bus(struct ntbf_adapter_h *h, const void *addr, uint64_t size, uint64_t *bus)
+{
+        return lntb_host_bus(L(h), addr, size, bus);
+}
+
 int lntb_op_serve(struct ntbf_adapter_h *h, uint64_t client, const void *req, size_t reqlen,
                   void *ans, size_t anslen, size_t *got, int *fds, unsigned maxfds, unsigned *nfds)
 {
@@ -243,6 +263,10 @@ const struct ntbf_backend_ops ntbf__linux_ntb_ops = {
     .msg_read = lntb_op_msg_read,
     .irq_alloc = lntb_op_irq_alloc,
     .irq_free = lntb_op_irq_free,
+    .irq_trigger = lntb_op_irq_trigger,
     .serve = lntb_op_serve,
     .client_gone = lntb_op_client_gone,
+    .host_map = lntb_op_host_map,
+    .host_unmap = lntb_op_host_unmap,
+    .host_bus = lntb_op_host_bus,
 };

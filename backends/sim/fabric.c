@@ -20,6 +20,7 @@
 #include "cfgspace.h"
 #include "devmodel.h"
 #include "sim.h"
+#include "../hostmem.h"
 
 /* ---- helpers every part of the sim uses ---------------------------------------------------- */
 
@@ -1120,6 +1121,60 @@ int ntbf_sim_phys_ptr(struct ntbf_backend *b, uint32_t node, uint64_t addr, uint
                 return -EIO;
         *ptr = base + off;
         return 0;
+}
+
+/* The region of node's map whose backing file this process maps at fbase, holding
+ * [a, a + size): its bus address, or false. */
+static bool in_file(const struct ntbf_region *r, const uint8_t *fbase, uint64_t foff,
+                    const uint8_t *a, uint64_t size, uint64_t *bus)
+{
+        if (!fbase || a < fbase + foff || (uint64_t)(a - (fbase + foff)) >= r->size ||
+            size > r->size - (uint64_t)(a - (fbase + foff)))
+                return false;
+        *bus = r->base + (uint64_t)(a - (fbase + foff));
+        return true;
+}
+
+int ntbf__sim_host_bus(struct ntbf_sim *s, uint32_t node, const void *addr, uint64_t size,
+                       uint64_t *bus)
+{
+        if (node >= s->t->nnodes || !addr || !size || !bus)
+                return -EINVAL;
+        const struct ntbf_addrmap *m = &s->t->maps[node];
+        const uint8_t *a = addr;
+        /* The backend's own mappings of the host's files (what host_map, mem_map and
+         * mem_alloc return point into them). */
+        for (uint32_t i = 0; i < m->n; i++) {
+                const struct ntbf_region *r = &m->v[i];
+                if (r->kind == NTBF_REGION_RAM) {
+                        if (in_file(r, atomic_load(&s->ram[node].base),
+                                    ntbf__sim_ram_off(s, node, r, r->base), a, size, bus))
+                                return 0;
+                } else if (r->kind == NTBF_REGION_BAR || r->kind == NTBF_REGION_VF_BAR) {
+                        enum sim_file_kind k = r->kind == NTBF_REGION_BAR ? SF_BAR : SF_VFBAR;
+                        uint32_t obj = r->obj * NTBF_MAX_BARS + r->index;
+                        if (in_file(r, atomic_load(&sim_file_rec(s, k, obj)->base), 0, a, size,
+                                    bus))
+                                return 0;
+                }
+        }
+        /* Another mapping of the RAM file in this process: one made from a descriptor that
+         * came from elsewhere (ntbf_dma_fd). */
+        int fd = ntbf__sim_file_fd(s, SF_RAM, node);
+        uint64_t off;
+        if (fd < 0 || ntbf__maps_file_off(fd, addr, size, &off))
+                return -EFAULT;
+        for (uint32_t i = 0; i < m->n; i++) {
+                const struct ntbf_region *r = &m->v[i];
+                uint64_t fo =
+                    r->kind == NTBF_REGION_RAM ? ntbf__sim_ram_off(s, node, r, r->base) : 0;
+                if (r->kind == NTBF_REGION_RAM && off >= fo && off - fo < r->size &&
+                    size <= r->size - (off - fo)) {
+                        *bus = r->base + (off - fo);
+                        return 0;
+                }
+        }
+        return -EFAULT;
 }
 
 uint64_t ntbf_sim_recoveries(struct ntbf_backend *b)

@@ -175,8 +175,9 @@ static int sim_caps(struct ntbf_adapter_h *h, struct ntbf_caps *c)
         const struct ntbf_adapter *a = A(h);
         const struct sim_adapter *x = &s->ad[h->adapter];
         memset(c, 0, sizeof(*c));
-        c->flags = NTBF_CAP_CPU_MAP | NTBF_CAP_MAP_LIVE | NTBF_CAP_MEM | NTBF_CAP_IRQ |
-                   NTBF_CAP_FAULT | NTBF_CAP_LINK_CTRL | NTBF_CAP_RESET | NTBF_CAP_COUNTERS;
+        c->flags = NTBF_CAP_CPU_MAP | NTBF_CAP_MAP_LIVE | NTBF_CAP_MEM | NTBF_CAP_MEM_PHYS |
+                   NTBF_CAP_IRQ | NTBF_CAP_FAULT | NTBF_CAP_LINK_CTRL | NTBF_CAP_RESET |
+                   NTBF_CAP_COUNTERS;
         if (a->p.xlat & NTBF_XLAT_OUTBOUND)
                 c->flags |= NTBF_CAP_XLAT_OUTBOUND;
         if (a->p.xlat & NTBF_XLAT_INBOUND)
@@ -686,6 +687,11 @@ static int sim_host_unmap(struct ntbf_adapter_h *h, void *addr, uint64_t size)
         return addr && size ? 0 : -EINVAL; /* the files stay mapped until close */
 }
 
+static int sim_host_bus(struct ntbf_adapter_h *h, const void *addr, uint64_t size, uint64_t *bus)
+{
+        return ntbf__sim_host_bus(S(h), A(h)->node, addr, size, bus);
+}
+
 /* Memory for export only: what is not allocated is not another process's segment. */
 static int sim_mem_map(struct ntbf_adapter_h *h, uint64_t bus_addr, uint64_t size, void **addr)
 {
@@ -1160,4 +1166,5 @@ const struct ntbf_backend_ops ntbf__sim_ops = {
     .reset = sim_reset,
     .counters = sim_counters,
     .fault = sim_fault,
+    .host_bus = sim_host_bus,
 };

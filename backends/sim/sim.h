@@ -297,6 +297,10 @@ int ntbf__sim_mem_free(struct ntbf_sim *s, uint32_t node, struct ntbf_mem *m);
 uint32_t ntbf__sim_mem_reap(struct ntbf_sim *s, uint32_t node);
 /* Whether [base, base + size) lies inside one live allocation of node. */
 bool ntbf__sim_mem_live(struct ntbf_sim *s, uint32_t node, uint64_t base, uint64_t size);
+/* host_bus: the bus address of [addr, addr + size) of this process, a mapping of one of the
+ * node's RAM or BAR files (the backend's own, or another of the RAM file); -EFAULT if none. */
+int ntbf__sim_host_bus(struct ntbf_sim *s, uint32_t node, const void *addr, uint64_t size,
+                       uint64_t *bus);
 /* Forget everything of a dead host (revival): records cleared, RAM zeroed. */
 void ntbf__sim_node_wipe(struct ntbf_sim *s, uint32_t node);
 

@@ -362,7 +362,6 @@ static int attach_backend(struct ntbf_ctx *ctx)
         struct ntbf_backend_env env = {t, ctx->dir, ctx->node_idx, &ctx->relay};
         char why[512] = "";
         int r;
-        ctx->sim = strcmp(ctx->ops->name, "sim") == 0;
         r = ctx->ops->open(&env, &ctx->b, why, sizeof(why));
         if (r)
                 return ntbf__fail(NULL, r, "cannot attach to the %s fabric in %s: %s",
@@ -527,16 +526,17 @@ static int ctx_open_at(const char *dir, const char *node, const char *sock, cons
                 r = ntbf__fail(NULL, -errno, "eventfd: %s", strerror(errno));
                 goto fail;
         }
-        /* The simulated fabric's DMA memory is node RAM; on hardware it is memfd memory,
-         * which VFIO pins when a device maps it (docs/device-api.md, "DMA memory"); on a
-         * managed fabric (NTBF_CAP_DEV_MAP) the backend's memory for export, which the
-         * fabric maps for devices. */
+        /* DMA memory is the backend's memory for export where local devices reach it by its
+         * bus address (NTBF_CAP_MEM_PHYS: host RAM, the simulated fabric's) or where the
+         * fabric maps it for devices (NTBF_CAP_DEV_MAP, a managed fabric); elsewhere it is
+         * memfd memory, which VFIO pins when a device maps it (docs/device-api.md, "DMA
+         * memory"). */
         struct ntbf_caps caps;
-        bool managed =
-            ctx->h0 && !ctx->ops->caps(ctx->h0, &caps) && (caps.flags & NTBF_CAP_DEV_MAP);
+        bool backend_mem = ctx->h0 && !ctx->ops->caps(ctx->h0, &caps) &&
+                           (caps.flags & (NTBF_CAP_MEM_PHYS | NTBF_CAP_DEV_MAP));
         ctx->mem.ops = ctx->ops;
         ctx->mem.h = ctx->h0;
-        ctx->mem.memfd = !ctx->sim && !managed;
+        ctx->mem.memfd = !backend_mem;
         *out = ctx;
         return 0;
 fail:

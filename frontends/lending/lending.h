@@ -48,7 +48,6 @@ struct ntbf_ctx {
         const struct ntbf_backend_ops *ops;
         struct ntbf_backend *b;
         struct ntbf_backend_relay relay; /* the backend's way to the daemon (backend.relay) */
-        bool sim;                        /* b is the simulated fabric (ntbf_sim_phys_ptr works) */
         struct ntbf_adapter_h **ah;      /* by topology adapter index; NULL for other nodes' */
         struct ntbf_adapter_h *h0;       /* the node's first adapter: memory and vectors */
         int timeout_ms;

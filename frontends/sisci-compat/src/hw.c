@@ -2,45 +2,71 @@
 #include <errno.h>
 #include <string.h>
 
-#include "ntbfab/sim.h"
 #include "sx.h"
 
 /*
- * On the simulated fabric every segment is node RAM that any process of the node reaches by
- * its physical address (ntbf_sim_phys_ptr) and devices reach through the fabric manager's
- * admissions. On a hardware backend neither holds:
+ * Everything here goes through the backend's vtable, the same on every backend:
  *
- * - Memory other nodes reach through their windows must be the adapter's memory for export
+ * - Memory other nodes reach through their windows is the adapter's memory for export
  *   (mem_alloc): on ivshmem, the half of the shared region the other kernel's slots lead to.
- *   A process's own DMA memory (ntbf_dma_alloc: memfd pages) is invisible to them.
- * - A second process of the host reaches such memory by its bus address (mem_map).
+ *   Where that memory is host-physical RAM that local devices reach too (NTBF_CAP_MEM_PHYS:
+ *   the simulated fabric), the device API's DMA memory is made of it, and segments come from
+ *   that allocator instead (segment.c); elsewhere a process's own DMA memory (ntbf_dma_alloc:
+ *   memfd pages) is invisible to the other nodes.
+ * - This process reaches this host's memory by its bus address with host_map (a segment of
+ *   another process, a mailbox, SCIAttachPhysicalMemory), and finds the bus address of memory
+ *   it maps with host_bus (SCIRegisterSegmentMemory).
  * - A device behind VFIO reaches what its container maps: the process's own CPU mapping of
  *   the segment, mapped by virtual address (ntbf_dev_dma_map; ntbf_dev_map_window for a
  *   remote segment's window). The fabric manager's device admissions describe modeled
  *   address spaces and have nothing to program there.
  */
 
-/* The adapter whose memory for export holds this host's segments: the node's first that has
- * any (a host's memory is one whichever adapter it is reached through). */
-static struct ntbf_adapter_h *mem_adapter(void)
+/* The node's first adapter for which has(caps, ops) holds, or NULL. */
+static struct ntbf_adapter_h *node_adapter(bool (*has)(const struct ntbf_caps *c))
 {
         for (unsigned n = 0; n < NTBF_MAX_NODE_ADAPTERS; n++) {
                 uint32_t a = sx_adapter(n);
                 struct ntbf_adapter_h *h = a == NTBF_NONE ? NULL : sx_ah(a);
                 struct ntbf_caps caps;
-                if (h && sx.ops->mem_alloc && !sx.ops->caps(h, &caps) &&
-                    (caps.flags & NTBF_CAP_MEM))
+                if (h && !sx.ops->caps(h, &caps) && has(&caps))
                         return h;
         }
         return NULL;
 }
 
+static bool has_mem(const struct ntbf_caps *c)
+{
+        return sx.ops->mem_alloc && (c->flags & NTBF_CAP_MEM);
+}
+
+static bool has_host(const struct ntbf_caps *c)
+{
+        (void)c;
+        return sx.ops->host_map != NULL;
+}
+
+/* The adapter whose memory for export holds this host's segments: the node's first that has
+ * any (a host's memory is one whichever adapter it is reached through). */
+static struct ntbf_adapter_h *mem_adapter(void)
+{
+        return node_adapter(has_mem);
+}
+
+/* The adapter through which this process maps this host's memory (host_map, host_bus,
+ * irq_trigger act on the host, whichever of its adapters is asked). */
+static struct ntbf_adapter_h *host_adapter(void)
+{
+        return node_adapter(has_host);
+}
+
 int sx_hw_alloc(size_t size, struct ntbf_mem *m)
 {
         memset(m, 0, sizeof(*m));
-        struct ntbf_adapter_h *h = sx.sim ? NULL : mem_adapter();
-        if (!h)
-                return NTBF_EUNSUPPORTED;
+        struct ntbf_adapter_h *h = mem_adapter();
+        struct ntbf_caps caps;
+        if (!h || sx.ops->caps(h, &caps) || (caps.flags & NTBF_CAP_MEM_PHYS))
+                return NTBF_EUNSUPPORTED; /* the device API's DMA memory is this memory */
         int r = sx.ops->mem_alloc(h, (size + 4095) & ~(size_t)4095, 4096, m);
         if (r)
                 memset(m, 0, sizeof(*m));
@@ -58,21 +84,37 @@ void sx_hw_free(struct ntbf_mem *m)
 int sx_host_map(uint64_t bus, size_t size, void **p, bool *mapped)
 {
         *mapped = false;
-        if (sx.sim)
-                return ntbf_sim_phys_ptr(sx.b, sx.node_idx, bus, size, p);
-        struct ntbf_adapter_h *h = mem_adapter();
-        if (!h || !sx.ops->mem_map)
+        struct ntbf_adapter_h *h = host_adapter();
+        if (!h)
                 return NTBF_EUNSUPPORTED;
-        int r = sx.ops->mem_map(h, bus, size, p);
+        int r = sx.ops->host_map(h, bus, size, p);
         *mapped = !r;
         return r;
 }
 
 void sx_host_unmap(void *p, size_t size)
 {
-        struct ntbf_adapter_h *h = p ? mem_adapter() : NULL;
-        if (h && sx.ops->mem_unmap)
-                sx.ops->mem_unmap(h, p, size);
+        struct ntbf_adapter_h *h = p ? host_adapter() : NULL;
+        if (h)
+                sx.ops->host_unmap(h, p, size);
+}
+
+int sx_host_bus(const void *p, size_t size, uint64_t *bus)
+{
+        struct ntbf_adapter_h *h = host_adapter();
+        return h && sx.ops->host_bus ? sx.ops->host_bus(h, p, size, bus) : NTBF_EUNSUPPORTED;
+}
+
+int sx_irq_trigger(uint32_t adapter, uint64_t addr, uint32_t data)
+{
+        struct ntbf_adapter_h *h = adapter == NTBF_NONE ? NULL : sx_ah(adapter);
+        if (!h)
+                h = host_adapter();
+        if (!h) {
+                uint32_t a = sx_adapter(0);
+                h = a == NTBF_NONE ? NULL : sx_ah(a);
+        }
+        return h && sx.ops->irq_trigger ? sx.ops->irq_trigger(h, addr, data) : NTBF_EUNSUPPORTED;
 }
 
 bool sx_dev_vfio(const struct sx_dev *x)
@@ -113,7 +155,7 @@ static struct ntbf_adapter_h *fabric_adapter(uint32_t n)
 bool sx_dev_managed(const struct sx_dev *x)
 {
         (void)x;
-        return !sx.sim && fabric_adapter(0);
+        return fabric_adapter(0) != NULL;
 }
 
 int sx_dev_fabric_map(struct sx_dev *x, uint32_t adapter_no, uint64_t bus, size_t size,

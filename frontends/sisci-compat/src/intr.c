@@ -8,7 +8,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ntbfab/sim.h"
 #include "sx.h"
 
 /*
@@ -216,7 +215,8 @@ static void create(sci_desc_t sd, void **out, unsigned adapter, unsigned int *in
         if (data) {
                 i->lane_head = calloc(DINT_LANES, sizeof(*i->lane_head));
                 /* Writers on other nodes reach the mailbox: on hardware it is the adapter's
-                 * memory for export (hw.c), on the simulated fabric DMA-able node RAM. */
+                 * memory for export (hw.c), or DMA memory where that is the same
+                 * (NTBF_CAP_MEM_PHYS). */
                 int hw = i->lane_head ? sx_hw_alloc(MBOX_BYTES, &i->xmbox) : -ENOMEM;
                 if (!hw) {
                         i->mbox = i->xmbox.addr;
@@ -710,9 +710,7 @@ static sci_error_t fire(struct sx_rint *i)
         uint32_t v = i->msi_data;
         int r;
         if (i->local)
-                r = sx.sim ? ntbf_sim_write(sx.b, sx.node_idx, NTBF_NONE, NTBF_SIM_RID_CPU,
-                                            i->local_addr, &v, sizeof(v), NULL)
-                           : NTBF_EUNSUPPORTED;
+                r = sx_irq_trigger(i->adapter, i->local_addr, v);
         else
                 r = sx.ops->window_write
                         ? sx.ops->window_write(sx_ah(i->adapter), i->win, i->offset, &v, sizeof(v))

@@ -11,7 +11,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ntbfab/sim.h"
 #include "sx.h"
 
 struct sx_lib sx = {.lock = PTHREAD_MUTEX_INITIALIZER, .ev_stop = -1};
@@ -598,7 +597,6 @@ static sci_error_t bring_up(void)
         sx.node_idx = ntbf_ctx_node(sx.ctx);
         sx.node_id = sx.t->nodes[sx.node_idx].id;
         ntbf_ctx_backend(sx.ctx, &sx.ops, &sx.b);
-        sx.sim = ntbf_sim_is(sx.b);
         char path[PATH_MAX + 64];
         snprintf(path, sizeof(path), "%s", ntbf_ctx_socket(sx.ctx));
         struct json_object *res = NULL;

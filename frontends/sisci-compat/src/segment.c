@@ -6,7 +6,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "ntbfab/sim.h"
 #include "sx.h"
 
 #define CREATE_FLAGS                                                                               \
@@ -213,6 +212,8 @@ void sx_lseg_drop(struct sx_lseg *s)
 {
         if (s->own_mem && s->mem && sx.ctx)
                 ntbf_dma_free(sx.ctx, s->mem);
+        if (s->host_mem && s->mem && sx.ops)
+                sx_host_unmap(s->mem, s->size);
         if (s->xmem.addr && sx.ctx)
                 sx_hw_free(&s->xmem);
         s->mem = NULL;
@@ -493,8 +494,9 @@ void SCIAttachPhysicalMemory(sci_ioaddr_t ioaddress, void *address, unsigned int
         }
         /*
          * ioaddress is a physical address of this host: RAM, or a BAR of a local device. The
-         * process reaches it through the fabric (the simulated fabric maps it directly);
-         * address, when given, is the caller's own mapping of it.
+         * process reaches it through the backend's host_map (the simulated fabric maps its
+         * RAM and BAR files; hardware backends memory for export and sysfs BARs); address,
+         * when given, is the caller's own mapping of it.
          */
         const struct ntbf_region *reg = ntbf_addrmap_lookup(sx.t, sx.node_idx, ioaddress);
         if (!reg || (reg->kind != NTBF_REGION_RAM && reg->kind != NTBF_REGION_BAR) ||
@@ -503,49 +505,37 @@ void SCIAttachPhysicalMemory(sci_ioaddr_t ioaddress, void *address, unsigned int
                 goto out;
         }
         void *p = address;
-        if (!p && (!sx.sim || ntbf_sim_phys_ptr(sx.b, sx.node_idx, ioaddress, size, &p))) {
-                *err = SCI_ERR_NOT_SUPPORTED;
-                goto out;
+        bool mapped = false;
+        if (!p) {
+                int r = sx_host_map(ioaddress, size, &p, &mapped);
+                if (r) {
+                        sx_warn("SCIAttachPhysicalMemory: the %s backend cannot map [0x%" PRIx64
+                                ", +%zu) of node %s into this process: %s",
+                                sx.ops->name, (uint64_t)ioaddress, size, sx.node, ntbf_strerror(r));
+                        *err = r == NTBF_EUNSUPPORTED ? SCI_ERR_NOT_SUPPORTED
+                                                      : SCI_ERR_ILLEGAL_ADDRESS;
+                        goto out;
+                }
         }
         attach(s, p, ioaddress, size, err);
+        if (*err != SCI_ERR_OK && mapped)
+                sx_host_unmap(p, size);
+        else
+                s->host_mem = mapped;
 out:
         sx_unlock();
 }
 
 /*
- * The bus address of process memory that is this node's RAM: memory of the library's own
- * DMA allocations, or, on the simulated fabric, any mapping of the node's RAM file in this
- * process (another segment's memory, the device API's ntbf_dma_alloc memory): /proc/self/maps
- * names the file and the offset, and the offset in the RAM file is the physical address.
+ * The bus address of process memory that is this node's memory: memory of the library's own
+ * DMA allocations, or any memory the backend maps (host_bus: memory for export, another
+ * segment's memory, on the simulated fabric any mapping of the node's RAM).
  */
 static int ram_bus(const void *addr, size_t size, uint64_t *bus)
 {
         if (!ntbf_dma_bus(sx.ctx, addr, size, bus))
                 return 0;
-        if (!sx.sim)
-                return -EFAULT;
-        char want[PATH_MAX + 64], real[PATH_MAX];
-        snprintf(want, sizeof(want), "%s/ram-%s", sx.dir, sx.node);
-        if (!realpath(want, real))
-                return -EFAULT;
-        FILE *f = fopen("/proc/self/maps", "r");
-        if (!f)
-                return -EFAULT;
-        char line[PATH_MAX + 256];
-        int r = -EFAULT;
-        uintptr_t a = (uintptr_t)addr;
-        while (r && fgets(line, sizeof(line), f)) {
-                unsigned long lo, hi, off;
-                char path[PATH_MAX + 1] = "";
-                if (sscanf(line, "%lx-%lx %*s %lx %*s %*s %4096s", &lo, &hi, &off, path) < 3)
-                        continue;
-                if (strcmp(path, real) || a < lo || a >= hi || size > hi - a)
-                        continue;
-                *bus = off + (a - lo);
-                r = 0;
-        }
-        fclose(f);
-        return r;
+        return sx_host_bus(addr, size, bus) ? -EFAULT : 0;
 }
 
 void SCIRegisterSegmentMemory(void *address, size_t size, sci_local_segment_t segment,
@@ -568,9 +558,9 @@ void SCIRegisterSegmentMemory(void *address, size_t size, sci_local_segment_t se
                 goto out;
         }
         /*
-         * Only memory that devices and the fabric can reach becomes a segment: on the simulated
-         * fabric that is the node's RAM (docs/sisci.md); ordinary process memory (malloc, the
-         * stack) is not in the simulated host's physical address space.
+         * Only memory that devices and the fabric can reach becomes a segment: the node's
+         * memory the backend maps (docs/sisci.md); ordinary process memory (malloc, the
+         * stack) is not in the host's physical address space as the fabric sees it.
          */
         uint64_t bus;
         if (ram_bus(address, size, &bus) || bus % 4096) {

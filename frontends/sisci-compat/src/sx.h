@@ -88,6 +88,7 @@ struct sx_lseg {
         void *mem;          /* the memory in this process, NULL while EMPTY */
         uint64_t bus;       /* its bus address in this host */
         bool own_mem;       /* from ntbf_dma_alloc: freed with the segment */
+        bool host_mem;      /* mem is the library's host_map of attached physical memory */
         uint64_t prepared;  /* adapter numbers the segment was prepared on (bit n) */
         uint64_t available; /* adapter numbers it is available on */
         unsigned maps;      /* local CPU mappings */
@@ -263,7 +264,6 @@ struct sx_lib {
         const struct ntbf_backend_ops *ops;
         struct ntbf_backend *b;
         const struct ntbf_topo *t;
-        bool sim;
         struct ntbf_rpc *rpc; /* control: calls hold sx.lock */
         struct ntbf_rpc *ev;  /* events: read by the event thread only */
         pthread_t ev_thread;
@@ -382,14 +382,20 @@ void sx_dma_stop(void);
 
 /* ---- hardware backends (hw.c) -------------------------------------------------------------- */
 
-/* Memory for export of this host's first adapter that has any; NTBF_EUNSUPPORTED on the
- * simulated fabric (its segments are node RAM) or when no adapter exports memory. */
+/* Memory for export of this host's first adapter that has any; NTBF_EUNSUPPORTED when no
+ * adapter exports memory, or when it is host-physical RAM that the device API's DMA memory
+ * is made of (NTBF_CAP_MEM_PHYS: segments come from ntbf_dma_alloc then). */
 int sx_hw_alloc(size_t size, struct ntbf_mem *m);
 void sx_hw_free(struct ntbf_mem *m);
-/* This host's memory at bus address bus, as this process reaches it: node RAM on the
- * simulated fabric, the backend's mem_map elsewhere (then *mapped: undo with sx_host_unmap). */
+/* This host's memory at bus address bus, mapped into this process by the backend's host_map
+ * (*mapped: undo with sx_host_unmap). NTBF_EUNSUPPORTED when the backend has none. */
 int sx_host_map(uint64_t bus, size_t size, void **p, bool *mapped);
 void sx_host_unmap(void *p, size_t size);
+/* The bus address of [p, p + size) of this process: the backend's host_bus. */
+int sx_host_bus(const void *p, size_t size, uint64_t *bus);
+/* A local interrupt: data written to vector address addr of this host (the backend's
+ * irq_trigger, through adapter `adapter` or the node's first). */
+int sx_irq_trigger(uint32_t adapter, uint64_t addr, uint32_t data);
 /* Whether the device is a real one behind VFIO (its DMA maps are the process's own). */
 bool sx_dev_vfio(const struct sx_dev *x);
 /* Whether the device is on a managed fabric (NTBF_CAP_DEV_MAP, Dolphin's SmartIO): its DMA

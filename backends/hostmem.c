@@ -1,0 +1,116 @@
+/* backends/hostmem.c: PCI BARs through sysfs and the file offsets of mappings (hostmem.h). */
+#include "hostmem.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#define PAGE            UINT64_C(4096)
+#define PCI_BARS        6               /* resource lines 0..5; line 6 is the expansion ROM */
+#define IORESOURCE_MEM_ UINT64_C(0x200) /* the resource line's flag of a memory BAR */
+
+/* The BAR of device dir holding the range: its number and start, or -1. */
+static int find_bar(const char *dir, uint64_t addr, uint64_t size, uint64_t *start)
+{
+        char path[PATH_MAX + 512];
+        snprintf(path, sizeof(path), "%s/resource", dir);
+        FILE *f = fopen(path, "re");
+        if (!f)
+                return -1;
+        int found = -1;
+        uint64_t lo, hi, flags;
+        for (int i = 0; i < PCI_BARS && found < 0 &&
+                        fscanf(f, "%" SCNx64 " %" SCNx64 " %" SCNx64, &lo, &hi, &flags) == 3;
+             i++)
+                if ((flags & IORESOURCE_MEM_) && hi > lo && addr >= lo && addr <= hi &&
+                    size - 1 <= hi - addr) {
+                        found = i;
+                        *start = lo;
+                }
+        fclose(f);
+        return found;
+}
+
+int ntbf__pci_bar_map(const char *root, uint64_t addr, uint64_t size, void **out)
+{
+        if (!out || !size || addr + size < addr)
+                return -EINVAL;
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof(dir), "%s/sys/bus/pci/devices", root ? root : "");
+        DIR *d = opendir(dir);
+        if (!d)
+                return -EFAULT; /* no PCI devices: not a BAR */
+        int r = -EFAULT;
+        struct dirent *e;
+        while (r == -EFAULT && (e = readdir(d))) {
+                if (e->d_name[0] == '.')
+                        continue;
+                char dev[PATH_MAX + 256];
+                uint64_t start = 0;
+                snprintf(dev, sizeof(dev), "%s/%s", dir, e->d_name);
+                int bar = find_bar(dev, addr, size, &start);
+                if (bar < 0)
+                        continue;
+                char res[PATH_MAX + 512];
+                snprintf(res, sizeof(res), "%s/resource%d", dev, bar);
+                int fd = open(res, O_RDWR | O_CLOEXEC);
+                if (fd < 0) {
+                        r = -errno;
+                        break;
+                }
+                uint64_t off = addr - start, pg = off & ~(PAGE - 1);
+                uint64_t len = ((off + size + PAGE - 1) & ~(PAGE - 1)) - pg;
+                void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)pg);
+                r = p == MAP_FAILED ? -errno : 0;
+                close(fd);
+                if (!r)
+                        *out = (uint8_t *)p + (off - pg);
+        }
+        closedir(d);
+        return r;
+}
+
+int ntbf__pci_bar_unmap(void *addr, uint64_t size)
+{
+        if (!addr || !size)
+                return -EINVAL;
+        uintptr_t a = (uintptr_t)addr, pg = a & ~(uintptr_t)(PAGE - 1);
+        return munmap((void *)pg, ((a + size + PAGE - 1) & ~(uintptr_t)(PAGE - 1)) - pg) ? -errno
+                                                                                         : 0;
+}
+
+int ntbf__maps_file_off(int fd, const void *addr, uint64_t size, uint64_t *off)
+{
+        struct stat st;
+        if (!addr || !size || !off || fstat(fd, &st))
+                return -EFAULT;
+        FILE *f = fopen("/proc/self/maps", "re");
+        if (!f)
+                return -EFAULT;
+        char line[PATH_MAX + 256];
+        uintptr_t a = (uintptr_t)addr;
+        int r = -EFAULT;
+        while (r && fgets(line, sizeof(line), f)) {
+                uintptr_t lo, hi;
+                uint64_t moff, ino;
+                unsigned maj, min;
+                if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " %*s %" SCNx64 " %x:%x %" SCNu64, &lo,
+                           &hi, &moff, &maj, &min, &ino) != 6)
+                        continue;
+                if (ino != st.st_ino || makedev(maj, min) != st.st_dev || a < lo || a >= hi ||
+                    size > hi - a)
+                        continue;
+                *off = moff + (a - lo);
+                r = 0;
+        }
+        fclose(f);
+        return r;
+}
