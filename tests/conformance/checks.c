@@ -82,6 +82,16 @@ const struct cf_check cf_checks[] = {
     {"irq", CF_PAIR, cf_check_irq,
      "irq_alloc gives distinct vectors; the data written to the address from A through a slot "
      "signals that vector's eventfd and no other"},
+    {"irq.trigger", CF_ADAPTER, cf_check_irq_trigger,
+     "irq_trigger of a vector's address and data (a local MSI write) signals that vector's "
+     "eventfd and no other; an address that holds no vector is refused"},
+    {"host_map", CF_PAIR, cf_check_host_map,
+     "bytes stored through host_map of B's memory by bus address arrive where A reads that bus "
+     "address through a slot, and A's stores show in the mapping; B's window is refused "
+     "(-EFAULT)"},
+    {"host_bus", CF_PAIR, cf_check_host_bus,
+     "host_bus of memory B holds (mem_alloc's, host_map's) is its bus address, the one at "
+     "which A reads what was stored there; heap memory is -EFAULT"},
     {"window_write", CF_PAIR, cf_check_window_write,
      "a posted write through A's window lands exactly at B (any alignment), into an "
      "unprogrammed slot is dropped and counted, into B's MSI range signals the vector; "

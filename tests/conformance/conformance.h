@@ -167,6 +167,9 @@ int cf_mem_free(struct cf_run *r, struct cf_ad *ad, struct ntbf_mem *m);
 void cf_undo_rid(struct cf_run *r, struct cf_ad *ad, const struct ntbf_rid *rid);
 void cf_undo_swrid(struct cf_run *r, struct cf_ad *ad, uint32_t sw, const struct ntbf_rid *rid);
 void cf_undo_map(struct cf_run *r, struct cf_ad *ad, void *addr, uint64_t size);
+void cf_undo_host_map(struct cf_run *r, struct cf_ad *ad, void *addr, uint64_t size);
+/* host_unmap now (its undo is dropped); returns host_unmap's code. */
+int cf_host_unmap(struct cf_run *r, struct cf_ad *ad, void *addr, uint64_t size);
 void cf_undo_iommu(struct cf_run *r, struct cf_ad *ad, uint64_t iova, uint64_t len);
 /* Undo isolation of a requester (dev_isolate off) at the end of the check. */
 void cf_undo_isolate(struct cf_run *r, struct cf_ad *ad, const struct ntbf_rid *rid);

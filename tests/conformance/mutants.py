@@ -168,6 +168,18 @@ MUTANTS = [
       'spad_write accepts the index one past the last',
       'backends/sim/ops.c', 'b2b',
       [('        if (idx >= s->ad[h->adapter].nspads)\n                return -EINVAL;\n        atomic_store(&sim_spads(s, h->adapter)[idx], val);', '        if (idx > s->ad[h->adapter].nspads)\n                return -EINVAL;\n        atomic_store(&sim_spads(s, h->adapter)[idx], val);')]),
+    M('irq.trigger',
+      'irq_trigger writes one past the vector\'s data',
+      'backends/sim/ops.c', 'b2b',
+      [('                              addr, &data, sizeof(data), NULL);', '                              addr + 4, &data, sizeof(data), NULL);')]),
+    M('host_map',
+      'host_map maps the page of the address, not the address',
+      'backends/sim/ops.c', 'b2b',
+      [('        int r = ntbf_sim_phys_ptr((struct ntbf_backend *)S(h), A(h)->node, addr, size, out);', '        int r = ntbf_sim_phys_ptr((struct ntbf_backend *)S(h), A(h)->node, addr & ~UINT64_C(4095), size, out);')]),
+    M('host_bus',
+      'host_bus answers the region\'s base, not the address in it',
+      'backends/sim/fabric.c', 'b2b',
+      [('        *bus = r->base + (uint64_t)(a - (fbase + foff));', '        *bus = r->base;')]),
 ]
 
 

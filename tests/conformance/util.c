@@ -103,6 +103,7 @@ enum undo_kind {
         U_RID,
         U_SWRID,
         U_MAP,
+        U_HOSTMAP,
         U_IOMMU,
         U_IRQ,
         U_MCAST,
@@ -169,6 +170,9 @@ static void undo_one(struct cf_ctx *cx, struct cf_undo *u)
         case U_MAP:
                 o->unmap_window(h, u->ptr, u->a);
                 break;
+        case U_HOSTMAP:
+                o->host_unmap(h, u->ptr, u->a);
+                break;
         case U_IOMMU:
                 o->iommu_unmap(h, u->a, u->b);
                 break;
@@ -222,6 +226,13 @@ void cf_undo_swrid(struct cf_run *r, struct cf_ad *ad, uint32_t sw, const struct
 void cf_undo_map(struct cf_run *r, struct cf_ad *ad, void *addr, uint64_t size)
 {
         struct cf_undo *u = push(r, U_MAP, ad);
+        u->ptr = addr;
+        u->a = size;
+}
+
+void cf_undo_host_map(struct cf_run *r, struct cf_ad *ad, void *addr, uint64_t size)
+{
+        struct cf_undo *u = push(r, U_HOSTMAP, ad);
         u->ptr = addr;
         u->a = size;
 }
@@ -353,6 +364,18 @@ int cf_mem_free(struct cf_run *r, struct cf_ad *ad, struct ntbf_mem *m)
                 }
         }
         return r->cx->ops->mem_free(ad->h, m);
+}
+
+int cf_host_unmap(struct cf_run *r, struct cf_ad *ad, void *addr, uint64_t size)
+{
+        for (size_t i = r->nundo; i-- > 0;) {
+                struct cf_undo *u = &r->undo[i];
+                if (u->kind == U_HOSTMAP && !u->done && u->ad == ad && u->ptr == addr) {
+                        u->done = true;
+                        break;
+                }
+        }
+        return r->cx->ops->host_unmap(ad->h, addr, size);
 }
 
 int cf_far_mem(struct cf_run *r, struct cf_ad *b, uint64_t len, uint64_t align, struct ntbf_mem *m)

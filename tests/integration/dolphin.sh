@@ -81,7 +81,7 @@ conformance)
 		grep "^ok .* - $c" "$top/conformance.out" | grep -qv SKIP ||
 			fail "conformance check $c did not run and pass"
 	done
-	expect conformance '# 37 checks: 20 passed, 0 failed, 17 skipped'
+	expect conformance '# 41 checks: 24 passed, 0 failed, 17 skipped'
 	# Mappings of segments do not follow a slot programmed again: not claimed, said so.
 	expect conformance 'map.live \[a.ntb0 -> b.ntb0\]: a.ntb0 does not claim NTBF_CAP_MAP_LIVE'
 	;;

@@ -632,6 +632,77 @@ static void test_relay(void **state)
         lntb_mem_free(f->lb, &om);
 }
 
+/* A local PCI device with one 64 KiB memory BAR at 0xfe000000, in the fake sysfs. */
+static void fake_bar(const char *root, char *file, size_t len)
+{
+        char d[512];
+        snprintf(d, sizeof(d), "%s/sys/bus/pci/devices/0000:00:05.0", root);
+        char cmd[600];
+        snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", d);
+        assert_int_equal(system(cmd), 0);
+        char p[600];
+        snprintf(p, sizeof(p), "%s/resource", d);
+        FILE *f = fopen(p, "w");
+        assert_non_null(f);
+        fprintf(f, "0x00000000fe000000 0x00000000fe00ffff 0x0000000000040200\n");
+        for (int i = 1; i < 7; i++)
+                fprintf(f, "0x0000000000000000 0x0000000000000000 0x0000000000000000\n");
+        fclose(f);
+        snprintf(file, len, "%s/resource0", d);
+        int fd = open(file, O_RDWR | O_CREAT, 0600);
+        assert_true(fd >= 0 && ftruncate(fd, 64 << 10) == 0);
+        close(fd);
+}
+
+/* host_map, host_bus and irq_trigger: this host's memory and vectors through the vtable. */
+static void test_host(void **state)
+{
+        struct fx *f = *state;
+        struct ntbf_mem m;
+        assert_int_equal(lntb_mem_alloc(f->lb, 8192, 0, &m), 0);
+        /* Memory for export by its bus address: the same bytes, and host_bus names it. */
+        void *q;
+        assert_int_equal(lntb_host_map(f->lb, m.bus_addr + 64, 128, &q), 0);
+        memset(q, 0x6d, 128);
+        assert_int_equal(((uint8_t *)m.addr)[64], 0x6d);
+        assert_int_equal(((uint8_t *)m.addr)[63], 0);
+        uint64_t bus = 0;
+        assert_int_equal(lntb_host_bus(f->lb, (uint8_t *)q + 8, 16, &bus), 0);
+        assert_int_equal(bus, m.bus_addr + 72);
+        assert_int_equal(lntb_host_bus(f->lb, (uint8_t *)m.addr + 4096, 4096, &bus), 0);
+        assert_int_equal(bus, m.bus_addr + 4096);
+        assert_int_equal(lntb_host_bus(f->lb, (uint8_t *)m.addr + 4096, 8192, &bus), -EFAULT);
+        char heap[64];
+        assert_int_equal(lntb_host_bus(f->lb, heap, sizeof(heap), &bus), -EFAULT);
+        assert_int_equal(lntb_host_unmap(f->lb, q, 128), 0);
+        assert_int_equal(lntb_host_unmap(f->lb, q, 128), -EINVAL);
+        /* A local device's BAR through sysfs; other RAM is out of reach. */
+        char file[700];
+        fake_bar(f->sys->root, file, sizeof(file));
+        assert_int_equal(lntb_host_map(f->lb, 0xfe000100, 256, &q), 0);
+        memcpy(q, "bar!", 4);
+        char got[4] = "";
+        int fd = open(file, O_RDONLY);
+        assert_true(fd >= 0 && pread(fd, got, 4, 0x100) == 4);
+        close(fd);
+        assert_memory_equal(got, "bar!", 4);
+        assert_int_equal(lntb_host_bus(f->lb, q, 256, &bus), 0);
+        assert_int_equal(bus, 0xfe000100);
+        assert_int_equal(lntb_host_unmap(f->lb, q, 256), 0);
+        assert_int_equal(lntb_host_map(f->lb, 0xfe00ff00, 512, &q), -EFAULT); /* past the BAR */
+        assert_int_equal(lntb_host_map(f->lb, 0x10000, 4096, &q), -EFAULT);   /* plain RAM */
+        /* A local interrupt: the vector's eventfd, and only for a vector's address. */
+        struct ntbf_irq irq;
+        assert_int_equal(lntb_irq_alloc(f->lb, &irq), 0);
+        assert_int_equal(lntb_irq_trigger(f->lb, irq.addr, irq.data), 0);
+        struct pollfd pf = {irq.fd, POLLIN, 0};
+        assert_int_equal(poll(&pf, 1, 5000), 1);
+        assert_int_equal(lntb_irq_trigger(f->lb, irq.addr + 2, irq.data), -EINVAL);
+        assert_int_equal(lntb_irq_trigger(f->lb, 0x10000, irq.data), -EINVAL);
+        assert_int_equal(lntb_irq_free(f->lb, &irq), 0);
+        lntb_mem_free(f->lb, &m);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -645,6 +716,7 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_spads, setup, teardown),
             cmocka_unit_test_setup_teardown(test_msgs, setup, teardown),
             cmocka_unit_test_setup_teardown(test_relay, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_host, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
