@@ -666,9 +666,9 @@ static int bar_map(struct ntbf_dev *d, unsigned b)
                 return 0;
         }
         if (B->adapter == NTBF_NONE) {
-                /* A BAR of this host: the backend maps it by its address (host_map), when it
-                 * reaches local BARs (the simulated fabric does); on hardware without VFIO
-                 * this would be the sysfs resource file (not written yet). */
+                /* A BAR of this host: the backend maps it by its address (host_map): the
+                 * simulated fabric its BAR files, ivshmem and linux-ntb the sysfs resource
+                 * file. */
                 if (!ctx->ops->host_map || !ctx->h0)
                         return ntbf__fail(ctx, NTBF_EUNSUPPORTED,
                                           "mapping BARs of local devices is not supported by the "

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -849,6 +851,55 @@ static void test_xlat_checks(void **state)
         fab_down(&f);
 }
 
+/*
+ * host_bus on the simulated fabric: the bus address of any mapping of the node's RAM, the
+ * backend's own (host_map, mem_alloc) or one the process made of the RAM file, with RAM past
+ * the 32-bit MMIO hole placed from 4 GiB (the file holds it right after the low RAM).
+ */
+static void test_host_bus(void **state)
+{
+        (void)state;
+        struct ntbf_topo *t = fab_b2b(false);
+        t->nodes[0].ram = UINT64_C(0x80000000) + 64 * NTBF_MiB; /* 2 GiB low, 64 MiB high */
+        struct fab f;
+        fab_up(&f, t);
+        struct ntbf_adapter_h *h = f.h[0];
+        uint64_t lo = 0x100000, hi = UINT64_C(0x100000000) + 0x3000, bus = 0;
+        void *p;
+        assert_int_equal(f.ops->host_map(h, lo + 0x10, 64, &p), 0);
+        assert_int_equal(f.ops->host_bus(h, p, 64, &bus), 0);
+        assert_int_equal(bus, lo + 0x10);
+        assert_int_equal(f.ops->host_map(h, hi, 4096, &p), 0);
+        assert_int_equal(f.ops->host_bus(h, (uint8_t *)p + 8, 8, &bus), 0);
+        assert_int_equal(bus, hi + 8);
+        assert_int_equal(f.ops->host_unmap(h, p, 4096), 0);
+        /* Memory for export is RAM, at the bus address mem_alloc reported. */
+        struct ntbf_mem m;
+        assert_int_equal(f.ops->mem_alloc(h, 8192, 4096, &m), 0);
+        assert_int_equal(f.ops->host_bus(h, (uint8_t *)m.addr + 4096, 4096, &bus), 0);
+        assert_int_equal(bus, m.bus_addr + 4096);
+        assert_int_equal(f.ops->mem_free(h, &m), 0);
+        /* A mapping of the RAM file this process made itself (as from ntbf_dma_fd): the high
+         * RAM sits in the file right after the 2 GiB below the hole. */
+        char path[512];
+        snprintf(path, sizeof(path), "%s/ram-a", f.dir);
+        int fd = open(path, O_RDWR);
+        assert_true(fd >= 0);
+        uint8_t *q = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+                          (off_t)(UINT64_C(0x80000000) + 0x2000));
+        assert_true(q != MAP_FAILED);
+        close(fd);
+        assert_int_equal(f.ops->host_bus(h, q + 0x18, 16, &bus), 0);
+        assert_int_equal(bus, UINT64_C(0x100000000) + 0x2018);
+        assert_int_equal(f.ops->host_bus(h, q + 0x18, 8192, &bus), -EFAULT); /* past it */
+        munmap(q, 8192);
+        /* Not the node's memory. */
+        char heap[32];
+        assert_int_equal(f.ops->host_bus(h, heap, sizeof(heap), &bus), -EFAULT);
+        assert_int_equal(f.ops->host_bus(f.h[1], (uint8_t *)p, 8, &bus), -EFAULT); /* node b */
+        fab_down(&f);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -859,6 +910,7 @@ int main(void)
             cmocka_unit_test(test_doorbells_spads_events),
             cmocka_unit_test(test_xlat_programming),
             cmocka_unit_test(test_xlat_checks),
+            cmocka_unit_test(test_host_bus),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
