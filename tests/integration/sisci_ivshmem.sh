@@ -2,8 +2,9 @@
 # tests/integration/sisci_ivshmem.sh BUILD SRC: libsisci's examples on the ivshmem backend, on
 # this host: two ntbfabd (nodes a and b, sisci-ivshmem.yaml) whose adapters share one plain
 # file as the ivshmem region. What the VM tier runs between two guests (docs/vm.md), without
-# QEMU: segments in the adapters' memory for export, same-node connections through mem_map,
-# interrupts as watched words, and the refusal of a segment larger than that memory.
+# QEMU: segments in the adapters' memory for export, same-node connections through host_map,
+# interrupts as watched words (within a node: irq_trigger), and the refusal of a segment larger
+# than that memory.
 set -u
 build=$1
 src=$2
@@ -44,7 +45,7 @@ grep -q "joined the fabric manager" "$dir/log/b.log" 2>/dev/null || fail "b neve
 
 . "$src/tests/integration/sx_procs.sh"
 
-echo "pingpong between a and b, and between two processes of a (mem_map)"
+echo "pingpong between a and b, and between two processes of a (host_map)"
 start pp_server a "$ex/sisci-pingpong" -rn 8 -server -loops 300
 run pp_client b "$ex/sisci-pingpong" -rn 4 -loops 300
 finish pp_server
@@ -79,6 +80,14 @@ for mode in "" -data; do
 	finish il_server
 	expect il_client "round trips with node 4: 50 of them"
 	cat "$top/il_client.out"
+done
+
+echo "intlat between two processes of a: a local trigger is the backend's irq_trigger"
+for mode in "" -data; do
+	start ll_server a "$ex/sisci-intlat" -rn 4 -server $mode -size 64 -loops 50
+	run ll_client a "$ex/sisci-intlat" -rn 4 $mode -size 64 -loops 50
+	finish ll_server
+	expect ll_client "round trips with node 4: 50 of them"
 done
 
 echo "a segment larger than the adapter's memory for export is refused"
