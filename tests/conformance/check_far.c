@@ -198,18 +198,7 @@ int cf_check_irq(struct cf_run *r)
         if (cf_tx_mode(cx, a, NULL) == CF_TX_NONE && !(a->caps.flags & NTBF_CAP_CPU_MAP))
                 CF_SKIP(r, "%s can neither issue transactions nor map its window", a->name);
         struct ntbf_irq v[2];
-        for (int i = 0; i < 2; i++) {
-                memset(&v[i], 0, sizeof(v[i]));
-                v[i].fd = -1;
-                CF_OK(r, o->irq_alloc(b->h, &v[i]), "%s: irq_alloc (vector %d)", b->name, i + 1);
-                cf_undo_irq(r, b, &v[i]);
-                CF_TRUE(r, v[i].fd >= 0, "%s: irq_alloc returned fd %d", b->name, v[i].fd);
-                CF_TRUE(r, !cf_poll_readable(v[i].fd, 0),
-                        "%s: a fresh vector's eventfd is readable before any interrupt", b->name);
-        }
-        CF_TRUE(r, v[0].addr != v[1].addr || v[0].data != v[1].data,
-                "%s: two vectors with the same address and data (%#llx, %#x)", b->name,
-                (unsigned long long)v[0].addr, v[0].data);
+        CF_TRY(cf_irq_two(r, b, v));
         uint64_t far[2];
         uint32_t slot[2];
         for (int i = 0; i < 2; i++) {
@@ -227,19 +216,11 @@ int cf_check_irq(struct cf_run *r)
                 struct ntbf_xlat x = {b->node, b->idx, far[i], NTBF_NONE, xs};
                 CF_TRY(cf_slot_set(r, p, inbound, slot[i], &x));
         }
+        char how[96];
+        snprintf(how, sizeof(how), "the MSI write from %s", a->name);
         for (int i = 0; i < 2; i++) {
                 CF_TRY(msi(r, slot[i], far[i], &v[i]));
-                CF_TRUE(r, cf_poll_readable(v[i].fd, cx->timeout_ms),
-                        "%s: vector %d (address %#llx, data %#x): eventfd not signalled within %u "
-                        "ms of the MSI write from %s",
-                        b->name, i + 1, (unsigned long long)v[i].addr, v[i].data, cx->timeout_ms,
-                        a->name);
-                uint64_t cnt = 0;
-                CF_TRUE(r, read(v[i].fd, &cnt, sizeof(cnt)) == sizeof(cnt) && cnt >= 1,
-                        "%s: vector %d: reading its eventfd", b->name, i + 1);
-                CF_TRUE(r, !cf_poll_readable(v[1 - i].fd, cx->quiet_ms),
-                        "%s: an interrupt for vector %d also signalled vector %d", b->name, i + 1,
-                        2 - i);
+                CF_TRY(cf_irq_expect(r, b, v, i, how));
         }
         for (int i = 0; i < 2; i++)
                 CF_OK(r, o->irq_free(b->h, &v[i]), "%s: irq_free (vector %d)", b->name, i + 1);

@@ -160,26 +160,12 @@ int cf_check_irq_trigger(struct cf_run *r)
         if (!o->irq_trigger)
                 CF_SKIP(r, "the %s backend has no irq_trigger", o->name);
         struct ntbf_irq v[2];
-        for (int i = 0; i < 2; i++) {
-                memset(&v[i], 0, sizeof(v[i]));
-                v[i].fd = -1;
-                CF_OK(r, o->irq_alloc(b->h, &v[i]), "%s: irq_alloc (vector %d)", b->name, i + 1);
-                cf_undo_irq(r, b, &v[i]);
-        }
+        CF_TRY(cf_irq_two(r, b, v));
         for (int i = 0; i < 2; i++) {
                 CF_OK(r, o->irq_trigger(b->h, v[i].addr, v[i].data),
                       "%s: irq_trigger(%#llx, %#x) of vector %d", b->name,
                       (unsigned long long)v[i].addr, v[i].data, i + 1);
-                CF_TRUE(r, cf_poll_readable(v[i].fd, cx->timeout_ms),
-                        "%s: vector %d (address %#llx, data %#x): eventfd not signalled within %u "
-                        "ms of irq_trigger",
-                        b->name, i + 1, (unsigned long long)v[i].addr, v[i].data, cx->timeout_ms);
-                uint64_t cnt = 0;
-                CF_TRUE(r, read(v[i].fd, &cnt, sizeof(cnt)) == sizeof(cnt) && cnt >= 1,
-                        "%s: vector %d: reading its eventfd", b->name, i + 1);
-                CF_TRUE(r, !cf_poll_readable(v[1 - i].fd, cx->quiet_ms),
-                        "%s: irq_trigger of vector %d also signalled vector %d", b->name, i + 1,
-                        2 - i);
+                CF_TRY(cf_irq_expect(r, b, v, i, "irq_trigger"));
         }
         /* The host's NTB window holds no vector. */
         uint64_t bad = b->caps.windows[0].base;

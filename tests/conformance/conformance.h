@@ -168,6 +168,12 @@ void cf_undo_rid(struct cf_run *r, struct cf_ad *ad, const struct ntbf_rid *rid)
 void cf_undo_swrid(struct cf_run *r, struct cf_ad *ad, uint32_t sw, const struct ntbf_rid *rid);
 void cf_undo_map(struct cf_run *r, struct cf_ad *ad, void *addr, uint64_t size);
 void cf_undo_host_map(struct cf_run *r, struct cf_ad *ad, void *addr, uint64_t size);
+/* Two distinct vectors of ad (irq_alloc, freed when the check ends), eventfds idle. */
+int cf_irq_two(struct cf_run *r, struct cf_ad *ad, struct ntbf_irq v[2]);
+/* Vector i's eventfd is signalled within the timeout of `how` (read, once) and the other
+ * vector's stays idle. */
+int cf_irq_expect(struct cf_run *r, struct cf_ad *ad, const struct ntbf_irq v[2], int i,
+                  const char *how);
 /* host_unmap now (its undo is dropped); returns host_unmap's code. */
 int cf_host_unmap(struct cf_run *r, struct cf_ad *ad, void *addr, uint64_t size);
 void cf_undo_iommu(struct cf_run *r, struct cf_ad *ad, uint64_t iova, uint64_t len);

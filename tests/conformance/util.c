@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "ntbfab/sim.h"
@@ -376,6 +377,40 @@ int cf_host_unmap(struct cf_run *r, struct cf_ad *ad, void *addr, uint64_t size)
                 }
         }
         return r->cx->ops->host_unmap(ad->h, addr, size);
+}
+
+int cf_irq_two(struct cf_run *r, struct cf_ad *ad, struct ntbf_irq v[2])
+{
+        for (int i = 0; i < 2; i++) {
+                memset(&v[i], 0, sizeof(v[i]));
+                v[i].fd = -1;
+                CF_OK(r, r->cx->ops->irq_alloc(ad->h, &v[i]), "%s: irq_alloc (vector %d)", ad->name,
+                      i + 1);
+                cf_undo_irq(r, ad, &v[i]);
+                CF_TRUE(r, v[i].fd >= 0, "%s: irq_alloc returned fd %d", ad->name, v[i].fd);
+                CF_TRUE(r, !cf_poll_readable(v[i].fd, 0),
+                        "%s: a fresh vector's eventfd is readable before any interrupt", ad->name);
+        }
+        CF_TRUE(r, v[0].addr != v[1].addr || v[0].data != v[1].data,
+                "%s: two vectors with the same address and data (%#llx, %#x)", ad->name,
+                (unsigned long long)v[0].addr, v[0].data);
+        return 0;
+}
+
+int cf_irq_expect(struct cf_run *r, struct cf_ad *ad, const struct ntbf_irq v[2], int i,
+                  const char *how)
+{
+        struct cf_ctx *cx = r->cx;
+        CF_TRUE(r, cf_poll_readable(v[i].fd, cx->timeout_ms),
+                "%s: vector %d (address %#llx, data %#x): eventfd not signalled within %u ms of "
+                "%s",
+                ad->name, i + 1, (unsigned long long)v[i].addr, v[i].data, cx->timeout_ms, how);
+        uint64_t cnt = 0;
+        CF_TRUE(r, read(v[i].fd, &cnt, sizeof(cnt)) == sizeof(cnt) && cnt >= 1,
+                "%s: vector %d: reading its eventfd", ad->name, i + 1);
+        CF_TRUE(r, !cf_poll_readable(v[1 - i].fd, cx->quiet_ms),
+                "%s: %s for vector %d also signalled vector %d", ad->name, how, i + 1, 2 - i);
+        return 0;
 }
 
 int cf_far_mem(struct cf_run *r, struct cf_ad *b, uint64_t len, uint64_t align, struct ntbf_mem *m)
