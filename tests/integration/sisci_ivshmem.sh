@@ -73,21 +73,17 @@ for mode in write read; do
 	expect dma_client "1048576"
 done
 
-echo "intlat: interrupts and data interrupts (watched words of exported memory)"
-for mode in "" -data; do
-	start il_server a "$ex/sisci-intlat" -rn 8 -server $mode -size 64 -loops 50
-	run il_client b "$ex/sisci-intlat" -rn 4 $mode -size 64 -loops 50
-	finish il_server
-	expect il_client "round trips with node 4: 50 of them"
-	cat "$top/il_client.out"
-done
-
-echo "intlat between two processes of a: a local trigger is the backend's irq_trigger"
-for mode in "" -data; do
-	start ll_server a "$ex/sisci-intlat" -rn 4 -server $mode -size 64 -loops 50
-	run ll_client a "$ex/sisci-intlat" -rn 4 $mode -size 64 -loops 50
-	finish ll_server
-	expect ll_client "round trips with node 4: 50 of them"
+echo "intlat: interrupts and data interrupts (watched words of exported memory), from b and from"
+echo "a second process of a (a local trigger: the backend's irq_trigger)"
+for from in "b 8" "a 4"; do
+	set -- $from
+	for mode in "" -data; do
+		start il_server a "$ex/sisci-intlat" -rn $2 -server $mode -size 64 -loops 50
+		run il_client $1 "$ex/sisci-intlat" -rn 4 $mode -size 64 -loops 50
+		finish il_server
+		expect il_client "round trips with node 4: 50 of them"
+		cat "$top/il_client.out"
+	done
 done
 
 echo "a segment larger than the adapter's memory for export is refused"
