@@ -22,7 +22,7 @@
  *   address spaces and have nothing to program there.
  */
 
-/* The node's first adapter for which has(caps, ops) holds, or NULL. */
+/* The node's first adapter whose capabilities satisfy has, or NULL. */
 static struct ntbf_adapter_h *node_adapter(bool (*has)(const struct ntbf_caps *c))
 {
         for (unsigned n = 0; n < NTBF_MAX_NODE_ADAPTERS; n++) {
