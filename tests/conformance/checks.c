@@ -87,8 +87,8 @@ const struct cf_check cf_checks[] = {
      "eventfd and no other; an address that holds no vector is refused"},
     {"host_map", CF_PAIR, cf_check_host_map,
      "bytes stored through host_map of B's memory by bus address arrive where A reads that bus "
-     "address through a slot, and A's stores show in the mapping; B's window is refused "
-     "(-EFAULT)"},
+     "address through a slot, and A's stores show in the mapping; B's interrupt range is "
+     "refused"},
     {"host_bus", CF_PAIR, cf_check_host_bus,
      "host_bus of memory B holds (mem_alloc's, host_map's) is its bus address, the one at "
      "which A reads what was stored there; heap memory is -EFAULT"},
