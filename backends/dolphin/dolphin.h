@@ -158,8 +158,8 @@ struct ntbf_adapter_h {
         uint32_t node_id;       /* SISCI node id (the cluster file's id of the node) */
         unsigned ano;           /* SISCI adapter number */
         struct ntbf_caps caps;
-        char figures[256]; /* which figures came from SCIQuery (for the daemon's log) */
-        char warning[512]; /* the cluster file's figures stand for SISCI's (the daemon says it) */
+        char figures[256];  /* which figures came from SCIQuery (for the daemon's log) */
+        char warning[1024]; /* the cluster file's figures stand for SISCI's (the daemon says it) */
         pthread_mutex_t lock;
         /* Inbound slots this process programmed onto its host: segment per (adapter, slot). */
         struct dol_inslot {
