@@ -633,6 +633,8 @@ const struct ntbf_backend_ops ntbf__switchtec_ops = {
     .mem_free = lntb_op_mem_free,
     .mem_map = lntb_op_mem_map,
     .mem_unmap = lntb_op_mem_unmap,
+    .host_map = lntb_op_host_map,
+    .host_unmap = lntb_op_host_unmap,
     .db_read = lntb_op_db_read,
     .db_clear = lntb_op_db_clear,
     .db_set_mask = lntb_op_db_set_mask,
@@ -646,6 +648,8 @@ const struct ntbf_backend_ops ntbf__switchtec_ops = {
     .msg_read = lntb_op_msg_read,
     .irq_alloc = lntb_op_irq_alloc,
     .irq_free = lntb_op_irq_free,
+    .irq_trigger = lntb_op_irq_trigger,
     .serve = lntb_op_serve,
     .client_gone = lntb_op_client_gone,
+    .host_bus = lntb_op_host_bus,
 };
