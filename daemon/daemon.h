@@ -128,7 +128,7 @@ struct ntbf__d {
         /* The loop's I/O polls (ntbfabd.c, ntbf__heard_ms). */
         uv_prepare_t poll_prepare;
         uv_check_t poll_check;
-        uint64_t poll_t0, poll_idle0, heard_ms;
+        uint64_t poll_t0, heard_ms;
         /* The fabric manager's queue, resumed on the next turn of the loop (fm.h, defer). */
         uv_idle_t fm_resume;
         void (*fm_resume_fn)(void *);
@@ -227,7 +227,7 @@ bool ntbf__forwardable(const char *method);
 uint64_t ntbf__now_ms(void);
 /*
  * The time up to which every message that reached this daemon's sockets has been read: when
- * the loop's I/O poll last returned. A peer's silence is measured up to it, not up to the
+ * the loop's latest completed I/O poll began. A peer's silence is measured up to it, not up to the
  * clock, so a daemon that was busy for seconds (a long request, a CPU starved by other
  * processes) does not hold against its peers the messages it did not read meanwhile.
  */

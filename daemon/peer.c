@@ -139,21 +139,23 @@ uint64_t ntbf__now_ms(void)
 /* ---- what has been heard ------------------------------------------------------------------- */
 
 /*
- * heard_ms is when the loop's I/O poll last returned: its start plus the time it blocked
- * (libuv's idle-time metric; without it, its start, at most one poll's wait early). Messages
- * that reach a socket while a callback runs are read by the next poll.
+ * heard_ms is when the loop's latest completed I/O poll began: every message that reached a
+ * socket before then has been read. It lags the clock by at most one poll's wait (the next
+ * timer: a second at most), never runs ahead of it, and stands still while the daemon cannot
+ * poll: a long callback, or a CPU that runs other processes. (libuv's idle-time metric is no
+ * help here: a poll that times out leaves its start time behind, and the next poll with an
+ * event counts everything since as idle, so it can run ahead of the clock after a stall.)
  */
 static void poll_begins(uv_prepare_t *h)
 {
         struct ntbf__d *d = h->data;
         d->poll_t0 = ntbf__now_ms();
-        d->poll_idle0 = uv_metrics_idle_time(d->loop);
 }
 
 static void poll_ended(uv_check_t *h)
 {
         struct ntbf__d *d = h->data;
-        d->heard_ms = d->poll_t0 + (uv_metrics_idle_time(d->loop) - d->poll_idle0) / 1000000u;
+        d->heard_ms = d->poll_t0;
 }
 
 uint64_t ntbf__heard_ms(const struct ntbf__d *d)
@@ -164,7 +166,6 @@ uint64_t ntbf__heard_ms(const struct ntbf__d *d)
 void ntbf__heard_start(struct ntbf__d *d)
 {
         d->heard_ms = ntbf__now_ms();
-        (void)uv_loop_configure(d->loop, UV_METRICS_IDLE_TIME); /* libuv >= 1.39 */
         uv_prepare_init(d->loop, &d->poll_prepare);
         d->poll_prepare.data = d;
         uv_prepare_start(&d->poll_prepare, poll_begins);
