@@ -21,8 +21,7 @@
 #define DEV_PREFIX "ntbfab-ntb"
 #define EV_BATCH   16
 
-static int say(char *why, size_t len, int rc, const char *fmt, ...) NTBF_PRINTF(4, 5);
-static int say(char *why, size_t len, int rc, const char *fmt, ...)
+int lntb_say(char *why, size_t len, int rc, const char *fmt, ...)
 {
         if (why && len) {
                 va_list ap;
@@ -62,10 +61,10 @@ int lntb_open(const struct ntbf_backend_env *env, const struct lntb_sys *sys, co
               struct lntb_backend **out, char *why, size_t whylen)
 {
         if (!env || !env->topo || !out || !name)
-                return say(why, whylen, -EINVAL, "no topology");
+                return lntb_say(why, whylen, -EINVAL, "no topology");
         struct lntb_backend *b = calloc(1, sizeof(*b));
         if (!b)
-                return say(why, whylen, -ENOMEM, "out of memory");
+                return lntb_say(why, whylen, -ENOMEM, "out of memory");
         b->t = env->topo;
         b->node = env->node;
         b->relay = env->relay;
@@ -81,7 +80,7 @@ int lntb_open(const struct ntbf_backend_env *env, const struct lntb_sys *sys, co
                 if (r == NTBF_ENOTFOUND && env->node == NTBF_NONE)
                         continue; /* with no node given: an adapter of another host */
                 if (r) {
-                        say(why, whylen, r, "%s", w);
+                        lntb_say(why, whylen, r, "%s", w);
                         lntb_close(b);
                         return r;
                 }
@@ -133,8 +132,8 @@ static int find_dev(const struct lntb_sys *sys, const struct ntbf_adapter *ad, c
         snprintf(dir, sizeof(dir), "%s%s", sys->root, MISC_DIR);
         DIR *d = opendir(dir);
         if (!d)
-                return say(why, whylen, NTBF_ENOTFOUND, "cannot list %s: %s", MISC_DIR,
-                           strerror(errno));
+                return lntb_say(why, whylen, NTBF_ENOTFOUND, "cannot list %s: %s", MISC_DIR,
+                                strerror(errno));
         char seen[512] = "";
         size_t o = 0;
         unsigned n = 0, hit = 0;
@@ -155,21 +154,22 @@ static int find_dev(const struct lntb_sys *sys, const struct ntbf_adapter *ad, c
         }
         closedir(d);
         if (!n)
-                return say(
+                return lntb_say(
                     why, whylen, NTBF_ENOTFOUND,
                     "this host has no NTB of ntbfab_ntb (no %s* in %s): load the NTB's "
                     "hardware driver and ntbfab_ntb (modprobe ntbfab_ntb; docs/linux-ntb.md)",
                     DEV_PREFIX, MISC_DIR);
         if (ad->bdf[0] && !hit)
-                return say(why, whylen, NTBF_ENOTFOUND,
-                           "adapter %s.%s has bdf %s in the cluster file, but this host's NTBs are "
-                           "%s: correct its bdf",
-                           node, ad->name, ad->bdf, seen);
+                return lntb_say(
+                    why, whylen, NTBF_ENOTFOUND,
+                    "adapter %s.%s has bdf %s in the cluster file, but this host's NTBs are "
+                    "%s: correct its bdf",
+                    node, ad->name, ad->bdf, seen);
         if (!ad->bdf[0] && n > 1)
-                return say(why, whylen, NTBF_ENOTFOUND,
-                           "adapter %s.%s has no bdf in the cluster file and this host has %u "
-                           "NTBs (%s): give it the bdf of its NTB",
-                           node, ad->name, n, seen);
+                return lntb_say(why, whylen, NTBF_ENOTFOUND,
+                                "adapter %s.%s has no bdf in the cluster file and this host has %u "
+                                "NTBs (%s): give it the bdf of its NTB",
+                                node, ad->name, n, seen);
         return 0;
 }
 
@@ -186,10 +186,11 @@ static int busy(struct lntb *l, const char *name, char *why, size_t whylen)
                         comm[strcspn(comm, "\n")] = 0;
                 fclose(f);
         }
-        return say(why, whylen, NTBF_EBUSY,
-                   "%s is owned by process %s (%s): one process of a node owns its NTB, the node "
-                   "daemon; stop that process, or go through the daemon",
-                   l->dev, pid, comm);
+        return lntb_say(
+            why, whylen, NTBF_EBUSY,
+            "%s is owned by process %s (%s): one process of a node owns its NTB, the node "
+            "daemon; stop that process, or go through the daemon",
+            l->dev, pid, comm);
 }
 
 /* Whether the NTB's PCI function sits in a translating IOMMU domain (the kernel owns it). */
@@ -220,25 +221,27 @@ static int map_peers(struct lntb *l, char *why, size_t whylen)
                 struct ntbf_port_ref o = ntbf_link_peer(
                     &t->links[k], (struct ntbf_port_ref){NTBF_PORT_ADAPTER, l->adapter, p});
                 if (o.kind != NTBF_PORT_ADAPTER)
-                        return say(why, whylen, NTBF_ECONFIG,
-                                   "adapter %s.%s: port %u is cabled to a switch; the linux-ntb "
-                                   "backend maps Linux's peers to cables between adapters "
-                                   "(docs/linux-ntb.md)",
-                                   nn, ad->name, p);
+                        return lntb_say(
+                            why, whylen, NTBF_ECONFIG,
+                            "adapter %s.%s: port %u is cabled to a switch; the linux-ntb "
+                            "backend maps Linux's peers to cables between adapters "
+                            "(docs/linux-ntb.md)",
+                            nn, ad->name, p);
                 if (p >= l->info.peer_count || p >= LNTB_MAX_PEERS)
-                        return say(why, whylen, NTBF_ECONFIG,
-                                   "adapter %s.%s: port %u is cabled, but its NTB (%s) has %u "
-                                   "peer%s: port p is Linux's peer index p; cable ports 0..%u "
-                                   "only",
-                                   nn, ad->name, p, l->dev, l->info.peer_count,
-                                   l->info.peer_count == 1 ? "" : "s",
-                                   l->info.peer_count ? l->info.peer_count - 1 : 0);
+                        return lntb_say(why, whylen, NTBF_ECONFIG,
+                                        "adapter %s.%s: port %u is cabled, but its NTB (%s) has %u "
+                                        "peer%s: port p is Linux's peer index p; cable ports 0..%u "
+                                        "only",
+                                        nn, ad->name, p, l->dev, l->info.peer_count,
+                                        l->info.peer_count == 1 ? "" : "s",
+                                        l->info.peer_count ? l->info.peer_count - 1 : 0);
                 while (l->npeers < p)
                         l->peer[l->npeers++] = NTBF_NONE;
                 l->peer[l->npeers++] = o.obj;
         }
         if (!l->npeers)
-                return say(why, whylen, NTBF_ECONFIG, "adapter %s.%s has no cable", nn, ad->name);
+                return lntb_say(why, whylen, NTBF_ECONFIG, "adapter %s.%s has no cable", nn,
+                                ad->name);
         return 0;
 }
 
@@ -265,10 +268,11 @@ static int map_windows(struct lntb *l, char *why, size_t whylen)
         const struct ntbf_adapter *ad = &t->adapters[l->adapter];
         const char *nn = t->nodes[l->node].name;
         if (ad->nslots > LNTB_MAX_MW)
-                return say(why, whylen, NTBF_ECONFIG,
-                           "adapter %s.%s has %u slots; the linux-ntb backend takes at most %u "
-                           "(Linux memory windows)",
-                           nn, ad->name, ad->nslots, LNTB_MAX_MW);
+                return lntb_say(
+                    why, whylen, NTBF_ECONFIG,
+                    "adapter %s.%s has %u slots; the linux-ntb backend takes at most %u "
+                    "(Linux memory windows)",
+                    nn, ad->name, ad->nslots, LNTB_MAX_MW);
         l->nwin = ad->nwin;
         l->nslots = ad->nslots;
         for (uint32_t w = 0; w < ad->nwin; w++) {
@@ -282,25 +286,28 @@ static int map_windows(struct lntb *l, char *why, size_t whylen)
                         struct ntbfab_peer_mw_info mi = {.widx = widx};
                         uint64_t base = W->base + (uint64_t)k * W->slot_size;
                         if (widx >= l->info.peer_mw_count)
-                                return say(why, whylen, NTBF_ECONFIG,
-                                           "adapter %s.%s: slot %u would be the NTB's memory "
-                                           "window %u, but %s has %u: list at most its windows, "
-                                           "in Linux's order (docs/linux-ntb.md)",
-                                           nn, ad->name, s, widx, l->dev, l->info.peer_mw_count);
+                                return lntb_say(
+                                    why, whylen, NTBF_ECONFIG,
+                                    "adapter %s.%s: slot %u would be the NTB's memory "
+                                    "window %u, but %s has %u: list at most its windows, "
+                                    "in Linux's order (docs/linux-ntb.md)",
+                                    nn, ad->name, s, widx, l->dev, l->info.peer_mw_count);
                         int r = lntb_ioctl(l, NTBFAB_IOC_PEER_MW_INFO, &mi);
                         if (r)
-                                return say(why, whylen, r, "%s: NTBFAB_IOC_PEER_MW_INFO(%u): %s",
-                                           l->dev, widx, strerror(-r));
+                                return lntb_say(why, whylen, r,
+                                                "%s: NTBFAB_IOC_PEER_MW_INFO(%u): %s", l->dev, widx,
+                                                strerror(-r));
                         if (mi.phys_addr != base || mi.size != W->slot_size)
-                                return say(why, whylen, NTBF_ECONFIG,
-                                           "adapter %s.%s: window %u slot %u is %#" PRIx64
-                                           " bytes at %#" PRIx64 " in the cluster file, but the "
-                                           "NTB's memory window %u is %#" PRIx64 " bytes at "
-                                           "%#" PRIx64 ": set the window's size and base to the "
-                                           "NTB's (windows: [{size, base, ...}], "
-                                           "docs/linux-ntb.md)",
-                                           nn, ad->name, w, s, W->slot_size, base, widx,
-                                           (uint64_t)mi.size, (uint64_t)mi.phys_addr);
+                                return lntb_say(
+                                    why, whylen, NTBF_ECONFIG,
+                                    "adapter %s.%s: window %u slot %u is %#" PRIx64
+                                    " bytes at %#" PRIx64 " in the cluster file, but the "
+                                    "NTB's memory window %u is %#" PRIx64 " bytes at "
+                                    "%#" PRIx64 ": set the window's size and base to the "
+                                    "NTB's (windows: [{size, base, ...}], "
+                                    "docs/linux-ntb.md)",
+                                    nn, ad->name, w, s, W->slot_size, base, widx, (uint64_t)mi.size,
+                                    (uint64_t)mi.phys_addr);
                 }
         }
         return 0;
@@ -360,13 +367,14 @@ static int own(struct lntb *l, char *why, size_t whylen)
         struct ntbfab_link lk = {.speed = -1, .width = -1};
         int r = lntb_ioctl(l, NTBFAB_IOC_LINK_ENABLE, &lk);
         if (r)
-                return say(why, whylen, r, "%s: NTBFAB_IOC_LINK_ENABLE: %s", l->dev, strerror(-r));
+                return lntb_say(why, whylen, r, "%s: NTBFAB_IOC_LINK_ENABLE: %s", l->dev,
+                                strerror(-r));
         if (l->info.db_valid_mask) {
                 struct ntbfab_bits b = {.bits = l->info.db_valid_mask};
                 if ((r = lntb_ioctl(l, NTBFAB_IOC_DB_CLEAR, &b)) ||
                     (r = lntb_ioctl(l, NTBFAB_IOC_DB_UNMASK, &b)))
-                        return say(why, whylen, r, "%s: clearing and unmasking doorbells: %s",
-                                   l->dev, strerror(-r));
+                        return lntb_say(why, whylen, r, "%s: clearing and unmasking doorbells: %s",
+                                        l->dev, strerror(-r));
         }
         if (l->info.msg_count) {
                 struct ntbfab_bits b = {.bits = l->info.msg_inbits | l->info.msg_outbits};
@@ -374,8 +382,8 @@ static int own(struct lntb *l, char *why, size_t whylen)
                 if (!r && (l->info.flags & NTBFAB_INFO_MSG_MASK))
                         r = lntb_ioctl(l, NTBFAB_IOC_MSG_UNMASK, &b);
                 if (r)
-                        return say(why, whylen, r, "%s: clearing and unmasking messages: %s",
-                                   l->dev, strerror(-r));
+                        return lntb_say(why, whylen, r, "%s: clearing and unmasking messages: %s",
+                                        l->dev, strerror(-r));
         }
         return 0;
 }
@@ -391,26 +399,27 @@ static int open_dev(struct lntb *l, const char *name, char *why, size_t whylen)
                 if (errno == EBUSY)
                         return busy(l, name, why, whylen);
                 if (errno == EACCES || errno == EPERM)
-                        return say(why, whylen, -errno,
-                                   "cannot open %s: %s; the node daemon runs as root, or give "
-                                   "its group the device (udev rule, docs/linux-ntb.md)",
-                                   l->dev, strerror(errno));
-                return say(why, whylen, -errno, "cannot open %s: %s", l->dev, strerror(errno));
+                        return lntb_say(why, whylen, -errno,
+                                        "cannot open %s: %s; the node daemon runs as root, or give "
+                                        "its group the device (udev rule, docs/linux-ntb.md)",
+                                        l->dev, strerror(errno));
+                return lntb_say(why, whylen, -errno, "cannot open %s: %s", l->dev, strerror(errno));
         }
         struct ntbfab_version v = {0};
         int r = lntb_ioctl(l, NTBFAB_IOC_VERSION, &v);
         if (r)
-                return say(why, whylen, r, "%s: NTBFAB_IOC_VERSION: %s", l->dev, strerror(-r));
+                return lntb_say(why, whylen, r, "%s: NTBFAB_IOC_VERSION: %s", l->dev, strerror(-r));
         if (v.version != NTBFAB_NTB_VERSION || v.event_size != sizeof(struct ntbfab_event))
-                return say(why, whylen, NTBF_EUNSUPPORTED,
-                           "%s speaks ntbfab_ntb interface version %u (events of %u bytes), this "
-                           "library version %u (%zu): install the ntbfab_ntb module of this "
-                           "release",
-                           l->dev, v.version, v.event_size, NTBFAB_NTB_VERSION,
-                           sizeof(struct ntbfab_event));
+                return lntb_say(
+                    why, whylen, NTBF_EUNSUPPORTED,
+                    "%s speaks ntbfab_ntb interface version %u (events of %u bytes), this "
+                    "library version %u (%zu): install the ntbfab_ntb module of this "
+                    "release",
+                    l->dev, v.version, v.event_size, NTBFAB_NTB_VERSION,
+                    sizeof(struct ntbfab_event));
         r = lntb_ioctl(l, NTBFAB_IOC_INFO, &l->info);
         if (r)
-                return say(why, whylen, r, "%s: NTBFAB_IOC_INFO: %s", l->dev, strerror(-r));
+                return lntb_say(why, whylen, r, "%s: NTBFAB_IOC_INFO: %s", l->dev, strerror(-r));
         l->info.ntb_name[sizeof(l->info.ntb_name) - 1] = 0;
         l->info.driver[sizeof(l->info.driver) - 1] = 0;
         if (read_attr(l->sys, name, "pci_dev", l->pci_dev, sizeof(l->pci_dev)))
@@ -423,11 +432,11 @@ static int events_init(struct lntb *l, char *why, size_t whylen)
         l->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         l->epfd = epoll_create1(EPOLL_CLOEXEC);
         if (l->efd < 0 || l->epfd < 0)
-                return say(why, whylen, -errno, "eventfd/epoll: %s", strerror(errno));
+                return lntb_say(why, whylen, -errno, "eventfd/epoll: %s", strerror(errno));
         struct epoll_event e = {.events = EPOLLIN};
         if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->fd, &e) ||
             epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->efd, &e))
-                return say(why, whylen, -errno, "epoll_ctl: %s", strerror(errno));
+                return lntb_say(why, whylen, -errno, "epoll_ctl: %s", strerror(errno));
         return 0;
 }
 
@@ -437,14 +446,14 @@ static int probe(struct lntb_backend *b, uint32_t adapter, bool check, struct ln
 {
         const struct ntbf_topo *t = b->t;
         if (adapter >= t->nadapters)
-                return say(why, whylen, -EINVAL, "no adapter %u", adapter);
+                return lntb_say(why, whylen, -EINVAL, "no adapter %u", adapter);
         const struct ntbf_adapter *ad = &t->adapters[adapter];
         if (b->node != NTBF_NONE && ad->node != b->node)
-                return say(why, whylen, -EPERM, "adapter %s.%s is not of node %s",
-                           t->nodes[ad->node].name, ad->name, t->nodes[b->node].name);
+                return lntb_say(why, whylen, -EPERM, "adapter %s.%s is not of node %s",
+                                t->nodes[ad->node].name, ad->name, t->nodes[b->node].name);
         struct lntb *l = calloc(1, sizeof(*l));
         if (!l)
-                return say(why, whylen, -ENOMEM, "out of memory");
+                return lntb_say(why, whylen, -ENOMEM, "out of memory");
         l->b = b;
         l->sys = b->sys;
         l->adapter = adapter;
@@ -491,7 +500,7 @@ int lntb_probe(struct lntb_backend *b, uint32_t adapter, struct lntb **out, char
                size_t whylen)
 {
         if (!out)
-                return say(why, whylen, -EINVAL, "no handle to fill");
+                return lntb_say(why, whylen, -EINVAL, "no handle to fill");
         return probe(b, adapter, false, out, why, whylen);
 }
 

@@ -164,6 +164,8 @@ int lntb_probe(struct lntb_backend *b, uint32_t adapter, struct lntb **out, char
 void lntb_release(struct lntb *l);
 /* Whether lntb_probe would succeed, and why not (opens the NTB read-only and closes it). */
 int lntb_check(struct lntb_backend *b, uint32_t adapter, char *why, size_t whylen);
+/* Print fmt into why (when given) and return rc: an error and its sentence in one. */
+int lntb_say(char *why, size_t len, int rc, const char *fmt, ...) NTBF_PRINTF(4, 5);
 int lntb_caps(struct lntb *l, struct ntbf_caps *out);
 /* The topology, and the node this process acts as. */
 const struct ntbf_topo *lntb_topo(const struct lntb_backend *b);

@@ -64,18 +64,6 @@ struct swh {
 #define H(h)  ((struct swh *)((struct lntb *)(void *)(h))->upper)
 #define SB(b) ((struct swb *)(void *)(b))
 
-static int say(char *why, size_t len, int rc, const char *fmt, ...) NTBF_PRINTF(4, 5);
-static int say(char *why, size_t len, int rc, const char *fmt, ...)
-{
-        if (why && len) {
-                va_list ap;
-                va_start(ap, fmt);
-                vsnprintf(why, len, fmt, ap);
-                va_end(ap);
-        }
-        return rc;
-}
-
 /* ---- where the switch is ------------------------------------------------------------------ */
 
 /* The adapter's LUT window: the one window split into more than one slot, or NULL. */
@@ -108,19 +96,20 @@ static int stx_cfg(const struct swb *b, uint32_t adapter, int part, uint32_t own
         memset(c, 0, sizeof(*c));
         gas[0] = mrpc[0] = rec[0] = 0;
         if (!x->gas[0])
-                return say(why, whylen, NTBF_ECONFIG,
-                           "adapter %s.%s has no switchtec: {gas: ...} in the cluster file: give "
-                           "the switch management function's sysfs resource0 (gas: "
-                           "/sys/bus/pci/devices/BDF/resource0), or gas: mrpc with device: "
-                           "/dev/switchtecN (finding the switch from bdf is not implemented; "
-                           "docs/switchtec.md)",
-                           nn, ad->name);
+                return lntb_say(
+                    why, whylen, NTBF_ECONFIG,
+                    "adapter %s.%s has no switchtec: {gas: ...} in the cluster file: give "
+                    "the switch management function's sysfs resource0 (gas: "
+                    "/sys/bus/pci/devices/BDF/resource0), or gas: mrpc with device: "
+                    "/dev/switchtecN (finding the switch from bdf is not implemented; "
+                    "docs/switchtec.md)",
+                    nn, ad->name);
         if (!strcmp(x->gas, "mrpc")) {
                 if (!x->device[0])
-                        return say(why, whylen, NTBF_ECONFIG,
-                                   "adapter %s.%s: switchtec: {gas: mrpc} needs device: the "
-                                   "switch's management device (/dev/switchtecN)",
-                                   nn, ad->name);
+                        return lntb_say(why, whylen, NTBF_ECONFIG,
+                                        "adapter %s.%s: switchtec: {gas: mrpc} needs device: the "
+                                        "switch's management device (/dev/switchtecN)",
+                                        nn, ad->name);
                 stx_path(b, x->device, mrpc, 256);
                 c->mrpc = mrpc;
         } else {
@@ -154,7 +143,7 @@ static int sw_open(const struct ntbf_backend_env *env, struct ntbf_backend **out
                    size_t whylen)
 {
         if (!env || !env->topo || !out)
-                return say(why, whylen, -EINVAL, "no topology");
+                return lntb_say(why, whylen, -EINVAL, "no topology");
         const struct ntbf_topo *t = env->topo;
         /* The cluster file's mistakes first, with their sentences (probe has none). */
         for (uint32_t a = 0; a < t->nadapters; a++) {
@@ -166,18 +155,19 @@ static int sw_open(const struct ntbf_backend_env *env, struct ntbf_backend **out
                 for (uint32_t w = 0; w < ad->nwin; w++)
                         luts += ad->win[w].slots > 1;
                 if (luts > 1)
-                        return say(why, whylen, NTBF_ECONFIG,
-                                   "adapter %s.%s has %u windows split into slots; a Switchtec "
-                                   "partition has one LUT window (at the start of its first "
-                                   "direct BAR): split only that one",
-                                   nn, ad->name, luts);
+                        return lntb_say(
+                            why, whylen, NTBF_ECONFIG,
+                            "adapter %s.%s has %u windows split into slots; a Switchtec "
+                            "partition has one LUT window (at the start of its first "
+                            "direct BAR): split only that one",
+                            nn, ad->name, luts);
                 if (!ad->stx.gas[0])
-                        return say(why, whylen, NTBF_ECONFIG,
-                                   "adapter %s.%s has no switchtec: {gas: ...} in the cluster "
-                                   "file: give the switch management function's sysfs "
-                                   "resource0, or gas: mrpc with device: /dev/switchtecN "
-                                   "(docs/switchtec.md)",
-                                   nn, ad->name);
+                        return lntb_say(why, whylen, NTBF_ECONFIG,
+                                        "adapter %s.%s has no switchtec: {gas: ...} in the cluster "
+                                        "file: give the switch management function's sysfs "
+                                        "resource0, or gas: mrpc with device: /dev/switchtecN "
+                                        "(docs/switchtec.md)",
+                                        nn, ad->name);
                 for (uint32_t p = 0; p < NTBF_MAX_ADAPTER_PORTS; p++) {
                         uint32_t k = ad->link[p];
                         if (k == NTBF_NONE)
@@ -185,17 +175,18 @@ static int sw_open(const struct ntbf_backend_env *env, struct ntbf_backend **out
                         struct ntbf_port_ref o = ntbf_link_peer(
                             &t->links[k], (struct ntbf_port_ref){NTBF_PORT_ADAPTER, a, p});
                         if (o.kind == NTBF_PORT_ADAPTER && partition_of(t, o.obj) < 0)
-                                return say(why, whylen, NTBF_ECONFIG,
-                                           "adapter %s.%s: its peer %s.%s has no switchtec: "
-                                           "{partition: N}: this host writes the LUT entries "
-                                           "of the peer's partition, so the file must name it",
-                                           nn, ad->name, t->nodes[t->adapters[o.obj].node].name,
-                                           t->adapters[o.obj].name);
+                                return lntb_say(why, whylen, NTBF_ECONFIG,
+                                                "adapter %s.%s: its peer %s.%s has no switchtec: "
+                                                "{partition: N}: this host writes the LUT entries "
+                                                "of the peer's partition, so the file must name it",
+                                                nn, ad->name,
+                                                t->nodes[t->adapters[o.obj].node].name,
+                                                t->adapters[o.obj].name);
                 }
         }
         struct swb *b = calloc(1, sizeof(*b));
         if (!b)
-                return say(why, whylen, -ENOMEM, "out of memory");
+                return lntb_say(why, whylen, -ENOMEM, "out of memory");
         b->t = t;
         b->owner = env->relay == NULL;
         /* NTBFAB_STX_POLL=US,POLLS: how long to wait for a partition to settle (tests with
@@ -206,10 +197,10 @@ static int sw_open(const struct ntbf_backend_env *env, struct ntbf_backend **out
                 b->tm = (struct stx_timing){pu, pn};
         if (env->dir && strlen(env->dir) >= sizeof(b->dir)) {
                 free(b);
-                return say(why, whylen, -ENAMETOOLONG,
-                           "the instance directory %s is longer than %zu bytes; use a shorter "
-                           "one (--dir)",
-                           env->dir, sizeof(b->dir) - 1);
+                return lntb_say(why, whylen, -ENAMETOOLONG,
+                                "the instance directory %s is longer than %zu bytes; use a shorter "
+                                "one (--dir)",
+                                env->dir, sizeof(b->dir) - 1);
         }
         if (env->dir)
                 snprintf(b->dir, sizeof(b->dir), "%s", env->dir);
@@ -234,8 +225,8 @@ static int sw_open(const struct ntbf_backend_env *env, struct ntbf_backend **out
                         c.records = NULL; /* only a look */
                         r = stx_dev_open(&d, &c, w, sizeof(w));
                         if (r)
-                                say(why, whylen, r, "adapter %s.%s: %s", t->nodes[ad->node].name,
-                                    ad->name, w);
+                                lntb_say(why, whylen, r, "adapter %s.%s: %s",
+                                         t->nodes[ad->node].name, ad->name, w);
                         else
                                 stx_dev_close(&d);
                 }
