@@ -261,9 +261,58 @@ lntb_server() { # NAME PROG ARGS...: serve guest a's client once
         barrier sx-$name || return
         wait $sx || result lntb-sisci-$name-server FAIL "rc $?: $(tr '\n' ' ' </tmp/sx-$name.log)"
 }
+# Guest a's QEMU NVMe drive reads into guest b's segment through the NTB (ntbfab-nvmep2p): b
+# makes a segment of its memory for export available, filled with a stale pattern; a asks
+# ntbfab for the drive's address of part of it (SCIMapRemoteSegmentForDevice) and issues NVMe
+# Reads whose PRPs are that address; b reads its NTB's translation back through the character
+# device while a holds the mapping and after a released it, and checks the bytes against the
+# drive's (the harness wrote them from the seed NVME_SEED).
+NV_SEG=0x4e5650 NV_SIZE=2621440 NV_OFF=262144 NV_LEN=2097152 NV_LBA=1000
+lntb_nvme() {
+        if [ $ROLE = b ]; then
+                ntbfab-nvmep2p serve $NV_SEG $NV_SIZE $NV_OFF $NV_LEN $NV_LBA ${NVME_SEED:-0} >/tmp/nv.log 2>&1 &
+                nv=$!
+                until_ok 60 grep -q -E '^(ready|failed)' /tmp/nv.log
+        fi
+        barrier nvme-ready || return
+        if [ $ROLE = a ]; then
+                ntbfab-nvmep2p read 8 $NV_SEG $NV_OFF $NV_LEN $NV_LBA >/tmp/nv.log 2>&1 &
+                nv=$!
+                until_ok 120 grep -q -E '^(held|failed)' /tmp/nv.log
+        fi
+        barrier nvme-held || return
+        if [ $ROLE = b ]; then
+                held=$(lntb_state)
+                if echo "$held" | grep -q "mw_trans 0x[1-9a-f]"; then
+                        result lntb-nvme-translated ok "while guest a's drive holds its mapping, this NTB translates window 0 into the pool: $held"
+                else
+                        result lntb-nvme-translated FAIL "no translation while guest a's drive holds its mapping: $held"
+                fi
+        fi
+        barrier nvme-release || return
+        if [ $ROLE = a ]; then
+                kill -USR1 $nv
+                wait $nv
+                cat /tmp/nv.log
+        fi
+        barrier nvme-released || return
+        if [ $ROLE = b ]; then
+                until_ok 10 sh -c "ntbfab-ntbtest state /dev/ntbfab-ntb0 /sys/kernel/debug/ntb_hw_ivshmem/$BDF/state | grep -q '^owner [1-9][0-9]* opens [0-9]* mw_trans 0 '"
+                after=$(lntb_state)
+                if echo "$after" | grep -q "^owner [1-9][0-9]* opens [0-9]* mw_trans 0 .* hw_trans 0 "; then
+                        result lntb-nvme-unmapped ok "guest a unmapped, disconnected and returned the drive: no translation left ($after)"
+                else
+                        result lntb-nvme-unmapped FAIL "guest a released its mapping, yet: $after"
+                fi
+                kill -USR1 $nv
+                wait $nv
+                cat /tmp/nv.log
+        fi
+}
 step_lntb() {
-        if ! command -v ntbfabd >/dev/null || ! command -v sisci-pingpong >/dev/null; then
-                result lntb-daemon FAIL "no ntbfabd or SISCI examples in this guest (kerneltier.py --prog)"
+        if ! command -v ntbfabd >/dev/null || ! command -v sisci-pingpong >/dev/null ||
+                ! command -v ntbfab-nvmep2p >/dev/null; then
+                result lntb-daemon FAIL "no ntbfabd, SISCI examples or ntbfab-nvmep2p in this guest (kerneltier.py --prog)"
                 return
         fi
         insmod $E/ntbfab_ntb.ko || { result lntb-daemon FAIL "insmod ntbfab_ntb failed"; return; }
@@ -298,6 +347,7 @@ step_lntb() {
                 if [ $ROLE = a ]; then lntb_client $x; else lntb_server $x; fi
         done
         barrier lntb-sisci-done
+        lntb_nvme
         # SIGKILL the daemon while intlat holds both sides' interrupts connected, so that each
         # guest's NTB translates toward its pool: the daemon's close undoes it (read back
         # through the character device by a read-only open, and in the emulated NTB's own

@@ -27,6 +27,7 @@ step functions to the guests, --env NAME=VALUE sets a variable for them (docs/li
 """
 
 import argparse
+import array
 import glob
 import hashlib
 import os
@@ -60,7 +61,9 @@ EXPECTED = {
                ("b", "ntbfab-link-disable")],
     "lntb": ["lntb-daemon", "lntb-kill-clears"]
     + [("a", f"lntb-sisci-{x}") for x in ["pingpong", "memcpy_bw", "dma-write", "dma-read",
-                                          "intlat", "intlat-data"]],
+                                          "intlat", "intlat-data"]]
+    + [("a", "lntb-nvme-map"), ("a", "lntb-nvme-read"), ("b", "lntb-nvme-translated"),
+       ("b", "lntb-nvme-bytes"), ("b", "lntb-nvme-unmapped")],
     "conform": [("a", "conform-hw-probe"), ("a", "conform-linux-ntb"),
                 ("a", "conform-rev-linux-ntb"), ("a", "conform-stx-switchtec")],
     "perf": ["perf-run"],
@@ -86,6 +89,10 @@ CARVE = "32M$0x1c000000"
 CARVE1 = "32M$0x1a000000"
 VECTORS = 6
 GUEST_TIMEOUT = 540
+# Guest a's QEMU NVMe drive (step lntb): its PCI function (tests/kernel/lntb.yaml names it) and
+# the size of its backing file, which holds the generator's words from a seed new every run.
+NVME_ADDR = 0x10
+NVME_BYTES = 4 << 20
 
 
 # ---- Debian's kernel headers and source -----------------------------------------------------
@@ -159,7 +166,22 @@ def checkpatch(src, srcdir):
 
 # ---- the guests -----------------------------------------------------------------------------
 
-def qemu_cmd(role, accel, kern, initrd, log, ram=None, socks=None, net=None, steps=(), env=()):
+def drive_pattern(seed, size):
+    """The NVMe drive's bytes: word i (64-bit, little-endian) is the i-th output of splitmix64
+    seeded with seed, which tests/kernel/nvmep2p.c computes again in guest b to check them."""
+    mask, out, x = (1 << 64) - 1, array.array("Q"), seed
+    for _ in range(size // 8):
+        x = (x + 0x9E3779B97F4A7C15) & mask
+        z = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        out.append(z ^ (z >> 31))
+    if sys.byteorder != "little":
+        out.byteswap()
+    return out.tobytes()
+
+
+def qemu_cmd(role, accel, kern, initrd, log, ram=None, socks=None, net=None, steps=(), env=(),
+             drive=None):
     cmd = ["qemu-system-x86_64", "-accel", accel, "-cpu", gk.cpu_for(accel),
            "-m", f"{RAM_MIB}M", "-smp", "1", "-nodefaults", "-no-reboot", "-display", "none",
            "-monitor", "none", "-serial", f"file:{log}"]
@@ -180,6 +202,11 @@ def qemu_cmd(role, accel, kern, initrd, log, ram=None, socks=None, net=None, ste
     for i, sock in enumerate((socks or [])[1:]):
         cmd += ["-chardev", f"socket,path={sock},id=loop{i}",
                 "-device", f"ivshmem-doorbell,chardev=loop{i},vectors={VECTORS}"]
+    if drive:
+        # QEMU's NVMe controller at a fixed function, 512-byte blocks (tests/kernel/nvmep2p.c)
+        cmd += ["-drive", f"file={drive},if=none,id=nvm,format=raw",
+                "-device", f"nvme,drive=nvm,serial=ntbfab-ktier,addr={NVME_ADDR:#x},"
+                f"logical_block_size=512,physical_block_size=512"]
     cmd += ["-kernel", kern, "-initrd", initrd, "-append",
             f"console=ttyS0 panic=-1 quiet loglevel=3 memmap={CARVE} memmap={CARVE1} kt.role={role} "
             f"kt.steps={','.join(steps)}" + (f" kt.env={','.join(env)}" if env else "")]
@@ -227,11 +254,20 @@ def boot(args, out, accel, kern, initrd, steps):
         server, socks, slog = start_server(args.server, d, rams["a"], rams["b"])
         net = os.path.join(d, "net")
         os.makedirs(net)
+        env, drive = list(args.env), None
+        if "lntb" in steps:
+            # guest a's NVMe drive, its bytes from a seed of this run only (guest b knows it)
+            seed = int.from_bytes(os.urandom(8), "little")
+            drive = os.path.join(ramdir, "nvme.img")
+            with open(drive, "wb") as f:
+                f.write(drive_pattern(seed, NVME_BYTES))
+            env.append(f"NVME_SEED={seed:#x}")
         cmds, logs = {}, {}
         for role in "ab":
             logs[role] = os.path.join(out, f"guest-{role}.log")
             cmds[role] = (qemu_cmd(role, accel, kern, initrd, logs[role], rams[role],
-                                   socks[role], net, steps, args.env), logs[role])
+                                   socks[role], net, steps, env,
+                                   drive if role == "a" else None), logs[role])
         wall, errs = gk.boot(cmds, GUEST_TIMEOUT)
         slog.seek(0)
         with open(os.path.join(out, "server.log"), "w") as f:
