@@ -269,6 +269,12 @@ lntb_server() { # NAME PROG ARGS...: serve guest a's client once
 # drive's (the harness wrote them from the seed NVME_SEED).
 NV_SEG=0x4e5650 NV_SIZE=2621440 NV_OFF=262144 NV_LEN=2097152 NV_LBA=1000
 lntb_nvme() {
+        read n0 idle </proc/uptime
+        lntb_nvme_run
+        read n1 idle </proc/uptime
+        echo "FIGURE lntb_nvme_s_$ROLE $(awk "BEGIN {print $n1 - $n0}") s"
+}
+lntb_nvme_run() {
         if [ $ROLE = b ]; then
                 ntbfab-nvmep2p serve $NV_SEG $NV_SIZE $NV_OFF $NV_LEN $NV_LBA ${NVME_SEED:-0} >/tmp/nv.log 2>&1 &
                 nv=$!
