@@ -301,6 +301,8 @@ void ntbf_state_free(struct ntbf_state *s)
                 free(s->allocs[i]);
         }
         free(s->allocs);
+        free(s->hw_bar);
+        free(s->hw_first);
         free(s->ad);
         free(s->sw);
         free(s->nd);
@@ -571,6 +573,94 @@ nomem:
         return -ENOMEM;
 }
 
+/* Device functions of the topology (the hardware BAR table's rows). */
+static size_t hw_funcs(const struct ntbf_topo *t)
+{
+        size_t n = 0;
+        for (uint32_t d = 0; d < t->ndevices; d++)
+                n += ntbf_device_nfuncs(&t->devices[d]);
+        return n;
+}
+
+int ntbf_state_set_bars(struct ntbf_state *s, uint32_t device, uint32_t f,
+                        const uint64_t addr[NTBF_MAX_BARS], char *why, size_t whylen)
+{
+        const struct ntbf_topo *t = s->t;
+        if (device >= t->ndevices || f >= ntbf_device_nfuncs(&t->devices[device])) {
+                snprintf(why, whylen, "no device function %u of device %u", f, device);
+                return -EINVAL;
+        }
+        const struct ntbf_device *d = &t->devices[device];
+        char dn[96];
+        function_name(t, device, f, dn, sizeof(dn));
+        for (uint32_t b = 0; addr && b < NTBF_MAX_BARS; b++) {
+                uint64_t size = ntbf_device_bar_size(d, f, b);
+                if (!size && addr[b]) {
+                        snprintf(why, whylen, "%s has no BAR%u in the cluster file", dn, b);
+                        return -EINVAL;
+                }
+                if (size && (!addr[b] || addr[b] % size || addr[b] >= NTBF_PHYS_LIMIT ||
+                             NTBF_PHYS_LIMIT - addr[b] < size)) {
+                        snprintf(why, whylen,
+                                 "BAR%u of %s at 0x%" PRIx64 " is not a nonzero multiple of its "
+                                 "size (0x%" PRIx64 ") below 2^48",
+                                 b, dn, addr[b], size);
+                        return -EINVAL;
+                }
+        }
+        if (!s->hw_bar) {
+                if (!addr)
+                        return 0;
+                s->hw_bar = calloc(hw_funcs(t) * NTBF_MAX_BARS + 1, sizeof(uint64_t));
+                s->hw_first = calloc(t->ndevices + 1, sizeof(uint32_t));
+                if (!s->hw_bar || !s->hw_first) {
+                        free(s->hw_bar);
+                        free(s->hw_first);
+                        s->hw_bar = NULL;
+                        s->hw_first = NULL;
+                        snprintf(why, whylen, "out of memory");
+                        return -ENOMEM;
+                }
+                for (uint32_t k = 0, n = 0; k < t->ndevices; k++) {
+                        s->hw_first[k] = n;
+                        n += ntbf_device_nfuncs(&t->devices[k]);
+                }
+        }
+        uint64_t *row = &s->hw_bar[((size_t)s->hw_first[device] + f) * NTBF_MAX_BARS];
+        for (uint32_t b = 0; b < NTBF_MAX_BARS; b++)
+                row[b] = addr ? addr[b] : 0;
+        return 0;
+}
+
+uint64_t ntbf_state_bar_addr(const struct ntbf_state *s, uint32_t device, uint32_t f, uint32_t b)
+{
+        const struct ntbf_topo *t = s->t;
+        if (device >= t->ndevices || b >= NTBF_MAX_BARS)
+                return 0;
+        const struct ntbf_device *d = &t->devices[device];
+        if (f >= ntbf_device_nfuncs(d) || !ntbf_device_bar_size(d, f, b))
+                return 0;
+        uint64_t hw = s->hw_bar ? s->hw_bar[((size_t)s->hw_first[device] + f) * NTBF_MAX_BARS + b]
+                                : 0;
+        return hw ? hw : ntbf_device_bar_addr(d, f, b);
+}
+
+/* x, in region reg, where the hardware has it: inside a real device's BAR, the same offset
+ * from the address its host gave that BAR (ntbf_state_set_bars); elsewhere, x itself. */
+static uint64_t hw_x(const struct ntbf_state *s, const struct ntbf_region *reg, uint64_t x)
+{
+        if (!s->hw_bar || (reg->kind != NTBF_REGION_BAR && reg->kind != NTBF_REGION_VF_BAR))
+                return x;
+        const struct ntbf_device *d = &s->t->devices[reg->obj];
+        uint32_t f0 = reg->kind == NTBF_REGION_BAR ? 0 : d->functions;
+        uint64_t size = ntbf_device_bar_size(d, f0, reg->index);
+        if (!size || x < reg->base)
+                return x;
+        uint32_t f = f0 + (uint32_t)((x - reg->base) / size);
+        return ntbf_state_bar_addr(s, reg->obj, f, reg->index) +
+               (x - ntbf_device_bar_addr(d, f, reg->index));
+}
+
 struct ntbf_state *ntbf_state_clone(const struct ntbf_state *src)
 {
         const struct ntbf_topo *t = src->t;
@@ -639,6 +729,15 @@ struct ntbf_state *ntbf_state_clone(const struct ntbf_state *src)
                         goto fail;
                 }
                 s->allocs[s->nallocs++] = a;
+        }
+        if (src->hw_bar) {
+                size_t nf = hw_funcs(t), nb = nf * NTBF_MAX_BARS * sizeof(uint64_t);
+                s->hw_bar = malloc(nb);
+                s->hw_first = malloc((t->ndevices + 1) * sizeof(uint32_t));
+                if (!s->hw_bar || !s->hw_first)
+                        goto fail;
+                memcpy(s->hw_bar, src->hw_bar, nb);
+                memcpy(s->hw_first, src->hw_first, (t->ndevices + 1) * sizeof(uint32_t));
         }
         return s;
 fail:
@@ -1455,7 +1554,7 @@ static int take_target(struct adm *a, uint32_t ai, uint32_t ta, uint32_t n,
                              .dst_node = n,
                              .dst_adapter = ta,
                              .group = group,
-                             .x = x,
+                             .x = hw_x(a->s, reg, x),
                              .size = size,
                              .what = what,
                              .desc = desc,
@@ -1541,7 +1640,7 @@ static int admit_borrow(struct adm *a)
                                      .dst_node = L,
                                      .dst_adapter = la,
                                      .group = NTBF_NONE,
-                                     .x = ntbf_device_bar_addr(dev, f, b),
+                                     .x = ntbf_state_bar_addr(a->s, q->device, f, b),
                                      .size = size,
                                      .what = what,
                                      .desc = desc,
@@ -1733,7 +1832,7 @@ static int admit_map(struct adm *a, bool device)
         region_desc(t, T, reg, desc, sizeof(desc));
         if (T == H) {
                 /* Nothing to map: the target is in the requester's own host. */
-                p->dma_addr = x;
+                p->dma_addr = hw_x(a->s, reg, x);
                 return device ? check_reach(a, d, f, x, size, NTBF_NONE, desc) : 0;
         }
         uint32_t ha = p->path.first_adapter, ta = p->path.last_adapter;

@@ -80,6 +80,11 @@ struct ntbf_state {
         struct ntbf__alloc **allocs; /* sorted by id */
         uint32_t nallocs, cap_allocs;
         uint32_t next_id;
+        /* The hardware's BAR addresses of real devices (ntbf_state_set_bars): NTBF_MAX_BARS per
+         * device function, function f of device d at (hw_first[d] + f) * NTBF_MAX_BARS, 0 where
+         * none is set; both NULL until the first is set. */
+        uint64_t *hw_bar;
+        uint32_t *hw_first;
 };
 
 /* Requester keys: a device by index (one entry for all its functions), CPUs after devices. */

@@ -158,6 +158,23 @@ NTBF_EXPORT struct ntbf_state *ntbf_state_clone(const struct ntbf_state *s);
 NTBF_EXPORT const struct ntbf_topo *ntbf_state_topo(const struct ntbf_state *s);
 
 /*
+ * A real device's BARs where its host's hardware placed them (the lender reads them from
+ * sysfs when it lends; docs/budgets.md, "Real BAR addresses"). Admission keeps reasoning in
+ * the model's address map (which region, which path, which budget) but programs and answers
+ * these addresses for function f's BARs: a LUT entry onto BAR b targets addr[b], a device of
+ * the same host reaches it at addr[b]. addr[b] must be 0 exactly for the BARs the model does
+ * not have, and a nonzero multiple of the BAR's size below NTBF_PHYS_LIMIT for the others.
+ * NULL forgets them (the model's addresses again). Allocations already made keep what they
+ * programmed. 0, or -EINVAL (nothing changed) with a sentence in why.
+ */
+NTBF_EXPORT int ntbf_state_set_bars(struct ntbf_state *s, uint32_t device, uint32_t f,
+                                    const uint64_t addr[NTBF_MAX_BARS], char *why, size_t whylen);
+/* Where function f of device's BAR b is programmed: the hardware's address if set, else the
+ * model's (ntbf_device_bar_addr); 0 if there is no such BAR. */
+NTBF_EXPORT uint64_t ntbf_state_bar_addr(const struct ntbf_state *s, uint32_t device, uint32_t f,
+                                         uint32_t b);
+
+/*
  * Decide a request against the state without changing it. Fills plan (which the caller
  * frees with ntbf_plan_free; the previous content of plan is not read, so free it before
  * reusing it) and returns plan->result.

@@ -253,6 +253,107 @@ static void test_vfs_two_borrowers(void **state)
         ntbf_topo_free(t);
 }
 
+/* The address a plan's BAR0 slot sends to: its LUT target plus the BAR's offset in the slot. */
+static uint64_t bar0_target(const struct ntbf_plan *p)
+{
+        const struct ntbf_res *r = find_res(p, NTBF_RES_LUT, "BAR0");
+        assert_non_null(r);
+        assert_int_equal(r->dest, NTBF_DEST_MEM);
+        return r->dst_addr + (p->bar_addr[0] - r->addr);
+}
+
+static int map_bar(const struct ntbf_state *s, uint32_t node, uint32_t dev, uint32_t tnode,
+                   uint64_t addr, uint64_t size, struct ntbf_plan *p)
+{
+        struct ntbf_request q;
+        ntbf_request_init(&q, NTBF_REQ_MAP_DEVICE);
+        q.requester = (struct ntbf_requester){node, dev, 0};
+        q.target = (struct ntbf_target){NTBF_TARGET_MEM, tnode, addr, size, NTBF_NONE};
+        return ntbf_admit(s, &q, p);
+}
+
+/*
+ * A real device's BARs sit where its host's firmware put them, not where the model places
+ * them: a borrower's BAR slot, a remote device's mapping and a same-host device's answer all
+ * use the hardware's address, while admission still finds regions and paths in the model.
+ */
+static void test_real_bars(void **state)
+{
+        (void)state;
+        struct ntbf_topo *t = fx_b2b("pxh830");
+        uint32_t d = add_nic(t);
+        uint32_t peer = ntbf_topo_add_device(t, 0, "acc0"), far = ntbf_topo_add_device(t, 1, "gpu0");
+        t->devices[peer].bus = 5;
+        t->devices[peer].bars[0] = (struct ntbf_bar){.size = 16 * NTBF_KiB};
+        t->devices[far].bus = 6;
+        t->devices[far].bars[0] = (struct ntbf_bar){.size = 16 * NTBF_KiB};
+        fx_finalize_ok(t);
+        struct ntbf_state *s = fx_state_ok(t);
+        const struct ntbf_device *dev = &t->devices[d];
+        uint32_t vf2 = dev->functions + 2;
+        const uint64_t hw1 = UINT64_C(0xfb204000), hwvf = UINT64_C(0x3800000c8000);
+        uint64_t a1[NTBF_MAX_BARS] = {hw1}, avf[NTBF_MAX_BARS] = {hwvf};
+        char why[256];
+        assert_int_equal(ntbf_state_set_bars(s, d, 1, a1, why, sizeof(why)), 0);
+        assert_int_equal(ntbf_state_set_bars(s, d, vf2, avf, why, sizeof(why)), 0);
+        assert_int_equal(ntbf_state_bar_addr(s, d, 1, 0), hw1);
+        assert_int_equal(ntbf_state_bar_addr(s, d, 0, 0), ntbf_device_bar_addr(dev, 0, 0));
+        assert_int_equal(ntbf_state_bar_addr(s, d, 1, 2), 0);
+
+        /* Borrowed: function 1 and VF 2 at the hardware's addresses, function 0 at the model's. */
+        struct ntbf_plan p;
+        uint32_t id1 = borrow(s, d, 1, 1, NTBF_MiB, &p);
+        assert_int_equal(bar0_target(&p), hw1);
+        ntbf_plan_free(&p);
+        uint32_t idv = borrow(s, d, vf2, 1, NTBF_MiB, &p);
+        assert_int_equal(bar0_target(&p), hwvf);
+        ntbf_plan_free(&p);
+        uint32_t id0 = borrow(s, d, 0, 1, NTBF_MiB, &p);
+        assert_int_equal(bar0_target(&p), ntbf_device_bar_addr(dev, 0, 0));
+        ntbf_plan_free(&p);
+
+        /* A device of the other host maps 4 KiB at 8 KiB into function 1's BAR0 (named by the
+         * model's address, as every request does): the slot targets the hardware's. */
+        uint64_t m1 = ntbf_device_bar_addr(dev, 1, 0);
+        assert_int_equal(map_bar(s, 1, far, 0, m1 + 8192, 4096, &p), 0);
+        const struct ntbf_res *r = find_res(&p, NTBF_RES_LUT, NULL);
+        assert_non_null(r);
+        assert_int_equal(r->dst_addr + (p.dma_addr - r->addr), hw1 + 8192);
+        ntbf_plan_free(&p);
+        /* A device of the same host reaches it directly, at the hardware's address. */
+        assert_int_equal(map_bar(s, 0, peer, 0, m1 + 8192, 4096, &p), 0);
+        assert_int_equal(p.dma_addr, hw1 + 8192);
+        ntbf_plan_free(&p);
+
+        /* Refusals change nothing. */
+        uint64_t bad[NTBF_MAX_BARS] = {hw1 + 4096};
+        assert_int_equal(ntbf_state_set_bars(s, d, 1, bad, why, sizeof(why)), -EINVAL);
+        assert_non_null(strstr(why, "BAR0 of a.nic0 function 1 at 0xfb205000 is not a nonzero "
+                                    "multiple of its size (0x4000)"));
+        uint64_t extra[NTBF_MAX_BARS] = {hw1, 0, UINT64_C(0xfb300000)};
+        assert_int_equal(ntbf_state_set_bars(s, d, 1, extra, why, sizeof(why)), -EINVAL);
+        assert_string_equal(why, "a.nic0 function 1 has no BAR2 in the cluster file");
+        uint64_t none[NTBF_MAX_BARS] = {0};
+        assert_int_equal(ntbf_state_set_bars(s, d, 1, none, why, sizeof(why)), -EINVAL);
+        assert_int_equal(ntbf_state_set_bars(s, d, 12 + 8, a1, why, sizeof(why)), -EINVAL);
+        assert_int_equal(ntbf_state_bar_addr(s, d, 1, 0), hw1);
+
+        /* A clone keeps them; forgetting brings the model's back, in this state only. */
+        struct ntbf_state *c = ntbf_state_clone(s);
+        assert_non_null(c);
+        assert_int_equal(ntbf_state_set_bars(s, d, 1, NULL, why, sizeof(why)), 0);
+        assert_int_equal(ntbf_state_bar_addr(s, d, 1, 0), m1);
+        assert_int_equal(ntbf_state_bar_addr(c, d, 1, 0), hw1);
+        ntbf_state_free(c);
+
+        assert_int_equal(ntbf_release(s, id1), 0);
+        assert_int_equal(ntbf_release(s, idv), 0);
+        assert_int_equal(ntbf_release(s, id0), 0);
+        same_as_fresh(s);
+        ntbf_state_free(s);
+        ntbf_topo_free(t);
+}
+
 static void test_switch_accounting(void **state)
 {
         (void)state;
@@ -994,6 +1095,7 @@ int main(void)
             cmocka_unit_test(test_article_figure),
             cmocka_unit_test(test_multifunction_one_entry),
             cmocka_unit_test(test_vfs_two_borrowers),
+            cmocka_unit_test(test_real_bars),
             cmocka_unit_test(test_rid_mask_rules),
             cmocka_unit_test(test_switch_accounting),
             cmocka_unit_test(test_switch_table_full),
