@@ -640,8 +640,8 @@ uint64_t ntbf_state_bar_addr(const struct ntbf_state *s, uint32_t device, uint32
         const struct ntbf_device *d = &t->devices[device];
         if (f >= ntbf_device_nfuncs(d) || !ntbf_device_bar_size(d, f, b))
                 return 0;
-        uint64_t hw = s->hw_bar ? s->hw_bar[((size_t)s->hw_first[device] + f) * NTBF_MAX_BARS + b]
-                                : 0;
+        uint64_t hw =
+            s->hw_bar ? s->hw_bar[((size_t)s->hw_first[device] + f) * NTBF_MAX_BARS + b] : 0;
         return hw ? hw : ntbf_device_bar_addr(d, f, b);
 }
 

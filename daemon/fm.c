@@ -117,6 +117,12 @@ static void save_fn(struct ntbf__fm *fm, const struct fm_fn *f)
         ntbf__jput_b(o, "lent", f->lent);
         ntbf__jput_b(o, "available", f->available);
         ntbf__jput_b(o, "lost", f->lost);
+        if (f->hw[0] | f->hw[1] | f->hw[2] | f->hw[3] | f->hw[4] | f->hw[5]) {
+                struct json_object *hw = json_object_new_array();
+                for (uint32_t b = 0; b < NTBF_MAX_BARS; b++)
+                        json_object_array_add(hw, json_object_new_uint64(f->hw[b]));
+                json_object_object_add(o, "hw_bars", hw);
+        }
         snprintf(key, sizeof(key), "%u", f->fdid);
         if (ntbf__store_put(fm->st, NTBF_T_FM_DEVICES, key, ntbf__json_text(o)))
                 LOG_E("cannot record device 0x%04x: %s", f->fdid, ntbf__store_error(fm->st));
@@ -226,6 +232,23 @@ static struct json_object *device_json(struct ntbf__fm *fm, const struct fm_fn *
         ntbf__jput_u(o, "device", d->device_id);
         ntbf__jput_s(o, "state", fn_state(fm, f));
         ntbf__jput_b(o, "isolate", d->isolate);
+        /* Where its BARs are programmed: the hardware's addresses of a real device that its
+         * lender reported, else the model's. */
+        struct json_object *bars = json_object_new_array();
+        bool hw = false;
+        for (uint32_t i = 0; i < NTBF_MAX_BARS; i++) {
+                uint64_t size = ntbf_device_bar_size(d, f->function, i);
+                if (!size)
+                        continue;
+                struct json_object *x = json_object_new_object();
+                ntbf__jput_u(x, "bar", i);
+                ntbf__jput_u(x, "size", size);
+                ntbf__jput_u(x, "addr", ntbf_state_bar_addr(fm->s, f->device, f->function, i));
+                json_object_array_add(bars, x);
+                hw |= f->hw[i] != 0;
+        }
+        json_object_object_add(o, "bars", bars);
+        ntbf__jput_s(o, "bars_from", hw ? "hardware" : "model");
         for (struct fm_alloc *a = fm->allocs; a; a = a->next)
                 if (a->kind == A_BORROW && a->fdid == f->fdid)
                         json_object_array_add(b, json_object_new_string(node_name(fm, a->node)));
@@ -998,6 +1021,97 @@ static void start_op(struct ntbf__fm *fm, struct fm_op *op)
                 op_fail(fm, -ENOSYS, "no such fabric manager request '%s'", op->m);
 }
 
+/*
+ * A lend's "bars": where the lender's kernel placed a real device's BARs ([{bar, addr,
+ * size}]). The manager plans with the cluster file's sizes and programs these addresses
+ * (ntbf_state_set_bars); a device of the model has none. Nothing changes on a refusal.
+ */
+static int lend_bars(struct ntbf__fm *fm, struct fm_fn *f, struct json_object *p, char *why,
+                     size_t whylen)
+{
+        const struct ntbf_device *d = &fm->t->devices[f->device];
+        struct json_object *bars = NULL;
+        bool has = json_object_object_get_ex(p, "bars", &bars);
+        char nm[96], w[32], h[32];
+        fn_name(fm, f, nm, sizeof(nm));
+        if (!d->vfio) {
+                if (!has)
+                        return 0;
+                snprintf(why, whylen,
+                         "%s is not a real device (vfio: true): its BARs are where the cluster "
+                         "file places them, not the lender's to say",
+                         nm);
+                return -EINVAL;
+        }
+        if (!has || !json_object_is_type(bars, json_type_array)) {
+                snprintf(why, whylen,
+                         "the lend of %s does not say where the kernel placed its BARs, which the "
+                         "manager programs for a real device; run the same ntbfabd version on "
+                         "'%s'",
+                         nm, node_name(fm, d->node));
+                return -EINVAL;
+        }
+        uint64_t addr[NTBF_MAX_BARS] = {0};
+        for (size_t k = 0; k < json_object_array_length(bars); k++) {
+                struct json_object *e = json_object_array_get_idx(bars, k);
+                uint64_t b, a, size;
+                if (!ntbf__jget_u(e, "bar", &b) || !ntbf__jget_u(e, "addr", &a) ||
+                    !ntbf__jget_u(e, "size", &size) || b >= NTBF_MAX_BARS || !a || addr[b]) {
+                        snprintf(why, whylen,
+                                 "the lend of %s names its BARs wrongly (entry %zu: needs bar "
+                                 "0-5 once, addr and size)",
+                                 nm, k);
+                        return -EINVAL;
+                }
+                uint64_t want = ntbf_device_bar_size(d, f->function, (uint32_t)b);
+                if (size != want) {
+                        ntbf_size_fmt(want, w, sizeof(w));
+                        ntbf_size_fmt(size, h, sizeof(h));
+                        snprintf(why, whylen,
+                                 "BAR%u of %s is %s on the hardware but %s in the cluster file; "
+                                 "make the device's bars the hardware's",
+                                 (unsigned)b, nm, h, want ? w : "absent");
+                        return NTBF_ECONFIG;
+                }
+                addr[b] = a;
+        }
+        for (uint32_t b = 0; b < NTBF_MAX_BARS; b++) {
+                uint64_t want = ntbf_device_bar_size(d, f->function, b);
+                if (want && !addr[b]) {
+                        ntbf_size_fmt(want, w, sizeof(w));
+                        snprintf(why, whylen,
+                                 "the lend of %s names no address for BAR%u (%s in the cluster "
+                                 "file); make the device's bars the hardware's",
+                                 nm, b, w);
+                        return NTBF_ECONFIG;
+                }
+        }
+        for (uint32_t b = 0; b < NTBF_MAX_BARS; b++) {
+                uint64_t was = ntbf_state_bar_addr(fm->s, f->device, f->function, b);
+                if (!ntbf_device_bar_size(d, f->function, b) || !f->hw[b] || was == addr[b])
+                        continue;
+                for (struct fm_alloc *a = fm->allocs; a; a = a->next)
+                        if (a->fdid == f->fdid || a->target_fdid == f->fdid) {
+                                snprintf(why, whylen,
+                                         "BAR%u of %s moved from 0x%" PRIx64 " to 0x%" PRIx64
+                                         " while borrowed or mapped; return and unmap it first "
+                                         "(ntbfab status lists who holds it)",
+                                         b, nm, was, addr[b]);
+                                return NTBF_EBUSY;
+                        }
+        }
+        int r = ntbf_state_set_bars(fm->s, f->device, f->function, addr, why, whylen);
+        if (r)
+                return r;
+        if (memcmp(f->hw, addr, sizeof(addr))) {
+                memcpy(f->hw, addr, sizeof(addr));
+                for (uint32_t b = 0; b < NTBF_MAX_BARS; b++)
+                        if (addr[b])
+                                LOG_I("%s: BAR%u is at 0x%" PRIx64 " on its host", nm, b, addr[b]);
+        }
+        return 0;
+}
+
 /* ---- immediate requests -------------------------------------------------------------------- */
 
 static void do_register(struct ntbf__fm *fm, uint32_t from, struct json_object *p, ntbf__done_fn cb,
@@ -1016,10 +1130,17 @@ static void do_register(struct ntbf__fm *fm, uint32_t from, struct json_object *
                 for (size_t k = 0; k < n; k++) {
                         struct json_object *l = json_object_array_get_idx(lends, k);
                         uint64_t fd;
-                        if (ntbf__jget_u(l, "fdid", &fd) && fd == f->fdid) {
-                                listed = true;
-                                ntbf__jget_b(l, "available", &avail);
+                        char why[512];
+                        if (!ntbf__jget_u(l, "fdid", &fd) || fd != f->fdid)
+                                continue;
+                        if (lend_bars(fm, f, l, why, sizeof(why))) {
+                                /* Not lent until a lend says where its BARs are. */
+                                LOG_E("node '%s' lends 0x%04x: %s", node_name(fm, from), f->fdid,
+                                      why);
+                                continue;
                         }
+                        listed = true;
+                        ntbf__jget_b(l, "available", &avail);
                 }
                 bool borrowed = find_borrow(fm, f->fdid, NTBF_NONE) != NULL;
                 bool lent = listed || borrowed;
@@ -1103,6 +1224,10 @@ static void do_lend(struct ntbf__fm *fm, uint32_t from, struct json_object *p, b
                 return fail(cb, arg, -EINVAL, "%s has no BAR: nothing to lend", d->name);
         if (avail_only && !f->lent)
                 return fail(cb, arg, NTBF_ENOTFOUND, "0x%04x is not lent; lend it first", fdid);
+        char why[512];
+        int r = avail_only ? 0 : lend_bars(fm, f, p, why, sizeof(why));
+        if (r)
+                return fail(cb, arg, r, "%s", why);
         f->lent = true;
         f->available = avail;
         f->lost = false;
@@ -1344,6 +1469,22 @@ static int load_fn(void *arg, const char *key, const char *json)
                 ntbf__jget_b(o, "lent", &f->lent);
                 ntbf__jget_b(o, "available", &f->available);
                 ntbf__jget_b(o, "lost", &f->lost);
+                struct json_object *hw;
+                uint64_t addr[NTBF_MAX_BARS] = {0};
+                char why[256];
+                if (json_object_object_get_ex(o, "hw_bars", &hw) &&
+                    json_object_is_type(hw, json_type_array) &&
+                    json_object_array_length(hw) == NTBF_MAX_BARS) {
+                        for (uint32_t b = 0; b < NTBF_MAX_BARS; b++)
+                                addr[b] = json_object_get_uint64(json_object_array_get_idx(hw, b));
+                        if (ntbf_state_set_bars(fm->s, f->device, f->function, addr, why,
+                                                sizeof(why)))
+                                LOG_W("device 0x%04x: the recorded hardware BARs no longer fit "
+                                      "the cluster file (%s); its next lend says where they are",
+                                      f->fdid, why);
+                        else
+                                memcpy(f->hw, addr, sizeof(addr));
+                }
         }
         json_object_put(o);
         return 0;

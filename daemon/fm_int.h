@@ -20,6 +20,9 @@ struct fm_fn {
         uint32_t device, function, fdid;
         bool lent, available, lost;
         uint8_t hold; /* SISCI borrows by its lender's own processes: 0, 1 shared, 2 exclusive */
+        /* A real device's BARs where its host placed them (the lender's last lend; 0: none
+         * known). The budget state has them too (ntbf_state_set_bars). */
+        uint64_t hw[NTBF_MAX_BARS];
 };
 
 /* A committed plan: a borrow, a mapping for a device's DMA (map_peer), or a SISCI one. */

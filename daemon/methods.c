@@ -362,9 +362,21 @@ static void lend_common(struct ntbf__d *d, struct ntbf__rpc_call *call, struct j
                         return ntbf__rpc_fail(call, NTBF_RPC_FAILED, r, "cannot lend %s: %s", bdf,
                                               why);
         }
+        struct json_object *q = json_object_new_object();
+        if (real && kind == 0) {
+                /* The manager programs the BARs where the kernel placed them. */
+                char why[512];
+                struct json_object *bars = ntbf__vfiod_bars(d, dev, fn, why, sizeof(why));
+                if (!bars) {
+                        json_object_put(q);
+                        ntbf__vfiod_unlend(d, dev, fn);
+                        return ntbf__rpc_fail(call, NTBF_RPC_FAILED, NTBF_ECONFIG,
+                                              "cannot lend %s: %s", bdf, why);
+                }
+                json_object_object_add(q, "bars", bars);
+        }
         struct lendop *op = calloc(1, sizeof(*op));
         *op = (struct lendop){d, call, ntbf__fdid_of(d->t, dev, fn), kind, available, real};
-        struct json_object *q = json_object_new_object();
         ntbf__jput_u(q, "fdid", op->fdid);
         if (kind == 1) {
                 bool force = false;

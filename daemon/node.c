@@ -865,6 +865,17 @@ void ntbf__node_join(struct ntbf__d *d)
                 struct json_object *e = json_object_new_object();
                 ntbf__jput_u(e, "fdid", x->fdid);
                 ntbf__jput_b(e, "available", x->available);
+                uint32_t dev, fn;
+                if (!ntbf__fdid_resolve(d->t, x->fdid, &dev, &fn) && ntbf__vfiod_is(d, dev)) {
+                        /* A real device: where the kernel placed its BARs (the manager
+                         * refuses the lend without them). */
+                        char why[512];
+                        struct json_object *bars = ntbf__vfiod_bars(d, dev, fn, why, sizeof(why));
+                        if (bars)
+                                json_object_object_add(e, "bars", bars);
+                        else
+                                LOG_E("lent device 0x%04x: %s", x->fdid, why);
+                }
                 json_object_array_add(l, e);
         }
         json_object_object_add(p, "lends", l);

@@ -10,6 +10,7 @@
 #include "daemon.h"
 #include "log.h"
 #include "ntbfab/error.h"
+#include "ntbfab/units.h"
 #include "vfio.h"
 #include "hostvfio.h"
 
@@ -166,6 +167,72 @@ static int check_ids(struct ntbf__d *d, struct vdev *v, char *why, size_t whylen
         return 0;
 }
 
+/*
+ * The function's memory BARs where the kernel placed them (sysfs), each of the size the
+ * cluster file gives: the manager plans borrowers' windows with those sizes and programs the
+ * addresses (docs/daemon.md, "Real devices"). A BAR smaller than a page is lent as the page
+ * it starts, which the cluster file names as 4 KiB. 0, or NTBF_ECONFIG naming the file's
+ * line, the BAR and both sizes.
+ */
+static int hw_bars(struct ntbf__d *d, uint32_t dev, uint32_t fn, uint64_t addr[6], char *why,
+                   size_t whylen)
+{
+        const struct ntbf_device *x = &d->t->devices[dev];
+        struct ntbf__vfio_d *s = state(d);
+        char bdf[32];
+        uint64_t size[6];
+        ntbf__func_bdf(d->t, dev, fn, bdf, sizeof(bdf));
+        int r = s ? ntbf__vfio_sys_bars(&s->sys, bdf, addr, size) : -ENOMEM;
+        if (r) {
+                snprintf(why, whylen,
+                         "cannot read where the kernel placed the BARs of %s "
+                         "(/sys/bus/pci/devices/%s/resource: %s)",
+                         bdf, bdf, strerror(-r));
+                return r;
+        }
+        const struct ntbf_loc *at = x->loc_bars.line ? &x->loc_bars : &x->loc;
+        for (uint32_t b = 0; b < 6; b++) {
+                uint64_t want = ntbf_device_bar_size(x, fn, b), have = size[b];
+                if (have && have < 4096 && !(addr[b] & 4095))
+                        have = 4096;
+                if (want == have)
+                        continue;
+                char w[32], h[32];
+                ntbf_size_fmt(want, w, sizeof(w));
+                ntbf_size_fmt(size[b], h, sizeof(h));
+                snprintf(why, whylen,
+                         "%s:%u: BAR%u of %s (%s) is %s on the hardware but %s in the cluster "
+                         "file; %s",
+                         d->t->file ? d->t->file : "the cluster file", at->line, b, x->name, bdf,
+                         size[b] ? h : "not implemented", want ? w : "absent",
+                         size[b] && size[b] < 4096
+                             ? "a BAR smaller than a page is lent only when it starts a page "
+                               "(pci=resource_alignment= on the kernel's command line)"
+                             : "make the device's bars the hardware's (lspci -vv shows them)");
+                return NTBF_ECONFIG;
+        }
+        return 0;
+}
+
+struct json_object *ntbf__vfiod_bars(struct ntbf__d *d, uint32_t dev, uint32_t fn, char *why,
+                                     size_t whylen)
+{
+        uint64_t addr[6];
+        if (hw_bars(d, dev, fn, addr, why, whylen))
+                return NULL;
+        struct json_object *a = json_object_new_array();
+        for (uint32_t b = 0; b < 6; b++) {
+                if (!addr[b])
+                        continue;
+                struct json_object *o = json_object_new_object();
+                ntbf__jput_u(o, "bar", b);
+                ntbf__jput_u(o, "addr", addr[b]);
+                ntbf__jput_u(o, "size", ntbf_device_bar_size(&d->t->devices[dev], fn, b));
+                json_object_array_add(a, o);
+        }
+        return a;
+}
+
 static int take(struct ntbf__d *d, struct vdev *v, bool force, char *why, size_t whylen)
 {
         if (v->v.device >= 0)
@@ -185,7 +252,10 @@ static int take(struct ntbf__d *d, struct vdev *v, bool force, char *why, size_t
                                  v->bdf, v->group, o->bdf, o->bdf);
                         return NTBF_EBUSY;
                 }
+        uint64_t addr[6];
         r = check_ids(d, v, why, whylen);
+        if (!r)
+                r = hw_bars(d, v->dev, v->fn, addr, why, whylen);
         if (r)
                 return r;
         bool was_forced = false, recorded = prev_load(d, v, &was_forced);

@@ -37,6 +37,11 @@ void ntbf__vfiod_stop(struct ntbf__d *d);
 /* device.lend of a real device: take it (force: unbind its kernel driver first). */
 int ntbf__vfiod_lend(struct ntbf__d *d, uint32_t dev, uint32_t fn, bool force, char *why,
                      size_t whylen);
+/* The lent function's memory BARs for the manager, where the kernel placed them:
+ * [{bar, addr, size}] (sizes as the cluster file gives them, which they must match); NULL with
+ * a sentence in why if sysfs cannot tell or disagrees with the file. */
+struct json_object *ntbf__vfiod_bars(struct ntbf__d *d, uint32_t dev, uint32_t fn, char *why,
+                                     size_t whylen);
 /* The lend failed or was undone: give the device back unless handles hold it. */
 void ntbf__vfiod_unlend(struct ntbf__d *d, uint32_t dev, uint32_t fn);
 

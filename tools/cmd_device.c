@@ -651,15 +651,25 @@ static int run_device(int argc, char **argv)
         uint32_t n = ntbf_topo_find_node(f.t, js(dev, "node"));
         uint32_t d = n == NTBF_NONE ? NTBF_NONE : ntbf_topo_find_device(f.t, n, js(dev, "name"));
         const struct ntbf_device *td = d == NTBF_NONE ? NULL : &f.t->devices[d];
-        struct json_object *bars = json_object_new_array();
+        struct json_object *bars = json_object_new_array(), *where = jo(dev, "bars");
+        uint32_t fn = (uint32_t)ju(dev, "function");
+        bool hw = js(dev, "bars_from") && !strcmp(js(dev, "bars_from"), "hardware");
         for (unsigned b = 0; td && b < NTBF_MAX_BARS; b++) {
                 const struct ntbf_bar *bar = &td->bars[b];
-                if (!bar->size)
+                uint64_t size = ntbf_device_bar_size(td, fn, b), addr = 0;
+                if (!size)
                         continue;
+                /* The manager's answer: the hardware's address of a real device's BAR. */
+                for (size_t k = 0; where && k < json_object_array_length(where); k++)
+                        if (ju(json_object_array_get_idx(where, k), "bar") == b)
+                                addr = ju(json_object_array_get_idx(where, k), "addr");
                 struct json_object *x = json_object_new_object();
                 json_object_object_add(x, "bar", json_u64(b));
-                json_object_object_add(x, "size", json_u64(bar->size));
-                json_object_object_add(x, "address", json_u64(bar->addr));
+                json_object_object_add(x, "size", json_u64(size));
+                json_object_object_add(x, "address",
+                                       json_u64(addr ? addr : ntbf_device_bar_addr(td, fn, b)));
+                json_object_object_add(x, "placed_by",
+                                       json_object_new_string(hw ? "hardware" : "model"));
                 json_object_object_add(x, "prefetchable",
                                        json_object_new_boolean(bar->flags & NTBF_BAR_PREF));
                 json_object_object_add(x, "bits", json_u64(bar->flags & NTBF_BAR_64 ? 64 : 32));
@@ -689,9 +699,10 @@ static int run_device(int argc, char **argv)
         for (size_t i = 0; i < json_object_array_length(bars); i++) {
                 struct json_object *b = json_object_array_get_idx(bars, i);
                 char a[32];
-                printf("  BAR%" PRIu64 "         %s at 0x%" PRIx64 " (%" PRIu64 "-bit%s)\n",
+                printf("  BAR%" PRIu64 "         %s at 0x%" PRIx64 " (%" PRIu64 "-bit%s%s)\n",
                        ju(b, "bar"), fmt_size(ju(b, "size"), a, sizeof(a)), ju(b, "address"),
-                       ju(b, "bits"), jb(b, "prefetchable") ? ", prefetchable" : "");
+                       ju(b, "bits"), jb(b, "prefetchable") ? ", prefetchable" : "",
+                       hw ? ", where its host placed it" : "");
         }
         if (!json_object_array_length(borrows))
                 printf("  borrows      none\n");
@@ -803,8 +814,8 @@ const struct verb verbs_device[] = {
      run_devices},
     {"device", "[--json] [--dir DIR] show FDID", "Show one lent device: state, BARs, borrows.",
      "\nFDID is the fabric-wide id (0x4001) or NODE.DEVICE[.FUNCTION]. Shows its address,\n"
-     "class and ids, its state, its BARs as the model places them, and who borrows it with\n"
-     "which DMA window and lease.\n",
+     "class and ids, its state, its BARs (a real device's where its host placed them), and\n"
+     "who borrows it with which DMA window and lease.\n",
      run_device},
     {"rpc", "[--json] [--dir DIR] [--node NODE] METHOD [PARAMS]",
      "Call any method of a node daemon (rpc.list lists them).",

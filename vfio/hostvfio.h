@@ -50,7 +50,8 @@ int ntbf__vfio_sys_viable(const struct ntbf__vfio_sys *s, const char *bdf, int g
 /* Vendor, device and class from sysfs (for the daemon's cross-check with the cluster file). */
 int ntbf__vfio_sys_ids(const struct ntbf__vfio_sys *s, const char *bdf, uint16_t *vendor,
                        uint16_t *device, uint32_t *class_code);
-/* The host-physical address of each BAR (from the resource file; 0 if not implemented). */
+/* The host-physical address and size of each memory BAR (from the resource file; 0 if not
+ * implemented or an I/O BAR). 0, or -errno if the file cannot be read. */
 int ntbf__vfio_sys_bars(const struct ntbf__vfio_sys *s, const char *bdf, uint64_t addr[6],
                         uint64_t size[6]);
 

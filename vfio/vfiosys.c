@@ -258,12 +258,13 @@ int ntbf__vfio_sys_bars(const struct ntbf__vfio_sys *s, const char *bdf, uint64_
         FILE *f = fopen(p, "re");
         if (!f)
                 return -errno;
+        for (int b = 0; b < 6; b++)
+                addr[b] = size[b] = 0;
         for (int b = 0; b < 6; b++) {
                 uint64_t start = 0, end = 0, flags = 0;
-                addr[b] = size[b] = 0;
                 if (fscanf(f, "%" SCNx64 " %" SCNx64 " %" SCNx64, &start, &end, &flags) != 3)
                         break;
-                if (end > start) {
+                if (end > start && (flags & 0x200)) { /* IORESOURCE_MEM: I/O BARs are not lent */
                         addr[b] = start;
                         size[b] = end - start + 1;
                 }

@@ -159,7 +159,7 @@ NTBF_EXPORT const struct ntbf_topo *ntbf_state_topo(const struct ntbf_state *s);
 
 /*
  * A real device's BARs where its host's hardware placed them (the lender reads them from
- * sysfs when it lends; docs/budgets.md, "Real BAR addresses"). Admission keeps reasoning in
+ * sysfs when it lends; docs/daemon.md, "Where its BARs are"). Admission keeps reasoning in
  * the model's address map (which region, which path, which budget) but programs and answers
  * these addresses for function f's BARs: a LUT entry onto BAR b targets addr[b], a device of
  * the same host reaches it at addr[b]. addr[b] must be 0 exactly for the BARs the model does

@@ -56,6 +56,16 @@ static void touch(const char *rel)
         fclose(fp);
 }
 
+static void put(const char *rel, const char *text)
+{
+        char p[PATH_MAX];
+        at(p, sizeof(p), rel);
+        FILE *fp = fopen(p, "w");
+        assert_non_null(fp);
+        fputs(text, fp);
+        fclose(fp);
+}
+
 static void link_to(const char *rel, const char *target)
 {
         char p[PATH_MAX];
@@ -106,6 +116,21 @@ static void test_refusals(void **state)
         mkdirs("sys/bus/pci/drivers/nvme");
         mkdirs("dev/vfio");
         touch("dev/vfio/vfio");
+        /* The manager programs a real device's BARs where the kernel placed them: the lender
+         * must be able to read them, and they must be as big as the cluster file says. */
+        expect(&f, "lend lender " NV,
+               "cannot read where the kernel placed the BARs of " NV " (/sys/bus/pci/devices/" NV
+               "/resource");
+        put("sys/bus/pci/devices/" NV "/resource",
+            "0x00000000febf0000 0x00000000febfffff 0x0000000000140204\n"
+            "0x0000000000000000 0x0000000000000000 0x0000000000000000\n");
+        expect(&f, "lend lender " NV,
+               "cluster.yaml:14: BAR0 of nvme0 (" NV ") is 64 KiB on the hardware but 16 KiB "
+               "in the cluster file; make the device's bars the hardware's");
+        put("sys/bus/pci/devices/" NV "/resource",
+            "0x00000000febf0000 0x00000000febf3fff 0x0000000000140204\n"
+            "0x0000000000000000 0x0000000000000000 0x0000000000000000\n"
+            "0x000000000000c000 0x000000000000c07f 0x0000000000040101\n");
         /* The kernel's nvme driver has it. */
         link_to("sys/bus/pci/devices/" NV "/driver", "../../../bus/pci/drivers/nvme");
         expect(&f, "lend lender " NV, "is in use by the kernel driver 'nvme'");

@@ -282,7 +282,8 @@ static void test_real_bars(void **state)
         (void)state;
         struct ntbf_topo *t = fx_b2b("pxh830");
         uint32_t d = add_nic(t);
-        uint32_t peer = ntbf_topo_add_device(t, 0, "acc0"), far = ntbf_topo_add_device(t, 1, "gpu0");
+        uint32_t peer = ntbf_topo_add_device(t, 0, "acc0"),
+                 far = ntbf_topo_add_device(t, 1, "gpu0");
         t->devices[peer].bus = 5;
         t->devices[peer].bars[0] = (struct ntbf_bar){.size = 16 * NTBF_KiB};
         t->devices[far].bus = 6;

@@ -698,6 +698,124 @@ static void test_restart_replays(void **state)
         fx_free(f);
 }
 
+/* Whether a programmed slot into node n covers address x there. */
+static bool slot_covers(struct fx *f, uint32_t n, uint64_t x)
+{
+        for (size_t i = 0; i < f->programmed.n; i++) {
+                struct ntbf__ent e;
+                assert_int_equal(ntbf__ent_parse(f->t, f->programmed.v[i], &e), 0);
+                if (e.kind == NTBF_ENT_SLOT && e.dst_node == n && x >= e.addr && x - e.addr < e.len)
+                        return true;
+        }
+        return false;
+}
+
+/*
+ * Real devices (vfio: true): the lender says where its kernel placed the BARs, and the
+ * manager programs those addresses, not the model's; it refuses lends that do not say, or
+ * whose sizes are not the cluster file's, and a BAR that moves while borrowed; what it
+ * learnt survives its restart.
+ */
+static void test_real_bars(void **state)
+{
+        (void)state;
+        const char *yaml =
+            "cluster: {name: hw}\n"
+            "nodes:\n"
+            "  - {name: lender, id: 4, address: 127.0.0.1:7700, adapters: [{name: ntb0, model: "
+            "pxh830, window: 1GiB}],\n"
+            "     devices: [{name: nvme0, bdf: \"0000:04:00.0\", vfio: true, bars: [16KiB]},\n"
+            "               {name: nvme1, bdf: \"0000:05:00.0\", vfio: true, bars: [16KiB, 0, "
+            "64KiB]},\n"
+            "               {name: acc0, bdf: \"06:00.0\", sim: {model: accel, memory: 64MiB}}]}\n"
+            "  - {name: borrower, id: 8, address: 127.0.0.2:7700, adapters: [{name: ntb0, model: "
+            "pxh830, window: 1GiB}]}\n"
+            "links: [[lender.ntb0, borrower.ntb0]]\n";
+        struct fx *f = fx_new(NULL, yaml, "lender");
+        register_all(f);
+        uint32_t n0 = fdid(f, "lender", "nvme0"), n1 = fdid(f, "lender", "nvme1");
+        uint32_t acc = fdid(f, "lender", "acc0"), l = node(f, "lender"), b = node(f, "borrower");
+        uint32_t d0 = ntbf_topo_find_device(f->t, l, "nvme0");
+        const uint64_t hw0 = UINT64_C(0x3f0000000000), hw1 = UINT64_C(0xfe010000);
+        const uint64_t hw1b2 = UINT64_C(0x3f0000100000);
+        char p[256];
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", n0);
+        refused(call(f, l, "lend", p), -EINVAL, "does not say where the kernel placed its BARs");
+        snprintf(p, sizeof(p), "{\"fdid\":%u,\"bars\":[{\"bar\":0,\"addr\":%llu,\"size\":65536}]}",
+                 n0, (unsigned long long)hw0);
+        refused(call(f, l, "lend", p), NTBF_ECONFIG,
+                "BAR0 of lender.nvme0 (0x4000) is 64 KiB on the hardware but 16 KiB in the cluster "
+                "file");
+        snprintf(p, sizeof(p), "{\"fdid\":%u,\"bars\":[{\"bar\":7,\"addr\":%llu,\"size\":16384}]}",
+                 n0, (unsigned long long)hw0);
+        refused(call(f, l, "lend", p), -EINVAL, "names its BARs wrongly (entry 0");
+        snprintf(p, sizeof(p), "{\"fdid\":%u,\"bars\":[{\"bar\":0,\"addr\":%llu,\"size\":16384}]}",
+                 n0, (unsigned long long)(hw0 + 4096));
+        refused(call(f, l, "lend", p), -EINVAL, "is not a nonzero multiple of its size");
+        snprintf(p, sizeof(p), "{\"fdid\":%u,\"bars\":[{\"bar\":0,\"addr\":%llu,\"size\":16384}]}",
+                 n1, (unsigned long long)hw1);
+        refused(call(f, l, "lend", p), NTBF_ECONFIG,
+                "names no address for BAR2 (64 KiB in the cluster file)");
+        snprintf(p, sizeof(p), "{\"fdid\":%u,\"bars\":[]}", acc);
+        refused(call(f, l, "lend", p), -EINVAL, "is not a real device (vfio: true)");
+        assert_string_equal(state_of(f, n0), "");
+
+        snprintf(p, sizeof(p), "{\"fdid\":%u,\"bars\":[{\"bar\":0,\"addr\":%llu,\"size\":16384}]}",
+                 n0, (unsigned long long)hw0);
+        ok(call(f, l, "lend", p));
+        snprintf(p, sizeof(p),
+                 "{\"fdid\":%u,\"bars\":[{\"bar\":2,\"addr\":%llu,\"size\":65536},"
+                 "{\"bar\":0,\"addr\":%llu,\"size\":16384}]}",
+                 n1, (unsigned long long)hw1b2, (unsigned long long)hw1);
+        ok(call(f, l, "lend", p));
+        /* Borrowed: the borrower's BAR0 slot goes where the hardware has it. */
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", n0);
+        ok(call(f, b, "borrow", p));
+        assert_true(slot_covers(f, l, hw0));
+        assert_false(slot_covers(f, l, ntbf_device_bar_addr(&f->t->devices[d0], 0, 0)));
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", n1);
+        ok(call(f, b, "borrow", p));
+        assert_true(slot_covers(f, l, hw1b2));
+        /* Same lender, peer to peer: nvme0 reaches nvme1's BAR2 at its hardware address. */
+        snprintf(p, sizeof(p), "{\"src\":%u,\"target\":%u,\"bar\":2}", n0, n1);
+        struct ans m = call(f, b, "map", p);
+        assert_int_equal(m.err, 0);
+        uint64_t addr;
+        assert_true(ntbf__jget_u(m.res, "device_addr", &addr));
+        assert_int_equal(addr, hw1b2);
+        json_object_put(m.res);
+        /* A BAR that moves while borrowed is refused, and nothing changes. */
+        snprintf(p, sizeof(p), "{\"fdid\":%u,\"bars\":[{\"bar\":0,\"addr\":%llu,\"size\":16384}]}",
+                 n0, (unsigned long long)(hw0 + 16384));
+        refused(call(f, l, "lend", p), NTBF_EBUSY,
+                "moved from 0x3f0000000000 to 0x3f0000004000 while borrowed");
+        assert_int_equal(ntbf_state_bar_addr(ntbf__fm_state(f->fm), d0, 0, 0), hw0);
+
+        /* The manager restarts: what the lends said is still what it programs. */
+        ntbf__fm_free(f->fm);
+        fm_start(f);
+        assert_int_equal(ntbf_state_bar_addr(ntbf__fm_state(f->fm), d0, 0, 0), hw0);
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", n1);
+        ok(call(f, b, "return", p));
+        ok(call(f, b, "borrow", p));
+        assert_true(slot_covers(f, l, hw1b2));
+        /* A registration that names a real lend without its BARs does not lend it. */
+        ok(call(f, b, "return", p));
+        snprintf(p, sizeof(p), "{\"lends\":[{\"fdid\":%u}]}", n1);
+        ok(call(f, l, "register", p));
+        assert_string_equal(state_of(f, n1), "");
+        snprintf(p, sizeof(p),
+                 "{\"lends\":[{\"fdid\":%u,\"bars\":[{\"bar\":2,\"addr\":%llu,\"size\":65536},"
+                 "{\"bar\":0,\"addr\":%llu,\"size\":16384}]}]}",
+                 n1, (unsigned long long)hw1b2, (unsigned long long)hw1);
+        ok(call(f, l, "register", p));
+        assert_string_equal(state_of(f, n1), "available");
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", n0);
+        ok(call(f, b, "return", p));
+        assert_baseline(f);
+        fx_free(f);
+}
+
 /* Many cycles leave every budget exactly as it started. */
 static void test_cycles(void **state)
 {
@@ -949,6 +1067,7 @@ int main(void)
             cmocka_unit_test(test_map_peer_cases),
             cmocka_unit_test(test_map_peer_unmap),
             cmocka_unit_test(test_isolation_entries),
+            cmocka_unit_test(test_real_bars),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
