@@ -981,8 +981,9 @@ static void load_cluster(struct ld *ld, uint32_t v)
 
 /*
  * With backend switchtec, every adapter says where its switch is (docs/switchtec.md): the GAS
- * (a file to map, or mrpc with the management device) and its NT partition, which its peers
- * need too (they write the LUT entries of its partition that lead into their memory).
+ * (a file to map, or mrpc with the management device), or its bdf, from which the backend
+ * finds the switch in sysfs; and its NT partition, which its peers need too (they write the
+ * LUT entries of its partition that lead into their memory).
  */
 static void check_switchtec(struct ld *ld)
 {
@@ -993,19 +994,23 @@ static void check_switchtec(struct ld *ld)
                 const char *nn = ld->t->nodes[a->node].name;
                 const struct ntbf_stx_params *x = &a->stx;
                 struct ntbf_loc l = x->loc.line ? x->loc : a->loc;
-                if (!x->gas[0])
+                bool found = x->gas[0] || a->bdf[0];
+                if (!found)
                         err(ld, l,
-                            "adapter %s.%s: the switchtec backend needs its switch: add "
-                            "switchtec: {gas: /sys/bus/pci/devices/BDF/resource0, partition: N} "
-                            "(the switch management function's BAR0), or {gas: mrpc, device: "
+                            "adapter %s.%s: the switchtec backend needs its switch: add bdf: "
+                            "with the NT function's PCI address (the switch is found from it in "
+                            "/sys/class/switchtec) and switchtec: {partition: N}, or switchtec: "
+                            "{gas: /sys/bus/pci/devices/BDF/resource0, partition: N} (the switch "
+                            "management function's BAR0), or {gas: mrpc, device: "
                             "/dev/switchtecN, partition: N}",
                             nn, a->name);
-                else if (!strcmp(x->gas, "mrpc") && !x->device[0])
+                else if (!strcmp(x->gas, "mrpc") && !x->device[0] && !a->bdf[0])
                         err(ld, l,
                             "adapter %s.%s: switchtec: {gas: mrpc} reaches the switch through "
-                            "its management device: add device: /dev/switchtecN",
+                            "its management device: add device: /dev/switchtecN, or the "
+                            "adapter's bdf (the device is then found from it)",
                             nn, a->name);
-                if (x->gas[0] && x->partition < 0)
+                if (found && x->partition < 0)
                         err(ld, l,
                             "adapter %s.%s: the switchtec backend needs the NT partition in the "
                             "file (its peers program its LUT entries): add partition: N to its "

@@ -44,17 +44,18 @@ static int locate(struct stx_opts *o, struct ntbf_topo **tp, char *gas, char *mr
         if (o->partition < 0)
                 o->partition = s->partition;
         if (!gas[0] && !mrpc[0]) {
-                if (!strcmp(s->gas, "mrpc"))
-                        snprintf(mrpc, len, "%s", s->device);
-                else
-                        snprintf(gas, len, "%s", s->gas);
-        }
-        if (!gas[0] && !mrpc[0]) {
-                cli_error("%s: adapter %s has no switchtec: {gas: ...} (finding the switch from "
-                          "the adapter's bdf is not implemented); set gas to the management "
-                          "function's sysfs resource0, or gas: mrpc with device: /dev/switchtecN",
-                          o->cluster, o->adapter);
-                return EXIT_FAIL;
+                bool use_mrpc = !strcmp(s->gas, "mrpc");
+                const char *file = use_mrpc ? s->device : s->gas;
+                char *dst = use_mrpc ? mrpc : gas;
+                struct stx_found fs;
+                char why[512];
+                if (file[0])
+                        snprintf(dst, len, "%s", file);
+                else if (stx_find_switch("", t->adapters[a].bdf, &fs, why, sizeof(why))) {
+                        cli_error("%s: adapter %s: %s", o->cluster, o->adapter, why);
+                        return EXIT_FAIL;
+                } else
+                        snprintf(dst, len, "%s", use_mrpc ? fs.device : fs.gas);
         }
         return EXIT_OK;
 }
@@ -265,7 +266,7 @@ static int run_switchtec(int argc, char **argv)
         if (!o.cluster && !!o.gas == !!o.mrpc)
                 return cli_usage(v, "say where the switch is: --gas FILE or --mrpc DEVICE (or "
                                     "-c CLUSTER NODE.ADAPTER)");
-        char gas[NTBF_STX_PATH_MAX + 1], mrpc[NTBF_STX_PATH_MAX + 1], why[512];
+        char gas[256], mrpc[256], why[512]; /* as long as stx_found's paths */
         struct ntbf_topo *t = NULL;
         int r = locate(&o, &t, gas, mrpc, sizeof(gas));
         if (t)
@@ -295,7 +296,8 @@ const struct verb verbs_switchtec[] = {
      "show what a Switchtec NT partition has programmed, read from the switch",
      "\nReads the switch's register space (GAS): through a mapping of the management function's\n"
      "BAR0 (--gas, sysfs resource0) or the management device's MRPC (--mrpc /dev/switchtecN),\n"
-     "or where the adapter's `switchtec:` in a cluster file says (-c).\n\n"
+     "or where the adapter's `switchtec:` in a cluster file says (-c; without gas there, the\n"
+     "switch in /sys/class/switchtec that owns the adapter's bdf).\n\n"
      "  status  the partition's status, tables' sizes, error registers as sentences, BAR setup\n"
      "  lut     the enabled LUT entries: destination partition and address\n"
      "  rid     the enabled requester-ID entries and the proxy devfn the switch gave each\n\n"

@@ -84,7 +84,8 @@ static void stx_path(const struct swb *b, const char *p, char *out, size_t len)
                 snprintf(out, len, "%s/%s", b->dir, p);
 }
 
-/* What the adapter's `switchtec:` says, checked; the GAS config of partition part. */
+/* What the adapter's `switchtec:` says, checked (without gas, the switch that owns its bdf in
+ * sysfs, under the linux-ntb layer's root); the GAS config of partition part. */
 static int stx_cfg(const struct swb *b, uint32_t adapter, int part, uint32_t owner_adapter,
                    char gas[256], char mrpc[256], char rec[384], struct stx_dev_cfg *c, char *why,
                    size_t whylen)
@@ -95,27 +96,29 @@ static int stx_cfg(const struct swb *b, uint32_t adapter, int part, uint32_t own
         const struct ntbf_stx_params *x = &ad->stx;
         memset(c, 0, sizeof(*c));
         gas[0] = mrpc[0] = rec[0] = 0;
-        if (!x->gas[0])
-                return lntb_say(
-                    why, whylen, NTBF_ECONFIG,
-                    "adapter %s.%s has no switchtec: {gas: ...} in the cluster file: give "
-                    "the switch management function's sysfs resource0 (gas: "
-                    "/sys/bus/pci/devices/BDF/resource0), or gas: mrpc with device: "
-                    "/dev/switchtecN (finding the switch from bdf is not implemented; "
-                    "docs/switchtec.md)",
-                    nn, ad->name);
-        if (!strcmp(x->gas, "mrpc")) {
-                if (!x->device[0])
+        bool use_mrpc = !strcmp(x->gas, "mrpc");
+        if (!x->gas[0] || (use_mrpc && !x->device[0])) {
+                /* Not in the file: the switch that owns the adapter's NT function. */
+                struct stx_found fs;
+                char w[512];
+                if (stx_find_switch(b->lb->sys->root, ad->bdf, &fs, w, sizeof(w)))
+                        return lntb_say(why, whylen, NTBF_ECONFIG, "adapter %s.%s: %s", nn,
+                                        ad->name, w);
+                if (fs.partition >= 0 && x->partition >= 0 && fs.partition != x->partition)
                         return lntb_say(why, whylen, NTBF_ECONFIG,
-                                        "adapter %s.%s: switchtec: {gas: mrpc} needs device: the "
-                                        "switch's management device (/dev/switchtecN)",
-                                        nn, ad->name);
-                stx_path(b, x->device, mrpc, 256);
-                c->mrpc = mrpc;
+                                        "adapter %s.%s has switchtec: {partition: %d}, but its "
+                                        "switch's management device %s (%s) is partition %d: "
+                                        "correct the partition (or the adapter's bdf)",
+                                        nn, ad->name, x->partition, fs.name, fs.function,
+                                        fs.partition);
+                snprintf(use_mrpc ? mrpc : gas, 256, "%s", use_mrpc ? fs.device : fs.gas);
         } else {
-                stx_path(b, x->gas, gas, 256);
-                c->gas = gas;
+                stx_path(b, use_mrpc ? x->device : x->gas, use_mrpc ? mrpc : gas, 256);
         }
+        if (use_mrpc)
+                c->mrpc = mrpc;
+        else
+                c->gas = gas;
         c->partition = part;
         c->tm = b->tm;
         c->rid_reserved = t->adapters[adapter].p.rid_reserved;
@@ -161,11 +164,13 @@ static int sw_open(const struct ntbf_backend_env *env, struct ntbf_backend **out
                             "partition has one LUT window (at the start of its first "
                             "direct BAR): split only that one",
                             nn, ad->name, luts);
-                if (!ad->stx.gas[0])
+                if (!ad->bdf[0] &&
+                    (!ad->stx.gas[0] || (!strcmp(ad->stx.gas, "mrpc") && !ad->stx.device[0])))
                         return lntb_say(why, whylen, NTBF_ECONFIG,
-                                        "adapter %s.%s has no switchtec: {gas: ...} in the cluster "
-                                        "file: give the switch management function's sysfs "
-                                        "resource0, or gas: mrpc with device: /dev/switchtecN "
+                                        "adapter %s.%s has neither a bdf (its switch is found "
+                                        "from the NT function) nor switchtec: {gas: ...}: give "
+                                        "it bdf: with the NT function's PCI address, or the "
+                                        "switch management function's sysfs resource0 as gas "
                                         "(docs/switchtec.md)",
                                         nn, ad->name);
                 for (uint32_t p = 0; p < NTBF_MAX_ADAPTER_PORTS; p++) {

@@ -99,6 +99,25 @@ int stx_rid_del(struct stx_dev *d, uint16_t rid, char *why, size_t whylen);
 /* Whether this host's records name requester rid (*proxy its proxy devfn). */
 bool stx_rid_recorded(struct stx_dev *d, uint16_t rid, uint32_t *proxy);
 
+/*
+ * Where the switch of an NT function is, from sysfs (find.c): the switchtec driver publishes
+ * each management endpoint as /sys/class/switchtec/switchtecN, whose `device` link is its PCI
+ * function. The one that is the NT function itself (Linux's ntb_hw_switchtec drives the NTB
+ * through the management endpoint), else the one that is another function of the same device,
+ * owns it. root prefixes every path ("" on a real host; a fake tree in tests). 0 with *out
+ * filled, or -ENOENT (none), -EEXIST (more than one), -EINVAL (no usable bdf), with a
+ * sentence naming what was looked at and saying to set gas.
+ */
+struct stx_found {
+        char name[64];     /* switchtecN */
+        char function[32]; /* the management function, DDDD:BB:DD.F */
+        char gas[256];     /* ROOT/sys/bus/pci/devices/FUNCTION/resource0 */
+        char device[256];  /* ROOT/dev/switchtecN */
+        int partition;     /* its `partition` attribute; -1: not readable */
+};
+int stx_find_switch(const char *root, const char *ntb_bdf, struct stx_found *out, char *why,
+                    size_t whylen);
+
 /* Crash points (part.h, stx_crash_point): "lut-programmed" and "rid-programmed" (the switch
  * took the entry, the records do not name it yet), "lut-unrecorded" and "rid-unrecorded"
  * (the records dropped it, the switch still has it). */

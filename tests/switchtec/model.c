@@ -2,10 +2,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "model.h"
@@ -372,5 +374,56 @@ void stxm_run(struct stxm *m, int listen_fd, uint32_t tick_us)
         while (!r32(m, STXM_STOP)) {
                 stxm_tick(m);
                 serve(m, listen_fd, (int)(tick_us / 1000 ? tick_us / 1000 : 1));
+        }
+}
+
+/* ---- a fake sysfs ------------------------------------------------------------------------- */
+
+static void fs_mkdirs(char *p)
+{
+        for (char *s = p + 1; *s; s++)
+                if (*s == '/') {
+                        *s = 0;
+                        if (mkdir(p, 0700) && errno != EEXIST)
+                                abort();
+                        *s = '/';
+                }
+        if (mkdir(p, 0700) && errno != EEXIST)
+                abort();
+}
+
+static void fs_link(const char *target, const char *path)
+{
+        if (symlink(target, path) && errno != EEXIST)
+                abort();
+}
+
+void stxm_fake_sysfs(const char *root, const char *name, const char *fn, int partition,
+                     const char *gas)
+{
+        char p[512], t[512];
+        snprintf(p, sizeof(p), "%s/sys/devices/pci0000:00/%s", root, fn);
+        fs_mkdirs(p);
+        if (gas) {
+                snprintf(p, sizeof(p), "%s/sys/devices/pci0000:00/%s/resource0", root, fn);
+                fs_link(gas, p);
+        }
+        snprintf(p, sizeof(p), "%s/sys/bus/pci/devices", root);
+        fs_mkdirs(p);
+        snprintf(p, sizeof(p), "%s/sys/bus/pci/devices/%s", root, fn);
+        snprintf(t, sizeof(t), "../../../devices/pci0000:00/%s", fn);
+        fs_link(t, p);
+        snprintf(p, sizeof(p), "%s/sys/class/switchtec/%s", root, name);
+        fs_mkdirs(p);
+        snprintf(p, sizeof(p), "%s/sys/class/switchtec/%s/device", root, name);
+        snprintf(t, sizeof(t), "../../../devices/pci0000:00/%s", fn);
+        fs_link(t, p);
+        if (partition >= 0) {
+                snprintf(p, sizeof(p), "%s/sys/class/switchtec/%s/partition", root, name);
+                FILE *f = fopen(p, "w");
+                if (!f)
+                        abort();
+                fprintf(f, "%d\n", partition);
+                fclose(f);
         }
 }

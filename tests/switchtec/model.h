@@ -69,4 +69,14 @@ size_t stxm_mrpc(struct stxm *m, const uint8_t *in, size_t inlen, uint8_t *out, 
 /* Tick every tick_us and serve MRPC on listen_fd (-1: none) until STXM_STOP is set. */
 void stxm_run(struct stxm *m, int listen_fd, uint32_t tick_us);
 
+/*
+ * A switch's management endpoint in a fake sysfs under root, as the switchtec driver shows
+ * it: ROOT/sys/class/switchtec/NAME, its `device` link to the PCI function fn
+ * (ROOT/sys/devices/pci0000:00/FN, also listed in ROOT/sys/bus/pci/devices), its `partition`
+ * attribute (partition < 0: none), and the function's resource0 a link to gas (NULL: none).
+ * Aborts if the tree cannot be made.
+ */
+void stxm_fake_sysfs(const char *root, const char *name, const char *fn, int partition,
+                     const char *gas);
+
 #endif

@@ -20,6 +20,7 @@
 #include "model.h"
 #include "ntbfab/backend.h"
 #include "ntbfab/config.h"
+#include "ntbfab/error.h"
 #include "switchtec.h"
 
 #define MiB   (UINT64_C(1) << 20)
@@ -89,7 +90,7 @@ static void backend_close(struct fx *f)
 /* The register model with partitions 0 and 1 (16 requester entries each), the fake pair laid
  * out as their LUT windows, and the backend opened on tests/conformance/switchtec-fake.yaml
  * with the model's file as stx.gas of the instance directory. */
-static int setup_poll(void **state, const char *poll)
+static int setup_poll(void **state, const char *poll, bool find)
 {
         struct fx *f = calloc(1, sizeof(*f));
         snprintf(f->dir, sizeof(f->dir), "/tmp/stxbe.XXXXXX");
@@ -121,6 +122,15 @@ static int setup_poll(void **state, const char *poll)
         f->o = ntbf_backend_find("switchtec");
         assert_non_null(f->o);
         setenv("NTBFAB_STX_POLL", poll, 1);
+        if (find) {
+                /* No gas in the file: each host's switch is the management endpoint of the
+                 * fake sysfs that owns its NT function (the fake's 00:03.0 and 00:04.0), both
+                 * reaching the model's file, each showing its own partition. */
+                f->t->adapters[f->a].stx.gas[0] = 0;
+                f->t->adapters[f->bb].stx.gas[0] = 0;
+                stxm_fake_sysfs(lntb_sys_current->root, "switchtec0", "0000:00:03.0", 0, gas);
+                stxm_fake_sysfs(lntb_sys_current->root, "switchtec1", "0000:00:04.0", 1, gas);
+        }
         backend_open(f);
         *state = f;
         return 0;
@@ -129,13 +139,19 @@ static int setup_poll(void **state, const char *poll)
 /* Polls of 1 ms; 60000 bound the wait only (a loaded machine may not run the model). */
 static int setup(void **state)
 {
-        return setup_poll(state, "1000,60000");
+        return setup_poll(state, "1000,60000", false);
+}
+
+/* The same, with each adapter's switch found from its bdf. */
+static int setup_found(void **state)
+{
+        return setup_poll(state, "1000,60000", true);
 }
 
 /* 30 polls: a status that never settles is given up on quickly. */
 static int setup_short(void **state)
 {
-        return setup_poll(state, "1000,30");
+        return setup_poll(state, "1000,30", false);
 }
 
 static int teardown(void **state)
@@ -391,6 +407,54 @@ static void test_readback_at_probe(void **state)
         assert_int_equal(reg32(f, C(0) + STX_RID_ENTRY(1)), stx_rid_entry(0x0008) | 2u << 1);
 }
 
+/* ---- the switch found from the NT function ----------------------------------------------------
+ */
+
+/* With no gas in the file, a borrow and a return program the switch each adapter's bdf leads
+ * to in sysfs, as with gas given (setup_found). */
+static void test_found_from_bdf(void **state)
+{
+        test_bar_setup_at_probe(state);
+        test_borrow_and_return(state);
+}
+
+/* What the backend cannot find is refused at open with a sentence, nothing opened: a switch
+ * whose partition is not the file's (a's bdf leading to b's switch), none owning the NT
+ * function, two that could. Then the right tree opens. */
+static void test_found_refusals(void **state)
+{
+        struct fx *f = *state;
+        backend_close(f);
+        const char *root = lntb_sys_current->root;
+        char gas[128], why[512], p[400];
+        snprintf(gas, sizeof(gas), "%s/stx.gas", f->dir);
+        struct ntbf_backend_env env = {f->t, f->dir, NTBF_NONE, NULL};
+        snprintf(p, sizeof(p), "rm -rf '%s/sys/class/switchtec'", root);
+        assert_int_equal(system(p), 0);
+        stxm_fake_sysfs(root, "switchtec0", "0000:00:03.0", 1, gas);
+        assert_int_equal(f->o->open(&env, &f->b, why, sizeof(why)), NTBF_ECONFIG);
+        assert_null(f->b);
+        assert_non_null(strstr(why, "adapter a.nt0 has switchtec: {partition: 0}, but its "
+                                    "switch's management device switchtec0 (0000:00:03.0) is "
+                                    "partition 1: correct the partition"));
+        assert_int_equal(system(p), 0);
+        stxm_fake_sysfs(root, "switchtec0", "0000:00:05.0", 0, gas);
+        assert_int_equal(f->o->open(&env, &f->b, why, sizeof(why)), NTBF_ECONFIG);
+        assert_non_null(strstr(why, "adapter a.nt0: no Switchtec management function is NT "
+                                    "function 0000:00:03.0 or another function of its device: "
+                                    "/sys/class/switchtec has switchtec0 (0000:00:05.0)"));
+        assert_non_null(strstr(why, "switchtec: {gas: ...}"));
+        stxm_fake_sysfs(root, "switchtec1", "0000:00:03.1", 0, gas);
+        stxm_fake_sysfs(root, "switchtec2", "0000:00:03.2", 0, gas);
+        assert_int_equal(f->o->open(&env, &f->b, why, sizeof(why)), NTBF_ECONFIG);
+        assert_non_null(strstr(why, "adapter a.nt0: 2 Switchtec management functions could own "
+                                    "NT function 0000:00:03.0"));
+        assert_int_equal(system(p), 0);
+        stxm_fake_sysfs(root, "switchtec0", "0000:00:03.0", 0, gas);
+        stxm_fake_sysfs(root, "switchtec1", "0000:00:04.0", 1, gas);
+        backend_open(f);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -403,6 +467,8 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_bad_args, setup, teardown),
             cmocka_unit_test_setup_teardown(test_status_never_settles, setup_short, teardown),
             cmocka_unit_test_setup_teardown(test_readback_at_probe, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_found_from_bdf, setup_found, teardown),
+            cmocka_unit_test_setup_teardown(test_found_refusals, setup_found, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

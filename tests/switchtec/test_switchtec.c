@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -496,6 +497,116 @@ static void test_open_refusals(void **state)
         fx_stop(&f);
 }
 
+/* ---- finding the switch in sysfs ----------------------------------------------------------------
+ */
+
+/* A fresh fake sysfs root (removed by ft_done). */
+static void ft_root(char *root, size_t len)
+{
+        snprintf(root, len, "/tmp/stxfind.XXXXXX");
+        assert_non_null(mkdtemp(root));
+}
+
+static void ft_done(const char *root)
+{
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+        assert_int_equal(system(cmd), 0);
+}
+
+/* One switch. Its management function is the NT function itself (ntb_hw_switchtec's way),
+ * or another function of the same device: found either way, with the paths under the root
+ * and the class device's partition. */
+static void test_find_one_switch(void **state)
+{
+        (void)state;
+        char root[64], why[512], want[256];
+        struct stx_found fs;
+        ft_root(root, sizeof(root));
+        stxm_fake_sysfs(root, "switchtec0", "0000:03:00.1", 2, NULL);
+        assert_int_equal(stx_find_switch(root, "0000:03:00.1", &fs, why, sizeof(why)), 0);
+        assert_string_equal(fs.name, "switchtec0");
+        assert_string_equal(fs.function, "0000:03:00.1");
+        snprintf(want, sizeof(want), "%s/sys/bus/pci/devices/0000:03:00.1/resource0", root);
+        assert_string_equal(fs.gas, want);
+        snprintf(want, sizeof(want), "%s/dev/switchtec0", root);
+        assert_string_equal(fs.device, want);
+        assert_int_equal(fs.partition, 2);
+        /* A function of another bus, device or domain is not the switch's. */
+        assert_int_equal(stx_find_switch(root, "0000:04:00.1", &fs, why, sizeof(why)), -ENOENT);
+        assert_int_equal(stx_find_switch(root, "0000:03:01.1", &fs, why, sizeof(why)), -ENOENT);
+        assert_int_equal(stx_find_switch(root, "0001:03:00.1", &fs, why, sizeof(why)), -ENOENT);
+        assert_non_null(strstr(why, "/sys/class/switchtec has switchtec0 (0000:03:00.1)"));
+        ft_done(root);
+
+        ft_root(root, sizeof(root));
+        stxm_fake_sysfs(root, "switchtec3", "0000:03:00.0", -1, NULL);
+        assert_int_equal(stx_find_switch(root, "0000:03:00.1", &fs, why, sizeof(why)), 0);
+        assert_string_equal(fs.name, "switchtec3");
+        snprintf(want, sizeof(want), "%s/sys/bus/pci/devices/0000:03:00.0/resource0", root);
+        assert_string_equal(fs.gas, want);
+        assert_int_equal(fs.partition, -1); /* no attribute */
+        ft_done(root);
+}
+
+/* Two switches: each NT function gets the switch that owns it; the management function that
+ * is the NT function wins over a sibling function; two siblings are ambiguous. */
+static void test_find_two_switches(void **state)
+{
+        (void)state;
+        char root[64], why[512];
+        struct stx_found fs;
+        ft_root(root, sizeof(root));
+        stxm_fake_sysfs(root, "switchtec0", "0000:03:00.0", 0, NULL);
+        stxm_fake_sysfs(root, "switchtec1", "0000:85:00.0", 1, NULL);
+        assert_int_equal(stx_find_switch(root, "0000:85:00.1", &fs, why, sizeof(why)), 0);
+        assert_string_equal(fs.name, "switchtec1");
+        assert_int_equal(fs.partition, 1);
+        assert_int_equal(stx_find_switch(root, "0000:03:00.1", &fs, why, sizeof(why)), 0);
+        assert_string_equal(fs.name, "switchtec0");
+        assert_int_equal(fs.partition, 0);
+        /* The NT function is itself a management endpoint: that one, not its sibling. */
+        stxm_fake_sysfs(root, "switchtec2", "0000:85:00.1", 5, NULL);
+        assert_int_equal(stx_find_switch(root, "0000:85:00.1", &fs, why, sizeof(why)), 0);
+        assert_string_equal(fs.name, "switchtec2");
+        /* Two siblings and no exact one: ambiguous, both named, gas asked for. */
+        assert_int_equal(stx_find_switch(root, "0000:85:00.3", &fs, why, sizeof(why)), -EEXIST);
+        assert_non_null(strstr(why, "2 Switchtec management functions could own NT function "
+                                    "0000:85:00.3"));
+        assert_non_null(strstr(why, "switchtec1 (0000:85:00.0)"));
+        assert_non_null(strstr(why, "switchtec2 (0000:85:00.1)"));
+        assert_non_null(strstr(why, "switchtec: {gas: ...}"));
+        ft_done(root);
+}
+
+/* No switch: no class directory (driver not loaded), an empty one, no usable bdf. Each
+ * sentence names what was looked at and says to set gas. */
+static void test_find_none(void **state)
+{
+        (void)state;
+        char root[64], why[512], p[128];
+        struct stx_found fs;
+        ft_root(root, sizeof(root));
+        assert_int_equal(stx_find_switch(root, "0000:03:00.1", &fs, why, sizeof(why)), -ENOENT);
+        assert_non_null(strstr(why, "NT function 0000:03:00.1 in: /sys/class/switchtec: No such "
+                                    "file or directory (is the switchtec driver loaded?)"));
+        assert_non_null(strstr(why, "switchtec: {gas: ...}"));
+        static const char *const dirs[] = {"sys", "sys/class", "sys/class/switchtec"};
+        for (size_t i = 0; i < 3; i++) {
+                snprintf(p, sizeof(p), "%s/%s", root, dirs[i]);
+                assert_int_equal(mkdir(p, 0700), 0);
+        }
+        assert_int_equal(stx_find_switch(root, "0000:03:00.1", &fs, why, sizeof(why)), -ENOENT);
+        assert_non_null(strstr(why, "no Switchtec management function is NT function "
+                                    "0000:03:00.1 or another function of its device: "
+                                    "/sys/class/switchtec has no switchtecN"));
+        assert_non_null(strstr(why, "switchtec: {gas: ...}"));
+        assert_int_equal(stx_find_switch(root, "", &fs, why, sizeof(why)), -EINVAL);
+        assert_non_null(strstr(why, "give the adapter its bdf"));
+        assert_int_equal(stx_find_switch(root, NULL, &fs, why, sizeof(why)), -EINVAL);
+        ft_done(root);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -506,6 +617,9 @@ int main(void)
             cmocka_unit_test(test_crash_and_read_back),
             cmocka_unit_test(test_mrpc_and_crosslink),
             cmocka_unit_test(test_open_refusals),
+            cmocka_unit_test(test_find_one_switch),
+            cmocka_unit_test(test_find_two_switches),
+            cmocka_unit_test(test_find_none),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -289,14 +289,26 @@ static void test_switchtec_needs_its_switch(void **state)
                         "    adapters:\n"
                         "      - name: n\n"
                         "        model: switchtec-pfx\n"
-                        "        switchtec: {gas: /sys/bus/pci/devices/0000:03:00.1/resource0}\n";
+                        "        switchtec: {gas: /sys/bus/pci/devices/0000:03:00.1/resource0}\n"
+                        "  - name: d\n"
+                        "    id: 10\n"
+                        "    address: 'x:4'\n"
+                        "    adapters:\n"
+                        "      - {name: n, model: switchtec-pfx, bdf: '03:00.1', switchtec: "
+                        "{partition: 2}}\n"
+                        "      - {name: m, model: switchtec-pfx, bdf: '05:00.1', switchtec: "
+                        "{gas: mrpc, partition: 3}}\n";
         char *e = load_errors(y, strlen(y));
-        assert_non_null(strstr(e,
-                               "t.yaml:7:16: error: adapter a.n: the switchtec backend needs its "
-                               "switch: add switchtec: {gas: "));
+        assert_non_null(strstr(e, "t.yaml:7:16: error: adapter a.n: the switchtec backend needs "
+                                  "its switch: add bdf: with the NT function's PCI address (the "
+                                  "switch is found from it in /sys/class/switchtec) and "
+                                  "switchtec: {partition: N}, or switchtec: {gas: "));
         assert_non_null(strstr(e, "t.yaml:14:20: error: adapter b.n: switchtec: {gas: mrpc} "
                                   "reaches the switch through its management device: add device: "
-                                  "/dev/switchtecN\n"));
+                                  "/dev/switchtecN, or the adapter's bdf (the device is then found "
+                                  "from it)\n"));
+        /* With a bdf, gas (and mrpc's device) may be left out: the backend finds the switch. */
+        assert_null(strstr(e, "adapter d."));
         assert_non_null(strstr(e, "t.yaml:21:20: error: adapter c.n: the switchtec backend needs "
                                   "the NT partition in the file"));
         free(e);
