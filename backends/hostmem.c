@@ -1,4 +1,5 @@
-/* backends/hostmem.c: PCI BARs through sysfs and the file offsets of mappings (hostmem.h). */
+/* backends/hostmem.c: PCI BARs and config space through sysfs, and the file offsets of
+ * mappings (hostmem.h). */
 #include "hostmem.h"
 
 #include <dirent.h>
@@ -12,6 +13,8 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
+
+#include "ntbfab/topology.h"
 
 #define PAGE            UINT64_C(4096)
 #define PCI_BARS        6               /* resource lines 0..5; line 6 is the expansion ROM */
@@ -112,5 +115,34 @@ int ntbf__maps_file_off(int fd, const void *addr, uint64_t size, uint64_t *off)
                 r = 0;
         }
         fclose(f);
+        return r;
+}
+
+int ntbf__pci_cfg(const char *dir, const struct ntbf_topo *t, uint32_t node, uint32_t device,
+                  uint32_t f, bool write, uint32_t off, uint32_t size, uint32_t *val)
+{
+        if (!dir || !t || !val || device >= t->ndevices ||
+            f >= ntbf_device_nfuncs(&t->devices[device]))
+                return -ENODEV;
+        const struct ntbf_device *d = &t->devices[device];
+        if (node != NTBF_NONE && d->node != node)
+                return -ENODEV; /* another host's device: its daemon reaches it */
+        if ((size != 1 && size != 2 && size != 4) || off % size || off >= 4096)
+                return -EINVAL;
+        uint32_t rid = ntbf_device_rid(d, f);
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/%04x:%02x:%02x.%x/config", dir, d->domain, rid >> 8,
+                 (rid >> 3) & 0x1f, rid & 7);
+        int fd = open(path, (write ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+        if (fd < 0)
+                return errno == ENOENT ? -ENODEV : -errno;
+        uint32_t w = write ? *val : 0;
+        uint8_t buf[4] = {(uint8_t)w, (uint8_t)(w >> 8), (uint8_t)(w >> 16), (uint8_t)(w >> 24)};
+        ssize_t n = write ? pwrite(fd, buf, size, off) : pread(fd, buf, size, off);
+        int r = n == (ssize_t)size ? 0 : n < 0 ? -errno : -EIO;
+        close(fd);
+        if (!r && !write)
+                *val = (uint32_t)buf[0] | (uint32_t)buf[1] << 8 | (uint32_t)buf[2] << 16 |
+                       (uint32_t)buf[3] << 24;
         return r;
 }

@@ -1,10 +1,14 @@
 /* backends/hostmem.h: this host's memory as a backend reaches it from user space (host_map,
  * host_bus): a local PCI device's BAR through its sysfs resource file, and the file offset of
- * a process mapping. Shared by the hardware backends (ivshmem, linux-ntb) and the sim. */
+ * a process mapping; and a local device's config space through sysfs (cfg_read/cfg_write).
+ * Shared by the hardware backends (ivshmem, linux-ntb, dolphin) and the sim. */
 #ifndef NTBF_BACKENDS_HOSTMEM_H
 #define NTBF_BACKENDS_HOSTMEM_H
 
+#include <stdbool.h>
 #include <stdint.h>
+
+struct ntbf_topo;
 
 /*
  * Map [addr, addr + size) of this host's physical address space when it lies in one memory
@@ -24,5 +28,17 @@ int ntbf__pci_bar_unmap(void *addr, uint64_t size);
  * the mapping's start). -EFAULT when no mapping of the file holds the range.
  */
 int ntbf__maps_file_off(int fd, const void *addr, uint64_t size, uint64_t *off);
+
+/*
+ * Config space of function f of topology device `device`, a device of this host (node; any
+ * with NTBF_NONE), through its file DIR/DDDD:BB:DD.F/config (dir "/sys/bus/pci/devices" on a
+ * real host), the way Linux offers it to root without going through the driver bound to the
+ * function: size 1, 2 or 4 bytes at a naturally aligned offset below 4096, *val read or
+ * written. -ENODEV for a function of another node, of no such device, or with no such file;
+ * -EINVAL for a bad size or offset; -EIO for a short access (beyond 64 bytes, an
+ * unprivileged reader gets none); -errno when the file cannot be opened.
+ */
+int ntbf__pci_cfg(const char *dir, const struct ntbf_topo *t, uint32_t node, uint32_t device,
+                  uint32_t f, bool write, uint32_t off, uint32_t size, uint32_t *val);
 
 #endif

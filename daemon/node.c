@@ -461,7 +461,8 @@ static void do_program(struct ntbf__d *d, struct json_object *p, bool set, ntbf_
 /*
  * The one path to a local device's config space: VFIO for a device of this host driven
  * through vfio-pci (`vfio: true`), else the backend's cfg_read/cfg_write (the simulated
- * device models). NTBF_EUNSUPPORTED when neither reaches the device.
+ * device models; sysfs on the dolphin and linux-ntb backends). NTBF_EUNSUPPORTED when
+ * neither reaches the device.
  */
 int ntbf__node_cfg(struct ntbf__d *d, uint32_t device, uint32_t function, bool write, uint32_t off,
                    uint32_t size, uint32_t *val)
@@ -521,7 +522,7 @@ static void do_cfg(struct ntbf__d *d, uint32_t from, struct json_object *p, ntbf
         uint32_t probe;
         if (ntbf__node_cfg(d, dev, fn, false, 0, 2, &probe) == NTBF_EUNSUPPORTED) {
                 /* Which config spaces the backend reaches is its own (the simulated fabric's
-                 * device models, sysfs for the dolphin backend): say which backend. */
+                 * device models, sysfs for the dolphin and linux-ntb backends): say which. */
                 char why[256];
                 snprintf(why, sizeof(why),
                          "no config-space access to this device: it is not a VFIO device of "

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../hostmem.h"
 #include "dolphin.h"
 
 /*
@@ -237,27 +238,10 @@ void ntbf__dol_dev_release(struct ntbf_adapter_h *h)
  * is bound to (Dolphin's, for a device in the SmartIO pool). NTBFAB_DOLPHIN_PCI_ROOT replaces
  * /sys/bus/pci/devices (tests).
  */
-static int cfg_open(struct ntbf_backend *b, uint32_t device, uint32_t f, uint32_t off,
-                    uint32_t size, bool write)
+static const char *pci_dir(void)
 {
-        const struct ntbf_topo *t = b->t;
-        if (device >= t->ndevices || f >= ntbf_device_nfuncs(&t->devices[device]))
-                return -ENODEV;
-        if (b->node != NTBF_NONE && t->devices[device].node != b->node)
-                return -ENODEV; /* another host's device: its daemon reaches it */
-        if ((size != 1 && size != 2 && size != 4) || off % size || off >= 4096)
-                return -EINVAL;
-        const struct ntbf_device *d = &t->devices[device];
-        uint32_t rid = ntbf_device_rid(d, f);
         const char *root = getenv("NTBFAB_DOLPHIN_PCI_ROOT");
-        char path[PATH_MAX];
-        snprintf(path, sizeof(path), "%s/%04x:%02x:%02x.%x/config",
-                 root && *root ? root : "/sys/bus/pci/devices", d->domain, rid >> 8,
-                 (rid >> 3) & 0x1f, rid & 7);
-        int fd = open(path, (write ? O_RDWR : O_RDONLY) | O_CLOEXEC);
-        if (fd < 0)
-                return errno == ENOENT ? -ENODEV : -errno;
-        return fd;
+        return root && *root ? root : "/sys/bus/pci/devices";
 }
 
 int ntbf__dol_cfg_read(struct ntbf_backend *b, uint32_t device, uint32_t f, uint32_t off,
@@ -265,29 +249,11 @@ int ntbf__dol_cfg_read(struct ntbf_backend *b, uint32_t device, uint32_t f, uint
 {
         if (!val)
                 return -EINVAL;
-        int fd = cfg_open(b, device, f, off, size, false);
-        if (fd < 0)
-                return fd;
-        uint8_t buf[4] = {0};
-        ssize_t n = pread(fd, buf, size, off);
-        int r = n == (ssize_t)size ? 0 : n < 0 ? -errno : -EIO;
-        close(fd);
-        if (!r)
-                *val = (uint32_t)buf[0] | (uint32_t)buf[1] << 8 | (uint32_t)buf[2] << 16 |
-                       (uint32_t)buf[3] << 24;
-        return r;
+        return ntbf__pci_cfg(pci_dir(), b->t, b->node, device, f, false, off, size, val);
 }
 
 int ntbf__dol_cfg_write(struct ntbf_backend *b, uint32_t device, uint32_t f, uint32_t off,
                         uint32_t size, uint32_t val)
 {
-        int fd = cfg_open(b, device, f, off, size, true);
-        if (fd < 0)
-                return fd;
-        uint8_t buf[4] = {(uint8_t)val, (uint8_t)(val >> 8), (uint8_t)(val >> 16),
-                          (uint8_t)(val >> 24)};
-        ssize_t n = pwrite(fd, buf, size, off);
-        int r = n == (ssize_t)size ? 0 : n < 0 ? -errno : -EIO;
-        close(fd);
-        return r;
+        return ntbf__pci_cfg(pci_dir(), b->t, b->node, device, f, true, off, size, &val);
 }

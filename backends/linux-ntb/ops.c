@@ -1,6 +1,9 @@
 /* backends/linux-ntb/ops.c: the linux-ntb backend's vtable, over the functions of lntb.h. */
 #include <errno.h>
+#include <limits.h>
+#include <stdio.h>
 
+#include "../hostmem.h"
 #include "lntb.h"
 #include "ntbfab/error.h"
 
@@ -226,6 +229,31 @@ void lntb_op_client_gone(struct ntbf_adapter_h *h, uint64_t client)
         lntb_client_gone(L(h), client);
 }
 
+/*
+ * Config space of this host's devices of the cluster file that are not driven through VFIO
+ * (`vfio: false`: the daemon takes VFIO's path for the others): their sysfs config file, as
+ * Linux offers it to root whatever driver is bound. The NTB framework has none of its own.
+ */
+static int ln_cfg(struct ntbf_backend *b, uint32_t device, uint32_t f, bool write, uint32_t off,
+                  uint32_t size, uint32_t *val)
+{
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof(dir), "%s/sys/bus/pci/devices", LB(b)->sys->root);
+        return ntbf__pci_cfg(dir, LB(b)->t, LB(b)->node, device, f, write, off, size, val);
+}
+
+static int ln_cfg_read(struct ntbf_backend *b, uint32_t device, uint32_t f, uint32_t off,
+                       uint32_t size, uint32_t *val)
+{
+        return val ? ln_cfg(b, device, f, false, off, size, val) : -EINVAL;
+}
+
+static int ln_cfg_write(struct ntbf_backend *b, uint32_t device, uint32_t f, uint32_t off,
+                        uint32_t size, uint32_t val)
+{
+        return ln_cfg(b, device, f, true, off, size, &val);
+}
+
 const struct ntbf_backend_ops ntbf__linux_ntb_ops = {
     .name = "linux-ntb",
     .open = ln_open,
@@ -269,4 +297,6 @@ const struct ntbf_backend_ops ntbf__linux_ntb_ops = {
     .host_map = lntb_op_host_map,
     .host_unmap = lntb_op_host_unmap,
     .host_bus = lntb_op_host_bus,
+    .cfg_read = ln_cfg_read,
+    .cfg_write = ln_cfg_write,
 };

@@ -20,8 +20,8 @@
  *
  * Results are RESULT name ok|FAIL detail and FIGURE name value unit lines on stdout. The
  * drive's registers are BAR0 through sysfs (resource0) of the function ntbfab names
- * (SCIQuery: the cluster file's bdf); its Command register's Memory Space and Bus Master bits
- * are set through sysfs too (the linux-ntb backend reaches no local config space). */
+ * (SCIQuery: the cluster file's bdf); SCIBorrowDevice enabled it (Memory Space and Bus
+ * Master, read back here). */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -266,23 +266,60 @@ static int admin(struct ctl *c, struct qp *a, uint8_t opc, uint32_t cdw10, uint3
         return st == 0 && got != cid ? -1 : st;
 }
 
-/* BAR0 of the drive through sysfs, and Memory Space and Bus Master on. */
+/* The drive's config space file in sysfs. */
+static void cfg_path(char *path, size_t len, uint32_t bdf)
+{
+        snprintf(path, len, "/sys/bus/pci/devices/0000:%02x:%02x.%x/config", bdf >> 8,
+                 (bdf >> 3) & 0x1f, bdf & 7);
+}
+
+/*
+ * Bus Master off before SCIBorrowDevice (the firmware may have left it on), so that finding
+ * it on afterwards says the borrow enabled the drive.
+ */
+static int master_off(const char *name, uint32_t bdf)
+{
+        char path[128];
+        cfg_path(path, sizeof(path), bdf);
+        int fd = open(path, O_RDWR | O_CLOEXEC);
+        uint16_t cmd = 0;
+        bool ok = fd >= 0 && pread(fd, &cmd, 2, 4) == 2;
+        if (ok) {
+                cmd &= (uint16_t)~0x4u;
+                ok = pwrite(fd, &cmd, 2, 4) == 2;
+        }
+        if (!ok)
+                result(name, false, "%s: %s (is the cluster file's bdf of the drive right?)", path,
+                       strerror(errno));
+        if (fd >= 0)
+                close(fd);
+        return ok ? 0 : -1;
+}
+
+/*
+ * BAR0 of the drive through sysfs. SCIBorrowDevice set Memory Space and Bus Master in its
+ * Command register (through the daemon, which reaches the config space of the node's devices
+ * through sysfs on backend linux-ntb): read back here, the drive cannot DMA without them.
+ */
 static volatile uint8_t *open_regs(const char *name, uint32_t bdf, size_t *size)
 {
         char path[128];
-        snprintf(path, sizeof(path), "/sys/bus/pci/devices/0000:%02x:%02x.%x/config", bdf >> 8,
-                 (bdf >> 3) & 0x1f, bdf & 7);
-        int fd = open(path, O_RDWR | O_CLOEXEC);
+        cfg_path(path, sizeof(path), bdf);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
         uint16_t cmd = 0;
         if (fd < 0 || pread(fd, &cmd, 2, 4) != 2) {
                 result(name, false, "%s: %s (is the cluster file's bdf of the drive right?)", path,
                        strerror(errno));
+                if (fd >= 0)
+                        close(fd);
                 return NULL;
         }
-        cmd |= 0x6;
-        if (pwrite(fd, &cmd, 2, 4) != 2) {
-                result(name, false, "writing the Command register in %s: %s", path,
-                       strerror(errno));
+        if ((cmd & 0x6) != 0x6) {
+                result(name, false,
+                       "the drive's Command register is 0x%04x after SCIBorrowDevice: Memory "
+                       "Space and Bus Master are not both set (the daemon did not reach its "
+                       "config space)",
+                       cmd);
                 close(fd);
                 return NULL;
         }
@@ -394,6 +431,10 @@ static int do_read(uint32_t nodeid, uint32_t segid, size_t off, size_t len, uint
         sci_smartio_query_device_t qd = {fdid, SCI_Q_DEVICE_INFO, &info};
         SCIQuery(SCI_Q_DEVICE, &qd, 0, &error);
         check(mapname, "SCIQuery(SCI_Q_DEVICE)");
+        if (master_off(mapname, info.bdf)) {
+                printf("failed\n");
+                return 1;
+        }
         sci_smartio_device_t dev;
         SCIBorrowDevice(sd, &dev, fdid, SCI_FLAG_EXCLUSIVE, &error);
         check(mapname, "SCIBorrowDevice");

@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "../../backends/hostmem.h"
 #include "fake_ntbdev.h"
 #include "lntb.h"
 #include "ntbfab/config.h"
@@ -40,6 +41,8 @@ static const char cluster_fmt[] =
     "        windows:\n"
     "          - {size: 1MiB, bar: 2, base: %s, addr_align: 1MiB, size_align: 1MiB}\n"
     "          - {size: 1MiB, bar: 4, base: 0x801000000, addr_align: 1MiB, size_align: 1MiB}\n"
+    "    devices:\n"
+    "      - {name: nvme0, bdf: \"00:05.0\", class: 0x010802, bars: [16KiB]}\n"
     "  - name: b\n"
     "    id: 8\n"
     "    address: 127.0.0.1:2\n"
@@ -703,6 +706,54 @@ static void test_host(void **state)
         lntb_mem_free(f->lb, &m);
 }
 
+/* Config space of a local device that is not VFIO's: its sysfs file (the fake's root). */
+static void test_cfg(void **state)
+{
+        struct fx *f = *state;
+        char d[512], p[600], cmd[600];
+        snprintf(d, sizeof(d), "%s/sys/bus/pci/devices/0000:00:05.0", f->sys->root);
+        snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", d);
+        assert_int_equal(system(cmd), 0);
+        snprintf(p, sizeof(p), "%s/config", d);
+        uint8_t cfg[256] = {0x36, 0x1b, 0x10, 0x00, 0x00, 0x04};
+        int fd = open(p, O_RDWR | O_CREAT | O_TRUNC, 0600);
+        assert_true(fd >= 0 && write(fd, cfg, sizeof(cfg)) == (ssize_t)sizeof(cfg));
+        close(fd);
+        uint32_t dev = 0, v = 0;
+        while (strcmp(f->t->devices[dev].name, "nvme0"))
+                dev++;
+        struct ntbf_backend *b = (struct ntbf_backend *)(void *)f->be;
+        const struct ntbf_backend_ops *o = &ntbf__linux_ntb_ops;
+        assert_int_equal(o->cfg_read(b, dev, 0, 0, 4, &v), 0);
+        assert_int_equal(v, 0x00101b36);
+        /* Memory Space and Bus Master on, Interrupt Disable kept: the file has it. */
+        assert_int_equal(o->cfg_write(b, dev, 0, 4, 2, 0x0406), 0);
+        fd = open(p, O_RDONLY);
+        assert_true(fd >= 0 && pread(fd, cfg, 2, 4) == 2);
+        close(fd);
+        assert_int_equal(cfg[0] | cfg[1] << 8, 0x0406);
+        assert_int_equal(o->cfg_read(b, dev, 0, 5, 1, &v), 0);
+        assert_int_equal(v, 0x04);
+        /* Bad sizes and offsets, no value, another function, a device of no such index. */
+        assert_int_equal(o->cfg_read(b, dev, 0, 0, 3, &v), -EINVAL);
+        assert_int_equal(o->cfg_read(b, dev, 0, 2, 4, &v), -EINVAL);
+        assert_int_equal(o->cfg_write(b, dev, 0, 4096, 1, 0), -EINVAL);
+        assert_int_equal(o->cfg_read(b, dev, 0, 0, 4, NULL), -EINVAL);
+        assert_int_equal(o->cfg_read(b, dev, 1, 0, 4, &v), -ENODEV);
+        assert_int_equal(o->cfg_read(b, f->t->ndevices, 0, 0, 4, &v), -ENODEV);
+        /* Past the file's end: a short read. */
+        assert_int_equal(o->cfg_read(b, dev, 0, 256, 4, &v), -EIO);
+        /* Node b's daemon asking: another host's device (the helper under the vtable). */
+        char dir[600];
+        snprintf(dir, sizeof(dir), "%s/sys/bus/pci/devices", f->sys->root);
+        uint32_t nb = ntbf_topo_find_node(f->t, "b"), na = ntbf_topo_find_node(f->t, "a");
+        assert_int_equal(ntbf__pci_cfg(dir, f->t, nb, dev, 0, false, 0, 4, &v), -ENODEV);
+        assert_int_equal(ntbf__pci_cfg(dir, f->t, na, dev, 0, false, 0, 4, &v), 0);
+        /* No such function in sysfs. */
+        assert_int_equal(unlink(p), 0);
+        assert_int_equal(o->cfg_read(b, dev, 0, 0, 4, &v), -ENODEV);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -717,6 +768,7 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_msgs, setup, teardown),
             cmocka_unit_test_setup_teardown(test_relay, setup, teardown),
             cmocka_unit_test_setup_teardown(test_host, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_cfg, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
