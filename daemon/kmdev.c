@@ -139,6 +139,54 @@ int ntbf__kmdev_pool(struct ntbf__d *d, char *why, size_t whylen)
         return r;
 }
 
+static void give_back(struct ntbf__d *d, uint32_t fdid, uint32_t lender, bool exported);
+static const char *const state_names[] = {"idle", "open", "borrowing", "borrowed", "lost"};
+
+/*
+ * What a daemon before this one left: borrows held for VMs by instances of the module. An
+ * instance that still has the device (the VM runs on) is served from here on; one that no
+ * longer has it (its VM stopped, or it was removed, while no daemon ran: the module could tell
+ * nobody) leaves a borrow nobody holds, which goes back now.
+ */
+static void take_over(struct ntbf__d *d)
+{
+        struct ntbfab_lend_mdev_entry e[64];
+        struct ntbfab_lend_mdev_list l = {.count = 64, .entries = (uint64_t)(uintptr_t)e};
+        bool listed = !ioctl(ntbf__kern_fd(d), NTBFAB_LEND_IOC_MDEV_LIST, &l);
+        if (!listed)
+                LOG_W("cannot list the VMs' instances (%s): borrows held for them are taken "
+                      "over as recorded",
+                      strerror(errno));
+        for (struct ntbf__borrow *b = d->borrows, *next; b; b = next) {
+                struct json_object *o;
+                uint64_t inst;
+                next = b->next;
+                if (!json_object_object_get_ex(b->json, "mdev", &o) ||
+                    !ntbf__jget_u(o, "instance", &inst) || b->mdev == (int64_t)inst)
+                        continue;
+                const char *st = listed ? "gone" : NULL;
+                for (uint32_t i = 0; listed && i < l.count && i < 64; i++)
+                        if (e[i].instance == inst && e[i].fdid == b->fdid)
+                                st = e[i].state == NTBFAB_LEND_MDEV_BORROWED ? NULL
+                                     : e[i].state < 5 ? state_names[e[i].state]
+                                                      : "?";
+                if (st) {
+                        LOG_W("0x%04x was held for a VM by instance %" PRIu64 ", which no longer "
+                              "has it (%s): the VM stopped while no daemon ran; returning it",
+                              b->fdid, inst, st);
+                        give_back(d, b->fdid, b->lender, true);
+                        ntbf__node_event(d, "device.returned", b->fdid, NULL, NULL);
+                        continue;
+                }
+                /* A daemon before this one died with the VM running: the instance kept the
+                 * device, this daemon serves it from here on (its config writes, its
+                 * return). */
+                b->mdev = (int64_t)inst;
+                LOG_I("0x%04x of a VM (instance %" PRIu64 ") taken over from its borrow record",
+                      b->fdid, inst);
+        }
+}
+
 void ntbf__kmdev_start(struct ntbf__d *d)
 {
         char why[256];
@@ -156,13 +204,8 @@ void ntbf__kmdev_start(struct ntbf__d *d)
                         LOG_I("VM pass-through unavailable: %s", why);
                 return;
         }
-        for (struct ntbf__borrow *b = d->borrows; b; b = b->next) {
-                struct json_object *o;
-                uint64_t inst;
-                if (json_object_object_get_ex(b->json, "mdev", &o) &&
-                    ntbf__jget_u(o, "instance", &inst))
-                        b->mdev = (int64_t)inst;
-        }
+        if (held)
+                take_over(d);
 }
 
 /* ---- answers -------------------------------------------------------------------------------- */
@@ -477,8 +520,6 @@ void ntbf__kmdev_lost(struct ntbf__d *d, struct ntbf__borrow *b)
 }
 
 /* ---- operators: mdev.list, mdev.create, mdev.remove --------------------------------------- */
-
-static const char *const state_names[] = {"idle", "open", "borrowing", "borrowed", "lost"};
 
 static const char *sysfs_root(void)
 {

@@ -663,6 +663,9 @@ static void m_lspci(void *ctx, struct ntbf__rpc_call *call, struct json_object *
                 struct json_object *att;
                 if (json_object_object_get_ex(b->json, "attached", &att))
                         json_object_object_add(o, "attached", json_object_get(att));
+                /* Held for a VM: its ntbfab_mdev instance (the record a restart takes over). */
+                if (json_object_object_get_ex(b->json, "mdev", &att))
+                        json_object_object_add(o, "mdev", json_object_get(att));
                 json_object_array_add(a, o);
         }
         ntbf__rpc_result(call, a);

@@ -145,9 +145,12 @@ struct ntbf__borrow *ntbf__node_add_borrow(struct ntbf__d *d, struct json_object
                      local, sizeof(local));
         struct json_object *copy = json_object_get(bj), *att;
         json_object_object_add(copy, "local_bdf", json_object_new_string(local));
-        /* The manager does not know what this kernel holds: keep it. */
-        if (b->json && copy != b->json && json_object_object_get_ex(b->json, "attached", &att))
-                json_object_object_add(copy, "attached", json_object_get(att));
+        /* The manager does not know what this kernel holds (a shadow device, a VM's mdev
+         * instance): keep it. */
+        static const char *const held[] = {"attached", "mdev"};
+        for (size_t i = 0; i < 2; i++)
+                if (b->json && copy != b->json && json_object_object_get_ex(b->json, held[i], &att))
+                        json_object_object_add(copy, held[i], json_object_get(att));
         json_object_put(b->json);
         b->json = copy;
         ntbf__jget_b(bj, "sisci", &b->sisci);

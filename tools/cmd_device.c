@@ -592,6 +592,10 @@ static int run_lspci(int argc, char **argv)
                 struct json_object *att = jo(d, "attached"), *peers = jo(att, "peers");
                 if (att && js(att, "pci"))
                         printf("    attached to this kernel as %s\n", js(att, "pci"));
+                if (jo(d, "mdev"))
+                        printf("    held for a VM by mdev instance %" PRIu64
+                               " (ntbfab mdev list)\n",
+                               ju(jo(d, "mdev"), "instance"));
                 for (size_t k = 0; peers && k < json_object_array_length(peers); k++) {
                         struct json_object *pe = json_object_array_get_idx(peers, k);
                         printf("    reaches BAR%" PRIu64 " of 0x%04" PRIx64 " (0x%" PRIx64
