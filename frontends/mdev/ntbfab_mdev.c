@@ -172,7 +172,9 @@ struct mdev_inst {
 	u32 nr_runs, cap_runs;
 	u64 pinned;
 	struct ntbfab_lend_mdev_range gaps[MDEV_GAPS];	/* unmapped by the VMM meanwhile */
+	bool gap_back[MDEV_GAPS];	/* part of it came back: the rest may never */
 	u32 nr_gaps, repin_tries;
+	u32 merge_from;			/* runs_add() extends runs from this index on only */
 	struct delayed_work repin;
 	struct ntbfab_export *ex;	/* ntbfab_lend_lock() */
 	struct iommu_domain *dom;
@@ -659,7 +661,9 @@ static int runs_add(struct mdev_inst *inst, u64 gpa, unsigned long pfn)
 	struct mdev_run *r = inst->nr_runs ? &inst->runs[inst->nr_runs - 1] : NULL;
 	struct mdev_run *n;
 
-	if (r && r->gpa + (r->npages << PAGE_SHIFT) == gpa && r->pfn + r->npages == pfn) {
+	/* A run mapped before (a scan of a gap) is not extended: its mapping would not be. */
+	if (r && inst->nr_runs > inst->merge_from &&
+	    r->gpa + (r->npages << PAGE_SHIFT) == gpa && r->pfn + r->npages == pfn) {
 		r->npages++;
 		return 0;
 	}
@@ -1573,14 +1577,17 @@ static void gap_add(struct mdev_inst *inst, u64 s, u64 e)
 
 			g->gpa = min(g->gpa, s);
 			g->size = end - g->gpa;
+			inst->gap_back[i] = false;
 			return;
 		}
 	}
-	if (inst->nr_gaps < MDEV_GAPS)
+	if (inst->nr_gaps < MDEV_GAPS) {
+		inst->gap_back[inst->nr_gaps] = false;
 		inst->gaps[inst->nr_gaps++] = (struct ntbfab_lend_mdev_range){ s, e - s };
-	else
+	} else {
 		dev_warn(inst->vdev.dev, "the VMM unmapped too many ranges: 0x%llx+0x%llx stays out of the device's reach\n",
 			 s, e - s);
+	}
 }
 
 /*
@@ -1588,18 +1595,21 @@ static void gap_add(struct mdev_inst *inst, u64 s, u64 e)
  * are carved out of RAM, and QEMU then unmaps a whole RAM section and maps
  * what is left): VFIO tells an mdev of the unmap only.  So the ranges unmapped
  * while borrowed are pinned and mapped again once the VMM has mapped them
- * again (a range with at least one page back is done: the VMM maps a section
- * whole), retried from 100 ms to about 20 s.
+ * again, retried from 100 ms to about 20 s.  The VMM maps the pieces of a
+ * section one by one, so a gap of which some came back keeps its holes: the
+ * rest of the pieces may still come (or never, as TSEG).
  */
 static void inst_repin(struct work_struct *work)
 {
 	struct mdev_inst *inst = container_of(to_delayed_work(work), struct mdev_inst, repin);
 	struct page **pages = kmalloc_array(MDEV_PIN_MAX, sizeof(*pages), GFP_KERNEL);
-	u64 before;
-	u32 i, j, first, left = 0;
+	struct ntbfab_lend_mdev_range *next = kcalloc(MDEV_GAPS, sizeof(*next), GFP_KERNEL);
+	bool back[MDEV_GAPS] = { false };
+	u64 before, cur, end;
+	u32 i, j, first, left = 0, unsure = 0, lost = 0;
 
 	mutex_lock(&inst->lock);
-	if (inst_state(inst) != NTBFAB_LEND_MDEV_BORROWED || !pages) {
+	if (inst_state(inst) != NTBFAB_LEND_MDEV_BORROWED || !pages || !next) {
 		inst->nr_gaps = 0;
 		goto out;
 	}
@@ -1609,10 +1619,28 @@ static void inst_repin(struct work_struct *work)
 
 		before = inst->pinned;
 		first = inst->nr_runs;
+		inst->merge_from = first;
 		if (inst_pin_scan(inst, g.gpa, g.gpa + g.size, false, pages) ||
 		    inst->pinned == before) {
-			inst->gaps[left++] = g;
+			if (left < MDEV_GAPS) {
+				back[left] = inst->gap_back[i];
+				next[left++] = g;
+			} else {
+				lost++;
+			}
 			continue;
+		}
+		/* What is still out of the scan's runs (in address order) waits on. */
+		for (j = first, cur = g.gpa; j <= inst->nr_runs; j++) {
+			end = j < inst->nr_runs ? inst->runs[j].gpa : g.gpa + g.size;
+			if (end > cur && left < MDEV_GAPS) {
+				back[left] = true;
+				next[left++] = (struct ntbfab_lend_mdev_range){ cur, end - cur };
+			} else if (end > cur) {
+				lost++;
+			}
+			if (j < inst->nr_runs)
+				cur = end + (inst->runs[j].npages << PAGE_SHIFT);
 		}
 		for (j = first; j < inst->nr_runs; j++) {
 			struct mdev_run *r = &inst->runs[j];
@@ -1629,18 +1657,34 @@ static void inst_repin(struct work_struct *work)
 		dev_info(inst->vdev.dev, "0x%llx+0x%llx mapped for the device again (%llu KiB)\n",
 			 g.gpa, g.size, (inst->pinned - before) >> 10);
 	}
+	inst->merge_from = 0;
 	ntbfab_lend_unlock();
+	if (lost)
+		dev_warn(inst->vdev.dev, "%u range(s) the VMM unmapped are too many to wait for: out of the device's reach\n",
+			 lost);
+	memcpy(inst->gaps, next, left * sizeof(*next));
+	memcpy(inst->gap_back, back, sizeof(back));
 	inst->nr_gaps = left;
 	if (left && ++inst->repin_tries < MDEV_REPIN_TRIES) {
 		schedule_delayed_work(&inst->repin,
 				      msecs_to_jiffies(min(100U << inst->repin_tries, 2000U)));
-	} else if (left) {
-		dev_warn(inst->vdev.dev, "%u range(s) the VMM unmapped did not come back (first 0x%llx+0x%llx): out of the device's reach\n",
-			 left, inst->gaps[0].gpa, inst->gaps[0].size);
-		inst->nr_gaps = 0;
+		goto out;
 	}
+	/* Holes in ranges that came back are the VMM's own (TSEG, ROMs): no news. */
+	j = 0;
+	for (i = left; i-- > 0;) {
+		if (back[i])
+			continue;
+		unsure++;
+		j = i;
+	}
+	if (unsure)
+		dev_warn(inst->vdev.dev, "%u range(s) the VMM unmapped did not come back (first 0x%llx+0x%llx): out of the device's reach\n",
+			 unsure, inst->gaps[j].gpa, inst->gaps[j].size);
+	inst->nr_gaps = 0;
 out:
 	mutex_unlock(&inst->lock);
+	kfree(next);
 	kfree(pages);
 }
 
