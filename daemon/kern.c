@@ -416,7 +416,9 @@ void ntbf__kern_resume(struct ntbf__d *d)
  * (NTBFAB_LEND_IOC_PEER_ADD), so that A's driver's dma_map_resource() of that BAR returns
  * it. A target attached later is added both ways. Each mapping is recorded in A's borrow
  * (attached.peers: target, bar, phys, size, device_addr, seq, route) and released at the
- * manager (`unmap`) when A or T goes.
+ * manager (`unmap`) when A or T goes. A mapping refused (by the manager or the module) is
+ * recorded as attached.refused (target, bar, error) until A or T goes, and nothing else of
+ * it remains: the attach stands.
  */
 
 struct peerop {
@@ -443,16 +445,64 @@ static void peer_unmap(struct ntbf__d *d, uint64_t seq)
         ntbf__peer_request(d, d->manager, "unmap", q, unmapped, NULL);
 }
 
-static struct json_object *peers_of(struct ntbf__borrow *b, bool create)
+/* b's list key of its attach record ("peers", "refused"), made when create says so. */
+static struct json_object *list_of(struct ntbf__borrow *b, const char *key, bool create)
 {
         struct json_object *att, *pa = NULL;
         if (!json_object_object_get_ex(b->json, "attached", &att))
                 return NULL;
-        if (!json_object_object_get_ex(att, "peers", &pa) && create) {
+        if (!json_object_object_get_ex(att, key, &pa) && create) {
                 pa = json_object_new_array();
-                json_object_object_add(att, "peers", pa);
+                json_object_object_add(att, key, pa);
         }
         return pa;
+}
+
+static struct json_object *peers_of(struct ntbf__borrow *b, bool create)
+{
+        return list_of(b, "peers", create);
+}
+
+/* A refused mapping of b (the manager's or the kernel's sentence), for `ntbfab lspci` and
+ * the attach's answer: attached.refused, one entry per BAR, until b or the target goes. */
+static void refused_add(struct ntbf__d *d, struct ntbf__borrow *b, uint32_t target, uint32_t bar,
+                        const char *why)
+{
+        struct json_object *ra = list_of(b, "refused", true), *o;
+        if (!ra)
+                return; /* not attached (any more): nothing to name it in */
+        o = json_object_new_object();
+        ntbf__jput_u(o, "target", target);
+        ntbf__jput_u(o, "bar", bar);
+        ntbf__jput_s(o, "error", why);
+        json_object_array_add(ra, o);
+        ntbf__node_save_borrow(d, b);
+}
+
+/* x's refusals of mappings to target go with the target: nothing is left to refuse. */
+static bool refused_drop(struct ntbf__borrow *x, uint32_t target)
+{
+        struct json_object *ra = list_of(x, "refused", false), *keep, *att;
+        if (!ra)
+                return false;
+        keep = json_object_new_array();
+        size_t n = json_object_array_length(ra);
+        for (size_t i = 0; i < n; i++) {
+                struct json_object *e = json_object_array_get_idx(ra, i);
+                uint64_t tg = 0;
+                ntbf__jget_u(e, "target", &tg);
+                if (tg != target)
+                        json_object_array_add(keep, json_object_get(e));
+        }
+        bool dropped = json_object_array_length(keep) != n;
+        json_object_object_get_ex(x->json, "attached", &att);
+        if (json_object_array_length(keep)) {
+                json_object_object_add(att, "refused", keep);
+        } else {
+                json_object_object_del(att, "refused");
+                json_object_put(keep);
+        }
+        return dropped;
 }
 
 /* Where this kernel sees BAR bar of the device at PCI address pci (sysfs): memory BARs only. */
@@ -535,13 +585,18 @@ static void peer_mapped(void *arg, int err, const char *msg, struct json_object 
         json_object_put(res);
         struct ntbf__borrow *b = ntbf__node_borrow(d, op->src);
         struct ntbf__borrow *t = op->tgt_shadow >= 0 ? ntbf__node_borrow(d, op->target) : NULL;
+        bool gone = !b || b->shadow != op->src_shadow || !d->kern || d->kern->fd < 0 ||
+                    (op->tgt_shadow >= 0 && (!t || t->shadow != op->tgt_shadow));
+        char why[600];
         if (err) {
-                LOG_W("0x%04x cannot reach BAR%u of 0x%04x peer-to-peer: the manager refused "
-                      "the mapping (%s); its driver's dma_map_resource() of that BAR fails, the "
-                      "attach stands",
-                      op->src, op->bar, op->target, msg ? msg : ntbf_strerror(err));
-        } else if (!b || b->shadow != op->src_shadow || !d->kern || d->kern->fd < 0 ||
-                   (op->tgt_shadow >= 0 && (!t || t->shadow != op->tgt_shadow))) {
+                snprintf(why, sizeof(why), "the manager refused the mapping: %s",
+                         msg ? msg : ntbf_strerror(err));
+                LOG_W("0x%04x cannot reach BAR%u of 0x%04x peer-to-peer: %s; its driver's "
+                      "dma_map_resource() of that BAR fails, the attach stands",
+                      op->src, op->bar, op->target, why);
+                if (!gone)
+                        refused_add(d, b, op->target, op->bar, why);
+        } else if (gone) {
                 /* One of the two went meanwhile: nothing to enter. */
                 peer_unmap(d, seq);
         } else {
@@ -550,11 +605,13 @@ static void peer_mapped(void *arg, int err, const char *msg, struct json_object 
                                               .size = op->size,
                                               .dev_addr = addr};
                 if (ioctl(d->kern->fd, NTBFAB_LEND_IOC_PEER_ADD, &pe)) {
-                        LOG_W("0x%04x cannot reach BAR%u of 0x%04x peer-to-peer: the kernel "
-                              "refused the entry (%s); its driver's dma_map_resource() of that "
-                              "BAR fails, the attach stands",
-                              op->src, op->bar, op->target, strerror(errno));
+                        snprintf(why, sizeof(why), "the kernel refused the entry: %s",
+                                 strerror(errno));
+                        LOG_W("0x%04x cannot reach BAR%u of 0x%04x peer-to-peer: %s; its "
+                              "driver's dma_map_resource() of that BAR fails, the attach stands",
+                              op->src, op->bar, op->target, why);
                         peer_unmap(d, seq);
+                        refused_add(d, b, op->target, op->bar, why);
                 } else {
                         struct json_object *o = json_object_new_object();
                         ntbf__jput_u(o, "target", op->target);
@@ -633,11 +690,12 @@ static void peers_attach(struct attach *a, struct ntbf__borrow *b)
 static void peers_release(struct ntbf__d *d, struct ntbf__borrow *b)
 {
         for (struct ntbf__borrow *x = d->borrows; x; x = x->next) {
-                struct json_object *pa = peers_of(x, false);
-                if (x == b || !pa)
+                if (x == b)
                         continue;
+                bool save = refused_drop(x, b->fdid);
+                struct json_object *pa = peers_of(x, false);
+                size_t n = pa ? json_object_array_length(pa) : 0, dropped = 0;
                 struct json_object *keep = json_object_new_array();
-                size_t n = json_object_array_length(pa), dropped = 0;
                 for (size_t i = 0; i < n; i++) {
                         struct json_object *e = json_object_array_get_idx(pa, i);
                         uint64_t tg = 0, seq = 0, phys = 0, size = 0;
@@ -658,14 +716,20 @@ static void peers_release(struct ntbf__d *d, struct ntbf__borrow *b)
                         peer_unmap(d, seq);
                         dropped++;
                 }
-                struct json_object *att;
-                json_object_object_get_ex(x->json, "attached", &att);
-                json_object_object_add(att, "peers", keep);
+                if (pa) {
+                        struct json_object *att;
+                        json_object_object_get_ex(x->json, "attached", &att);
+                        json_object_object_add(att, "peers", keep);
+                } else {
+                        json_object_put(keep);
+                }
                 if (dropped) {
                         LOG_I("0x%04x no longer reaches 0x%04x peer-to-peer (%zu BAR%s)", x->fdid,
                               b->fdid, dropped, dropped == 1 ? "" : "s");
-                        ntbf__node_save_borrow(d, x);
+                        save = true;
                 }
+                if (save)
+                        ntbf__node_save_borrow(d, x);
         }
         struct json_object *pa = peers_of(b, false);
         size_t n = pa ? json_object_array_length(pa) : 0;
@@ -674,10 +738,10 @@ static void peers_release(struct ntbf__d *d, struct ntbf__borrow *b)
                 ntbf__jget_u(json_object_array_get_idx(pa, i), "seq", &seq);
                 peer_unmap(d, seq);
         }
-        if (pa) {
-                struct json_object *att;
-                json_object_object_get_ex(b->json, "attached", &att);
+        struct json_object *att;
+        if (json_object_object_get_ex(b->json, "attached", &att)) {
                 json_object_object_del(att, "peers");
+                json_object_object_del(att, "refused");
         }
 }
 

@@ -323,6 +323,25 @@ static int parse_fdid(const struct fab *f, const char *s, uint32_t *fdid)
 
 static int run_return(int argc, char **argv);
 
+/* An attached device's peer-to-peer mappings (attached.peers) and the ones refused
+ * (attached.refused, with the sentence of who refused), as lspci and borrow show them. */
+static void print_peers(struct json_object *att, const char *indent)
+{
+        struct json_object *peers = jo(att, "peers"), *refused = jo(att, "refused");
+        for (size_t k = 0; peers && k < json_object_array_length(peers); k++) {
+                struct json_object *pe = json_object_array_get_idx(peers, k);
+                printf("%sreaches BAR%" PRIu64 " of 0x%04" PRIx64 " (0x%" PRIx64
+                       " here) at device address 0x%" PRIx64 " (%s)\n",
+                       indent, ju(pe, "bar"), ju(pe, "target"), ju(pe, "phys"),
+                       ju(pe, "device_addr"), js(pe, "route") ? js(pe, "route") : "?");
+        }
+        for (size_t k = 0; refused && k < json_object_array_length(refused); k++) {
+                struct json_object *pe = json_object_array_get_idx(refused, k);
+                printf("%scannot reach BAR%" PRIu64 " of 0x%04" PRIx64 " peer-to-peer: %s\n",
+                       indent, ju(pe, "bar"), ju(pe, "target"), js(pe, "error"));
+        }
+}
+
 static int run_borrow(int argc, char **argv)
 {
         const struct verb *v = find("borrow");
@@ -404,6 +423,7 @@ static int run_borrow(int argc, char **argv)
                 printf("  attached to %s's kernel as PCI device %s: its driver binds to it; "
                        "'ntbfab return' detaches it\n",
                        bo.node, js(att, "pci"));
+        print_peers(att, "  ");
         json_object_put(res);
         fab_close(&f);
         return EXIT_OK;
@@ -589,20 +609,14 @@ static int run_lspci(int argc, char **argv)
                         printf("    BAR%" PRIu64 ": %s at 0x%" PRIx64 "\n", ju(b, "bar"),
                                fmt_size(ju(b, "size"), a, sizeof(a)), ju(b, "addr"));
                 }
-                struct json_object *att = jo(d, "attached"), *peers = jo(att, "peers");
+                struct json_object *att = jo(d, "attached");
                 if (att && js(att, "pci"))
                         printf("    attached to this kernel as %s\n", js(att, "pci"));
                 if (jo(d, "mdev"))
                         printf("    held for a VM by mdev instance %" PRIu64
                                " (ntbfab mdev list)\n",
                                ju(jo(d, "mdev"), "instance"));
-                for (size_t k = 0; peers && k < json_object_array_length(peers); k++) {
-                        struct json_object *pe = json_object_array_get_idx(peers, k);
-                        printf("    reaches BAR%" PRIu64 " of 0x%04" PRIx64 " (0x%" PRIx64
-                               " here) at device address 0x%" PRIx64 " (%s)\n",
-                               ju(pe, "bar"), ju(pe, "target"), ju(pe, "phys"),
-                               ju(pe, "device_addr"), js(pe, "route") ? js(pe, "route") : "?");
-                }
+                print_peers(att, "    ");
         }
         json_object_put(res);
         fab_close(&f);
