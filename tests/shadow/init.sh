@@ -23,18 +23,21 @@ bar2_size() { set -- $(sed -n 3p /sys/bus/pci/devices/$1/resource); echo $(($2 -
 
 # Modules in dependency order; nvme-core times an I/O out after 3 s (the negative test
 # waits for the driver's retry), ntbfab_shadow gets the window onto this RAM.
-NV="" NV2="" CTL="" WIN=""
+NV="" NV2="" CTL="" WIN="" MEM=""
 for d in /sys/bus/pci/devices/*; do
 	b=$(basename $d)
 	# the second NVMe (the peer-to-peer target) sits in slot 0x10 (shadowtier.py)
 	if [ "$(cat $d/class)" = 0x010802 ]; then
 		[ "$b" = 0000:00:10.0 ] && NV2=$b || NV=$b
 	fi
-	if [ "$(cat $d/vendor)" = 0x1af4 ] && [ "$(cat $d/device)" = 0x1110 ]; then
+	# slot 0x11: the borrower's own memory device (16 MiB), the target of a refused mapping
+	if [ "$b" = 0000:00:11.0 ]; then
+		MEM=$b
+	elif [ "$(cat $d/vendor)" = 0x1af4 ] && [ "$(cat $d/device)" = 0x1110 ]; then
 		[ "$(bar2_size $b)" -ge $((256 << 20)) ] && WIN=$b || CTL=$b
 	fi
 done
-echo "shadowtier: NVMe ${NV:-none} and ${NV2:-none}, control region ${CTL:-none}, RAM window ${WIN:-none}"
+echo "shadowtier: NVMe ${NV:-none} and ${NV2:-none}, control region ${CTL:-none}, RAM window ${WIN:-none}, borrower's memory device ${MEM:-none}"
 for m in $(cat /lib/modules/order); do
 	case $m in
 	nvme-core) args="io_timeout=3 admin_timeout=10" ;;
@@ -47,10 +50,18 @@ ifconfig lo 127.0.0.1 up
 
 export NTBFAB_DIR=/run/ntbfab
 mkdir -p $NTBFAB_DIR
-# The second NVMe (nvme1, fdid 0x1001) joins the lender's devices, after nvme0.
+# The second NVMe (nvme1, fdid 0x1001) joins the lender's devices, after nvme0; the borrower
+# gets a device of its own (mem0, fdid 0x2000: an ivshmem-plain whose 16 MiB BAR2 is the file
+# shadowtier.py filled): every attached device is given a mapping to each of its BARs, and
+# BAR2's 64 window slots do not fit beside a 16 MiB DMA window (63 of 128 slots free).
 sed "s/@NVME@/$NV/; s/@CTL@/$CTL/g
 /bars: \[16KiB\]}/a\\
       - {name: nvme1, bdf: \"$NV2\", vfio: true, class: 0x010802, vendor: 0x1b36, device: 0x0010, bars: [16KiB]}
+/^links:/i\\
+    devices:\\
+      - {name: mem0, bdf: \"$MEM\", vfio: true, class: 0x050000, vendor: 0x1af4, device: 0x1110,\\
+         bars: [4KiB, null, {size: 16MiB, prefetchable: true}]}\\
+
 " /etc/ntbfab/loopback.yaml >$NTBFAB_DIR/cluster.yaml
 cp /etc/ntbfab/cluster.key $NTBFAB_DIR/cluster.key
 F=0x1000
@@ -69,18 +80,29 @@ daemon() {
 }
 # The budgets in use, as the CLI shows them: equal before the borrow and after the detach.
 budgets() { ntbfab status --json | tr -d ' \n' | grep -o '"used":[0-9]*' | tr '\n' ' '; }
+# The hardware entries each daemon holds programmed (window slots, requester IDs), as the CLI
+# shows them: equal before the borrow and after the detach.
+prog() { ntbfab status --json | tr -d ' \n' | grep -o '"programmed":[0-9]*' | tr '\n' ' '; }
+# Wait (5 s at most) until what prog shows is $1: the entries are cleared as the return goes.
+prog_back() {
+	for i in $(seq 1 50); do [ "$(prog)" = "$1" ] && return 0; sleep 0.1; done
+	return 1
+}
 # The manager's allocations (borrows and peer mappings), as the CLI shows them.
 allocs() { ntbfab status --json | tr -d ' \n' | grep -o '"allocations":[0-9]*' | head -n 1; }
-# The daemon's record of a peer mapping to BAR0 of fdid $1 (decimal): "phys size device_addr".
+# The daemon's record of a peer mapping to BAR$2 (0 if not given) of fdid $1 (decimal):
+# "phys size device_addr".
 peer_rec() {
 	ntbfab lspci --node borrower --json | tr -d ' \n' |
-		grep -o "\"target\":$1,\"bar\":0,\"phys\":[0-9]*,\"size\":[0-9]*,\"device_addr\":[0-9]*" |
+		grep -o "\"target\":$1,\"bar\":${2:-0},\"phys\":[0-9]*,\"size\":[0-9]*,\"device_addr\":[0-9]*" |
 		sed 's/.*"phys":\([0-9]*\),"size":\([0-9]*\),"device_addr":\([0-9]*\)/\1 \2 \3/'
 }
-# The module's peer table (debugfs) for shadow device $1: "phys size dev_addr" in decimal.
+# The module's peer table (debugfs) for shadow device $1 (all of it: -), the range at
+# physical address $2 if given: "phys size dev_addr" in decimal.
 peer_table() {
 	while read id pci phys size dev; do
-		[ "$pci" = "$1" ] && echo "$((phys)) $((size)) $((dev))"
+		[ "$pci" = "$1" ] || [ "$1" = - ] || continue
+		[ -z "$2" ] || [ "$((phys))" = "$2" ] && echo "$((phys)) $((size)) $((dev))"
 	done </sys/kernel/debug/ntbfab_shadow/peers
 }
 # dma_map_resource() by shadow device $1 of physical address $2, through the test module.
@@ -89,7 +111,8 @@ p2p_map() {
 	cat /sys/module/ntbfab_p2p_probe/parameters/addr
 	rmmod ntbfab_p2p_probe
 }
-bar0() { set -- $(sed -n 1p /sys/bus/pci/devices/$1/resource); echo $(($1)); }
+# Where this kernel has BAR$2 (0 if not given) of device $1, in decimal.
+bar0() { set -- $(sed -n $((${2:-0} + 1))p /sys/bus/pci/devices/$1/resource); echo $(($1)); }
 # The shadow device's block device, once the nvme driver has brought it up (20 s at most).
 wait_disk() {
 	for i in $(seq 1 200); do
@@ -106,7 +129,7 @@ out=$(ntbfab lend --force lender $NV 2>&1)
 [ "$(driver $NV)" = vfio-pci ] || echo "shadowtier: lend failed: $out"
 out=$(ntbfab lend --force lender $NV2 2>&1)
 [ "$(driver $NV2)" = vfio-pci ] || echo "shadowtier: lend of the second NVMe failed: $out"
-before=$(budgets)
+before=$(budgets) before_prog=$(prog)
 
 # ---- bench mode (bench/run.sh, docs/kernel.md "Figures"): the same NVMe three ways ---------
 if grep -q "shadowtier.mode=bench" /proc/cmdline; then
@@ -172,6 +195,7 @@ shadowtest uapi
 read t0 idle </proc/uptime
 out=$(ntbfab borrow $F --node borrower --attach --json 2>&1)
 rc=$?
+attach_out=$out
 SHADOW=$(echo "$out" | tr -d ' \n' | sed -n 's/.*"attached":{"pci":"\([^"]*\)".*/\1/p')
 if [ $rc = 0 ] && [ -n "$SHADOW" ] && [ -d /sys/bus/pci/devices/$SHADOW ]; then
 	result attach ok "borrowed 0x1000 with --attach: shadow device $SHADOW ($(cat /sys/bus/pci/devices/$SHADOW/vendor):$(cat /sys/bus/pci/devices/$SHADOW/device), a PCI domain of its own)"
@@ -195,6 +219,24 @@ else
 	result budgets-taken FAIL "used counts before [$before], during [$during]"
 fi
 
+# ---- the shadow's BAR0 window leads to the NVMe's BAR0 where this kernel placed it ----------
+# The lender's daemon sends the BARs' sysfs addresses with the lend, and the manager programs
+# those, not the model's planning address. The answer puts BAR0 at an offset of the borrower's
+# window; the borrower's daemon logs the slot it programmed for it (256 KiB slots: 32 MiB in
+# 128) as "programmed slot N of borrower.ivs0 -> lender 0xADDR": ADDR plus the offset in the
+# slot must be BAR0 in /sys/bus/pci/devices/$NV/resource.
+off=$(echo "$attach_out" | tr -d ' \n' | grep -o '"bars":\[{"bar":0,[^}]*}' | sed -n 's/.*"offset":\([0-9]*\).*/\1/p')
+slot=$((${off:-0} / 262144))
+far=$(grep -o "programmed slot $slot of borrower.ivs0 -> lender 0x[0-9a-f]*" $NTBFAB_DIR/log/borrower.log | tail -n 1)
+far=${far##* }
+model=$(ntbfab topology --json $NTBFAB_DIR/cluster.yaml 2>/dev/null | tr -d ' \n' |
+	grep -o '"name":"nvme0"[^]]*' | sed -n 's/.*"address":\([0-9]*\).*/\1/p' | head -n 1)
+if [ -n "$off" ] && [ -n "$far" ] && [ $((far + off % 262144)) = "$(bar0 $NV)" ]; then
+	result bar0-real-address ok "the borrower's slot $slot (BAR0 at window offset $off) translates to $far + $((off % 262144)) = $(printf 0x%x $(bar0 $NV)), BAR0 of $NV as this kernel placed it (the model's planning address: $(printf 0x%x ${model:-0}))"
+else
+	result bar0-real-address FAIL "BAR0 at window offset '$off', slot $slot programmed to '$far', BAR0 of $NV at $(printf 0x%x $(bar0 $NV)) (model ${model:-?}); $(grep "programmed slot" $NTBFAB_DIR/log/borrower.log | head -n 5)"
+fi
+
 # ---- the other way: a borrow through the device API is refused, naming who holds it ---------
 out=$(ntbfab borrow $F --node borrower 2>&1)
 case "$?:$out" in
@@ -202,18 +244,54 @@ case "$?:$out" in
 *) result refuses-other-way FAIL "$out" ;;
 esac
 
+mount -t debugfs none /sys/kernel/debug 2>/dev/null
+MEMF=8192 # mem0, the borrower's own device (fdid 0x2000)
+M0=$(bar0 ${MEM:-none} 0) M2=$(bar0 ${MEM:-none} 2)
+
+# ---- a refused peer mapping (article 4.4): the attach stands, BAR0 of mem0 is mapped, BAR2 not --
+# The manager has 62 of the lender window's 128 slots left after the borrow and the mapping of
+# mem0's BAR0; BAR2 needs 64. The answer, the log and lspci name the target and the reason, the
+# module has no entry for BAR2 (the driver's dma_map_resource() of it fails, no address is
+# handed out), and the manager holds the borrow and the BAR0 mapping only.
+if [ -n "$SHADOW" ]; then
+	refused=$(echo "$attach_out" | tr -d '\n' | grep -o '"refused": *\[[^]]*\]')
+	logged=$(grep -o "0x1000 cannot reach BAR2 of 0x2000 peer-to-peer: the manager refused the mapping: .*" $NTBFAB_DIR/log/borrower.log | head -n 1)
+	listed=$(ntbfab lspci --node borrower | grep -o "cannot reach BAR2 of 0x2000 peer-to-peer: .*")
+	r0=$(peer_rec $MEMF 0) r2=$(peer_rec $MEMF 2)
+	t0=$(peer_table $SHADOW $M0) t2=$(peer_table $SHADOW $M2)
+	got0=$(p2p_map $SHADOW $M0) got2=$(p2p_map $SHADOW $((M2 + 4096)))
+	nomap=$(dmesg | grep -c "no peer mapping for 0x0*$(printf %x $((M2 + 4096)))")
+	a=$(allocs)
+	echo "shadowtier: refused: answer [$refused], log [$logged], lspci [$listed], BAR0 daemon [$r0] module [$t0] map $got0, BAR2 daemon [$r2] module [$t2] map $got2 ($nomap kernel refusal), $a"
+	case "$(echo "$refused" | tr -s ' ')" in
+	*'"target": 8192, "bar": 2, "error": "the manager refused the mapping: '*"no 64 free consecutive slots"*"BAR2 of borrower.mem0"*) ok_answer=1 ;;
+	*) ok_answer="" ;;
+	esac
+	case "$logged" in
+	"0x1000 $listed; its driver's dma_map_resource() of that BAR fails, the attach stands") ok_log=1 ;;
+	*) ok_log="" ;;
+	esac
+	if [ -n "$ok_answer" ] && [ -n "$listed" ] && [ -n "$ok_log" ] &&
+		[ -n "$r0" ] && [ "$t0" = "$r0" ] && [ "$got0" = "${r0##* }" ] &&
+		[ -z "$r2" ] && [ -z "$t2" ] && [ "$got2" = 18446744073709551615 ] && [ "$nomap" -ge 1 ] &&
+		[ "$a" = '"allocations":2' ]; then
+		result peer-refused ok "attach of 0x1000 stands; BAR0 of mem0 mapped [$r0], BAR2 refused and named in the answer, the log and lspci ('$listed'); no BAR2 entry in the module or the record, its dma_map_resource() fails (all ones, the module's refusal logged); the manager holds $a (the borrow, the BAR0 mapping)"
+	else
+		result peer-refused FAIL "answer [$refused]; log [$logged]; lspci [$listed]; BAR0 daemon [$r0] module [$t0] map $got0; BAR2 daemon [$r2] module [$t2] map $got2, $nomap kernel refusal(s); $a; $(grep -E 'peer|reach' $NTBFAB_DIR/log/borrower.log | tail -n 5)"
+	fi
+fi
+
 # ---- peer-to-peer (article 4.4): a second device attached, each reaches the other's BAR0 -----
 # Both are the lender's (the same-lender case); the manager resolves each mapping, the daemon
 # enters it in the module, and the driver's dma_map_resource() of the other's BAR returns it.
 F2=0x1001
-mount -t debugfs none /sys/kernel/debug 2>/dev/null
 if [ -n "$SHADOW" ]; then
 	a0=$(allocs) u0=$(budgets)
 	# 4 MiB: the first borrow's 16 MiB DMA window leaves 63 of the 32 MiB window's 128 slots
 	out=$(ntbfab borrow $F2 --node borrower --attach --dma-window 4MiB --json 2>&1)
 	SHADOW2=$(echo "$out" | tr -d ' \n' | sed -n 's/.*"attached":{"pci":"\([^"]*\)".*/\1/p')
 	r12=$(peer_rec 4097) r21=$(peer_rec 4096)
-	t12=$(peer_table $SHADOW) t21=$(peer_table ${SHADOW2:-none})
+	t12=$(peer_table $SHADOW $(bar0 ${SHADOW2:-$SHADOW})) t21=$(peer_table ${SHADOW2:-none} $(bar0 $SHADOW))
 	a1=$(allocs)
 	echo "shadowtier: peers: daemon [$r12] [$r21], module [$t12] [$t21], allocations $a0 -> $a1"
 	if [ -n "$SHADOW2" ] && [ -n "$r12" ] && [ -n "$r21" ] &&
@@ -233,7 +311,7 @@ if [ -n "$SHADOW" ]; then
 	out=$(ntbfab borrow $F2 --node borrower --detach --json 2>&1)
 	rc=$?
 	a2=$(allocs) u2=$(budgets)
-	left=$(peer_table $SHADOW) rec=$(peer_rec 4097)
+	left=$(peer_table $SHADOW $phys2) rec=$(peer_rec 4097)
 	got=$(p2p_map $SHADOW $((phys2 + 4096)))
 	if [ $rc = 0 ] && [ -z "$left" ] && [ -z "$rec" ] && [ "$a2" = "$a0" ] && [ "$u2" = "$u0" ] &&
 		[ "$got" = 18446744073709551615 ]; then
@@ -299,13 +377,42 @@ out=$(ntbfab borrow $F --node borrower --detach --json 2>&1)
 rc=$?
 out=$(echo "$out" | tr -d '\n')
 sleep 0.2
-after=$(budgets)
+prog_back "$before_prog"
+after=$(budgets) a=$(allocs) left=$(peer_table -) p=$(prog)
 borrows=$(ntbfab lspci --node borrower --json | tr -d ' \n' | grep -c '"borrowed":true')
 if [ $rc = 0 ] && [ ! -d /sys/bus/pci/devices/${SHADOW:-none} ] && [ "$after" = "$before" ] &&
-	[ "$borrows" = 0 ] && ! dmesg | grep -q -E 'WARNING:|BUG:|Oops|Call Trace'; then
-	result detach ok "the shadow device is gone, the borrower holds no borrow, budgets back to [$after]"
+	[ "$borrows" = 0 ] && [ "$a" = '"allocations":0' ] && [ -z "$left" ] &&
+	[ "$p" = "$before_prog" ] && ! dmesg | grep -q -E 'WARNING:|BUG:|Oops|Call Trace'; then
+	result detach ok "the shadow device is gone, the borrower holds no borrow, budgets back to [$after], the manager holds nothing ($a), the daemons' programmed entries as before [$p], no peer entry is left in the module"
 else
-	result detach FAIL "rc $rc: $out; shadow $([ -d /sys/bus/pci/devices/${SHADOW:-none} ] && echo present || echo gone), budgets [$before] -> [$after], borrows $borrows; $(dmesg | grep -E -A3 'WARNING:|BUG:|Oops|Call Trace' | head -n 20)"
+	result detach FAIL "rc $rc: $out; shadow $([ -d /sys/bus/pci/devices/${SHADOW:-none} ] && echo present || echo gone), budgets [$before] -> [$after], borrows $borrows, $a, programmed [$before_prog] -> [$p], module's peers [$left]; $(dmesg | grep -E -A3 'WARNING:|BUG:|Oops|Call Trace' | head -n 20)"
+fi
+
+# ---- the refused mapping, possible now: made whole by the next attach, released by its detach ----
+# Nothing retried it behind the operator's back (the detach above found nothing of it). An
+# attach with a 4 MiB DMA window leaves the lender's window room for mem0's BAR2: the module's
+# entry, the daemon's record and the manager's mapping agree, dma_map_resource() returns the
+# manager's address, and the detach takes all of it back.
+out=$(ntbfab borrow $F --node borrower --attach --dma-window 4MiB --json 2>&1)
+SHADOW=$(echo "$out" | tr -d ' \n' | sed -n 's/.*"attached":{"pci":"\([^"]*\)".*/\1/p')
+DISK=""
+if [ -n "$SHADOW" ]; then
+	wait_disk $SHADOW
+	r2=$(peer_rec $MEMF 2) t2=$(peer_table $SHADOW $M2) a1=$(allocs) p1=$(prog)
+	got2=$(p2p_map $SHADOW $((M2 + 4096)))
+	refused=$(echo "$out" | tr -d ' \n' | grep -c '"refused"')
+	out=$(ntbfab borrow $F --node borrower --detach --json 2>&1)
+	rc=$?
+	prog_back "$before_prog"
+	after=$(budgets) a2=$(allocs) left=$(peer_table -) p2=$(prog)
+fi
+if [ -n "$SHADOW" ] && [ -n "$r2" ] && [ "$t2" = "$r2" ] && [ "${r2%% *}" = "$M2" ] &&
+	[ "$got2" = $((${r2##* } + 4096)) ] && [ "$refused" = 0 ] && [ "$a1" = '"allocations":3' ] &&
+	[ $rc = 0 ] && [ "$after" = "$before" ] && [ "$a2" = '"allocations":0' ] && [ -z "$left" ] &&
+	[ "$p2" = "$before_prog" ]; then
+	result peer-later-whole ok "with a 4 MiB DMA window BAR2 of mem0 is mapped whole: module and daemon [$r2], dma_map_resource(BAR2 + 4 KiB) = $got2, the manager's $a1 (the borrow, BAR0, BAR2), programmed [$p1]; detached: $a2, budgets [$after] and programmed [$p2] as before"
+else
+	result peer-later-whole FAIL "shadow ${SHADOW:-none}: BAR2 daemon [$r2] module [$t2] (BAR2 at $M2), map '$got2', refused in answer $refused, $a1; detach rc $rc: $out, $a2, budgets [$before] -> [$after], programmed [$before_prog] -> [$p1] -> [$p2], module's peers [$left]"
 fi
 
 # ---- the lender dies: its exports go with its device file, the shadow is surprise-removed ----
@@ -330,6 +437,9 @@ if [ -n "$SHADOW" ] && wait_disk $SHADOW; then
 else
 	result lender-death-removes FAIL "no shadow disk to start from: $out"
 fi
+
+# ---- the backends' BAR host_map (backends/hostmem.c) on this kernel's sysfs: mem0's BAR2 ----
+shadowtest barmap ${MEM:-none} 2 /etc/ntbfab/mem0.ref $(cat /etc/ntbfab/mem0.offs)
 
 kill -TERM $PID_borrower $PID_lender 2>/dev/null
 wait

@@ -1,7 +1,9 @@
 /* tests/shadow/shadowtest.c: the kernel tier's checks of a shadow device that busybox cannot
  * make (docs/kernel.md): the NTB window switched off and on, and whether the device's DMA
- * arrives while it is off. Runs in the guest, statically linked. */
+ * arrives while it is off; and the backends' host_map of a PCI BAR (backends/hostmem.c) on
+ * this kernel's sysfs. Runs in the guest, statically linked. */
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -13,6 +15,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "hostmem.h"
 #include "ntbfab_lend.h"
 
 #define BLK     4096
@@ -313,6 +316,90 @@ static int uapi(void)
         return bad ? 1 : 0;
 }
 
+/*
+ * The BAR host_map of the hardware backends (ntbf__pci_bar_map: /sys/bus/pci/devices/ * /
+ * resource, then resourceN) on real sysfs. BAR bar of bdf is memory the harness filled (a
+ * file behind QEMU's ivshmem-plain): at each of the n offsets, the bytes read through the
+ * mapping must be the next chunk of ref (what the harness wrote there), and /proc/self/maps
+ * must give the mapping's BAR address (the kernel reports a resource file's offsets from
+ * the BAR's bus address: host_bus relies on it). The complement of the first chunk is then
+ * written through a mapping at the BAR's middle, for the harness to find in the file. A
+ * range running past the BAR and one in no BAR are refused (-EFAULT).
+ */
+static int barmap(const char *bdf, int bar, const char *ref, char **offs, int n)
+{
+        char path[256], line[160], why[400] = "";
+        unsigned long long lo = 0, hi = 0, fl = 0;
+        snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/resource", bdf);
+        FILE *f = fopen(path, "r");
+        for (int i = 0; f && i <= bar && fgets(line, sizeof(line), f); i++)
+                if (i == bar && sscanf(line, "%llx %llx %llx", &lo, &hi, &fl) != 3)
+                        lo = hi = 0;
+        if (f)
+                fclose(f);
+        static uint8_t want[1 << 16];
+        int rf = open(ref, O_RDONLY);
+        ssize_t got = rf < 0 ? -1 : read(rf, want, sizeof(want));
+        if (rf >= 0)
+                close(rf);
+        if (!hi || got <= 0 || got % n) {
+                printf("RESULT host-map-sysfs FAIL no BAR%d in %s or no reference in %s\n", bar,
+                       path, ref);
+                return 1;
+        }
+        uint64_t size = hi - lo + 1, len = (uint64_t)got / (unsigned)n;
+        snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/resource%d", bdf, bar);
+        int rfd = open(path, O_RDONLY);
+        for (int i = 0; i < n && !why[0]; i++) {
+                uint64_t off = strtoull(offs[i], NULL, 0), fo = 0;
+                void *p = NULL;
+                int r = ntbf__pci_bar_map("", lo + off, len, &p);
+                if (r) {
+                        snprintf(why, sizeof(why), "mapping 0x%llx+0x%" PRIx64 ": %s", lo + off,
+                                 len, strerror(-r));
+                } else if (memcmp(p, want + i * len, len)) {
+                        snprintf(why, sizeof(why),
+                                 "the %" PRIu64 " bytes at BAR offset 0x%" PRIx64 " differ from "
+                                 "the file's",
+                                 len, off);
+                } else if (ntbf__maps_file_off(rfd, p, len, &fo) || fo != lo + off) {
+                        snprintf(why, sizeof(why),
+                                 "/proc/self/maps puts the mapping of 0x%llx at offset 0x%" PRIx64
+                                 " of %s",
+                                 lo + off, fo, path);
+                }
+                if (!r)
+                        ntbf__pci_bar_unmap(p, len);
+        }
+        if (rfd >= 0)
+                close(rfd);
+        void *p = NULL;
+        int r;
+        if (!why[0] && !(r = ntbf__pci_bar_map("", lo + size / 2, len, &p))) {
+                for (uint64_t i = 0; i < len; i++)
+                        ((volatile uint8_t *)p)[i] = (uint8_t)~want[i];
+                ntbf__pci_bar_unmap(p, len);
+        } else if (!why[0]) {
+                snprintf(why, sizeof(why), "mapping the BAR's middle: %s", strerror(-r));
+        }
+        if (!why[0] && (r = ntbf__pci_bar_map("", lo + size - 4096, 8192, &p)) != -EFAULT)
+                snprintf(why, sizeof(why), "a range running past the BAR's end: %s",
+                         r ? strerror(-r) : "mapped");
+        if (!why[0] && (r = ntbf__pci_bar_map("", 0x100000, 4096, &p)) != -EFAULT)
+                snprintf(why, sizeof(why), "RAM at 1 MiB (no BAR): %s",
+                         r ? strerror(-r) : "mapped");
+        if (why[0]) {
+                printf("RESULT host-map-sysfs FAIL BAR%d of %s at 0x%llx: %s\n", bar, bdf, lo, why);
+                return 1;
+        }
+        printf("RESULT host-map-sysfs ok BAR%d of %s (0x%llx, %" PRIu64 " MiB) through "
+               "ntbf__pci_bar_map: %d ranges of %" PRIu64 " bytes read as the harness wrote them "
+               "(/proc/self/maps: at their bus addresses), the middle written; past the end and "
+               "RAM refused (EFAULT)\n",
+               bar, bdf, lo, size >> 20, n, len);
+        return 0;
+}
+
 int main(int argc, char **argv)
 {
         if (argc == 2 && !strcmp(argv[1], "uapi"))
@@ -326,9 +413,12 @@ int main(int argc, char **argv)
                 return window(argv[2], !strcmp(argv[3], "on")) ? 1 : 0;
         if (argc == 5 && !strcmp(argv[1], "dmacheck"))
                 return dmacheck(argv[2], argv[3], (off_t)strtoll(argv[4], NULL, 0));
+        if (argc >= 6 && !strcmp(argv[1], "barmap"))
+                return barmap(argv[2], atoi(argv[3]), argv[4], argv + 5, argc - 5);
         fprintf(stderr, "usage: shadowtest window BDF on|off\n"
                         "       shadowtest dmacheck BLOCKDEV WINDOW-BDF OFFSET\n"
                         "       shadowtest fill|check FILE SEED BYTES\n"
-                        "       shadowtest bench BLOCKDEV PREFIX IOS\n");
+                        "       shadowtest bench BLOCKDEV PREFIX IOS\n"
+                        "       shadowtest barmap BDF BAR REFFILE OFFSET...\n");
         return 2;
 }

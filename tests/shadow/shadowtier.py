@@ -31,14 +31,25 @@ from guestkit import fail, say  # noqa: E402
 # The Debian modules the guest loads (dependencies are added from each .ko's depends=).
 MODULES = ["crct10dif_generic", "crc64_rocksoft_generic", "crc32c_generic", "vfio_iommu_type1",
            "vfio-pci", "nvme", "ext4", "nvmet_tcp", "nvme_tcp"]
-EXPECTED = ["uapi-refusals", "attach", "nvme-binds-shadow", "budgets-taken", "refuses-other-way", "mkfs-ext4",
-            "files-64mib", "dma-through-window", "daemon-death-removes", "restart-reattaches",
-            "peers-both-ways", "peer-dma-map", "peer-detach-releases", "detach",
-            "lender-death-removes"]
+EXPECTED = ["uapi-refusals", "attach", "nvme-binds-shadow", "budgets-taken", "bar0-real-address",
+            "refuses-other-way",
+            "peer-refused", "mkfs-ext4", "files-64mib", "dma-through-window",
+            "daemon-death-removes", "restart-reattaches", "peers-both-ways", "peer-dma-map",
+            "peer-detach-releases", "detach", "peer-later-whole", "lender-death-removes",
+            "host-map-sysfs"]
 RAM = 512 << 20        # the guest's RAM, and the window onto it (a power of two, as BARs are)
 CONTROL = 64 << 20     # the ivshmem region of the two adapters (32 MiB windows)
 NVME_IMAGE = 256 << 20
 NVME2_IMAGE = 16 << 20   # the second NVMe: the peer-to-peer target (slot 0x10)
+# The borrower's own device (slot 0x11, init.sh's mem0): an ivshmem-plain on a file of MEM
+# bytes. Its BAR2 is too big for the lender's window beside a 16 MiB DMA window (the refused
+# peer mapping), and the harness writes random chunks at MEM_OFFS into the file, which the
+# guest reads through the backends' BAR host_map (shadowtest barmap; the second offset is
+# not page-aligned and its chunk crosses pages); the guest writes the first chunk's
+# complement at MEM / 2, which the harness finds in the file after the guest powered off.
+MEM = 16 << 20
+MEM_CHUNK = 8192
+MEM_OFFS = [0, 0x5123, MEM - MEM_CHUNK]
 GUEST_TIMEOUT = 300
 
 
@@ -52,9 +63,10 @@ def host_program(path):
     return libs, loader[0]
 
 
-def initramfs(out, src, busybox, progs, mods, extra=()):
+def initramfs(out, src, busybox, progs, mods, extra=(), mem_ref=b""):
     """tests/shadow/init.sh as /init, the guest programs, Debian's modules and ntbfab_shadow.ko
-    (mods, loaded in order), extra modules the guest loads itself (the bench's), and mke2fs."""
+    (mods, loaded in order), extra modules the guest loads itself (the bench's), mke2fs, and
+    the chunks the harness writes into mem0's file (mem_ref) with their offsets."""
     # mkfs.ext4: Debian's e2fsprogs (the host's), with its libraries and loader.
     mke2fs = shutil.which("mke2fs") or "/sbin/mke2fs"
     libs, loader = host_program(mke2fs)
@@ -62,11 +74,13 @@ def initramfs(out, src, busybox, progs, mods, extra=()):
     files.update({f: f for f in libs + [loader]})
     files["/etc/ntbfab/loopback.yaml"] = os.path.join(src, "tests", "shadow", "loopback.yaml")
     files["/etc/ntbfab/cluster.key"] = ((os.urandom(32).hex() + "\n").encode(), 0o600)
+    files["/etc/ntbfab/mem0.ref"] = (mem_ref, 0o644)
+    files["/etc/ntbfab/mem0.offs"] = ((" ".join(hex(o) for o in MEM_OFFS) + "\n").encode(), 0o644)
     return gk.initramfs(out, busybox, os.path.join(src, "tests", "shadow", "init.sh"),
                         progs=progs, files=files, mods=mods, extra_ko=extra)
 
 
-def qemu_cmd(accel, kern, initrd, log, mode=None, ram=None, control=None, disk=None):
+def qemu_cmd(accel, kern, initrd, log, mode=None, ram=None, control=None, disk=None, mem=None):
     """The guest: its RAM is a shared file, and an ivshmem-plain device on the same file is
     the window through which the device's DMA leaves and comes back (docs/kernel.md). The
     accelerator probe (mode "probe") has none of the devices."""
@@ -85,7 +99,9 @@ def qemu_cmd(accel, kern, initrd, log, mode=None, ram=None, control=None, disk=N
                 "-drive", f"file={disk},if=none,id=nvm,format=raw",
                 "-device", "nvme,serial=shadow01,drive=nvm",
                 "-drive", f"file={disk}2,if=none,id=nvm2,format=raw",
-                "-device", "nvme,serial=shadow02,drive=nvm2,addr=0x10"]
+                "-device", "nvme,serial=shadow02,drive=nvm2,addr=0x10",
+                "-object", f"memory-backend-file,id=mem0,share=on,mem-path={mem},size={MEM}",
+                "-device", "ivshmem-plain,memdev=mem0,addr=0x11"]
     else:
         cmd += ["-machine", "q35"]
     # no_timer_check: as the VM tier (a loaded host can fail the early timer check).
@@ -98,23 +114,45 @@ def qemu_cmd(accel, kern, initrd, log, mode=None, ram=None, control=None, disk=N
     return cmd
 
 
-def boot(out, accel, kern, initrd, bench=False):
+def boot(out, accel, kern, initrd, mem_ref, bench=False):
     shm = "/dev/shm" if os.path.isdir("/dev/shm") else out
     ramdir = tempfile.mkdtemp(prefix="shadowtier-", dir=shm)
     try:
         ram = os.path.join(ramdir, "ram")
         control = os.path.join(out, "control.bin")
         disk = os.path.join(out, "nvme.img")
+        mem = os.path.join(out, "mem0.bin")
         for path, size in [(ram, RAM), (control, CONTROL), (disk, NVME_IMAGE),
-                           (disk + "2", NVME2_IMAGE)]:
+                           (disk + "2", NVME2_IMAGE), (mem, MEM)]:
             with open(path, "wb") as f:
                 f.truncate(size)
+        with open(mem, "r+b") as f:
+            for i, off in enumerate(MEM_OFFS):
+                f.seek(off)
+                f.write(mem_ref[i * MEM_CHUNK:(i + 1) * MEM_CHUNK])
         log = os.path.join(out, "guest.log")
-        cmd = qemu_cmd(accel, kern, initrd, log, "bench" if bench else None, ram, control, disk)
+        cmd = qemu_cmd(accel, kern, initrd, log, "bench" if bench else None, ram, control, disk,
+                       mem)
         wall, errs = gk.boot({"guest": (cmd, log)}, GUEST_TIMEOUT)
     finally:
         shutil.rmtree(ramdir, ignore_errors=True)
-    return log, wall["guest"], errs["guest"]
+    return log, wall["guest"], errs["guest"], mem
+
+
+def mem_written(mem, mem_ref):
+    """The host's view of what the guest wrote through the BAR host_map (shadowtest barmap):
+    the first chunk's complement at the middle of mem0's file. A row for gk.check's list."""
+    want = bytes(b ^ 0xff for b in mem_ref[:MEM_CHUNK])
+    with open(mem, "rb") as f:
+        f.seek(MEM // 2)
+        got = f.read(MEM_CHUNK)
+    same = sum(a == b for a, b in zip(got, want))
+    if got == want:
+        return ("host", "host-map-write-arrives", True,
+                f"the {MEM_CHUNK} bytes the guest stored through the mapping of mem0's BAR2 are "
+                f"in its file at 0x{MEM // 2:x}")
+    return ("host", "host-map-write-arrives", False,
+            f"{same} of {MEM_CHUNK} bytes at 0x{MEM // 2:x} of {mem} are what the guest stored")
 
 
 def figures_out(path, log, accel, kver, wall, err):
@@ -189,17 +227,21 @@ def main():
     extra = gk.build_modules(kdir, os.path.join(args.src, "bench", "kernel"),
                              os.path.join(out, "kbuild-bench"), ["ntbfab_mapbench"]) \
         if args.bench else [probe]
+    mem_ref = os.urandom(MEM_CHUNK * len(MEM_OFFS))
     initrd = initramfs(out, args.src, busybox,
                        {"ntbfabd": args.daemon, "ntbfab": args.cli, "shadowtest": args.test},
-                       mods + ko, extra)
+                       mods + ko, extra, mem_ref)
     probe_log = os.path.join(out, "probe-kvm.log")
     accel, why = gk.accelerator(qemu_cmd("kvm", kern, initrd, probe_log, "probe"), probe_log,
                                 "SHADOWTIER_ACCEL")
     say(f"kernel {kver}, ntbfab_shadow.ko built, accelerator {accel} ({why})")
-    log, wall, err = boot(out, accel, kern, initrd, bool(args.bench))
+    log, wall, err, mem = boot(out, accel, kern, initrd, mem_ref, bool(args.bench))
     if args.bench:
         return figures_out(args.bench, log, accel, kver, wall, err)
     rows, figures, failed = gk.check({"guest": EXPECTED}, {"guest": log}, "SHADOWTIER DONE")
+    rows.append(mem_written(mem, mem_ref))
+    if not rows[-1][2]:
+        failed = sorted(set(failed + ["guest"]))
     gk.print_rows("Shadow device results (one guest, loopback lending)", rows)
     figures["guest_wall_s"] = (round(wall, 1), "s")
     figures["tier_wall_s"] = (round(time.monotonic() - t0, 1), "s")
