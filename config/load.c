@@ -653,6 +653,7 @@ enum {
         A_RID_MASK,
         A_SPAD_WINDOW,
         A_SWITCHTEC,
+        A_DOLPHIN,
         A_N
 };
 static const struct key adapter_keys[] = {
@@ -680,6 +681,7 @@ static const struct key adapter_keys[] = {
     {"rid_mask", NULL},
     {"spad_window", NULL},
     {"switchtec", NULL},
+    {"dolphin", NULL},
 };
 static const struct schema adapter_schema = {"in adapter", adapter_keys, A_N, NULL, NULL, NULL};
 
@@ -730,6 +732,13 @@ static const struct key stx_keys[] = {
     {"partition", NULL},
 };
 static const struct schema stx_schema = {"in switchtec", stx_keys, SX_N, NULL, NULL, NULL};
+
+/* An adapter's `dolphin:` (docs/dolphin.md): what the dolphin backend takes from the file. */
+enum { DL_FILE_FIGURES, DL_N };
+static const struct key dol_keys[] = {
+    {"file_figures", NULL},
+};
+static const struct schema dol_schema = {"in dolphin", dol_keys, DL_N, NULL, NULL, NULL};
 
 /* One entry of an adapter's `windows:` list (docs/config.md, "Windows"). */
 enum {
@@ -828,7 +837,8 @@ _Static_assert(ARRAY_LEN(top_keys) == T_N && ARRAY_LEN(cluster_keys) == C_N &&
                    ARRAY_LEN(device_keys) == D_N && ARRAY_LEN(bar_keys) == B_N &&
                    ARRAY_LEN(sim_keys_all) == S_N && ARRAY_LEN(switch_keys) == W_N &&
                    ARRAY_LEN(link_keys) == L_N && ARRAY_LEN(chassis_keys) == X_N &&
-                   ARRAY_LEN(window_keys) == WN_N && ARRAY_LEN(stx_keys) == SX_N,
+                   ARRAY_LEN(window_keys) == WN_N && ARRAY_LEN(stx_keys) == SX_N &&
+                   ARRAY_LEN(dol_keys) == DL_N,
                "key tables and their enums must match");
 _Static_assert(A_N <= MAX_KEYS && D_N <= MAX_KEYS && N_N <= MAX_KEYS, "raise MAX_KEYS");
 
@@ -1366,6 +1376,15 @@ static void load_stx(struct ld *ld, uint32_t v, struct ntbf_stx_params *x)
                 x->partition = (int32_t)part;
 }
 
+/* `dolphin:` of an adapter: file_figures, a boolean. */
+static void load_dol(struct ld *ld, uint32_t v, struct ntbf_dol_params *x)
+{
+        uint32_t vals[DL_N];
+        x->loc = at(ld, v);
+        if (take_map(ld, v, "'dolphin'", "a mapping with file_figures", &dol_schema, vals))
+                get_bool(ld, vals[DL_FILE_FIGURES], "'file_figures'", &x->file_figures);
+}
+
 /* Returns false when the adapter could not be added (its node or its name is unusable). */
 static bool load_adapter(struct ld *ld, uint32_t v, uint32_t node, const char *node_name)
 {
@@ -1431,6 +1450,9 @@ static bool load_adapter(struct ld *ld, uint32_t v, uint32_t node, const char *n
         struct ntbf_stx_params stx = {.partition = -1};
         if (vals[A_SWITCHTEC] != NONE)
                 load_stx(ld, vals[A_SWITCHTEC], &stx);
+        struct ntbf_dol_params dol = {0};
+        if (vals[A_DOLPHIN] != NONE)
+                load_dol(ld, vals[A_DOLPHIN], &dol);
         /* One backend drives every adapter of a cluster (docs/config.md, cluster.backend). */
         if (vals[A_BACKEND] != NONE)
                 err(ld, at(ld, vals[A_BACKEND]),
@@ -1461,6 +1483,7 @@ static bool load_adapter(struct ld *ld, uint32_t v, uint32_t node, const char *n
         a->window_base = base;
         snprintf(a->bdf, sizeof(a->bdf), "%s", bdf);
         a->stx = stx;
+        a->dol = dol;
         a->loc = at(ld, vals[A_NAME]);
         if (vals[A_WINDOW] != NONE)
                 a->loc_window = at(ld, vals[A_WINDOW]);

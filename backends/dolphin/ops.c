@@ -136,13 +136,24 @@ static void NTBF_PRINTF(2, 3) fig_add(struct ntbf_adapter_h *h, const char *fmt,
 }
 
 /*
- * Whether the operator allows the cluster file's window where SISCI does not give it
- * (NTBFAB_DOLPHIN_FILE_FIGURES=1, docs/dolphin.md). Without it such an adapter is refused.
+ * Whether the operator allows the cluster file's window where SISCI does not give it: the
+ * adapter's `dolphin: {file_figures: true}` in the cluster file (docs/dolphin.md). A non-empty
+ * NTBFAB_DOLPHIN_FILE_FIGURES in the environment overrides the file for every adapter of the
+ * process: "0" refuses, any other value allows. *why says which allowed, or which refused
+ * when the environment did (NULL: the file has no file_figures: true).
  */
-static bool file_figures_allowed(void)
+static bool file_figures_allowed(const struct ntbf_adapter *a, const char **why)
 {
         const char *v = getenv("NTBFAB_DOLPHIN_FILE_FIGURES");
-        return v && *v && strcmp(v, "0");
+        if (v && *v) {
+                bool on = strcmp(v, "0") != 0;
+                *why = on ? "NTBFAB_DOLPHIN_FILE_FIGURES is set in the environment"
+                          : "NTBFAB_DOLPHIN_FILE_FIGURES=0 in the environment overrides the "
+                            "cluster file's dolphin: {file_figures}";
+                return on;
+        }
+        *why = a->dol.file_figures ? "the cluster file says dolphin: {file_figures: true}" : NULL;
+        return a->dol.file_figures;
 }
 
 /* One answer of SCIQuery(SCI_Q_ADAPTER, sub) for h's adapter, or a sentence of why not. */
@@ -203,20 +214,21 @@ static int att_window(struct ntbf_adapter_h *h, char *why, size_t whylen)
         uint64_t fs = 0;
         for (uint32_t w = 0; w < a->nwin; w++)
                 fs += a->win[w].slots;
-        if (!file_figures_allowed()) {
+        const char *because;
+        if (!file_figures_allowed(a, &because)) {
                 snprintf(why, whylen,
                          "adapter %s.%s: the window's slots are the budget the core plans with, "
                          "and the dolphin backend takes them from SISCI, but %s; update "
-                         "eXpressWare, or set NTBFAB_DOLPHIN_FILE_FIGURES=1 to plan with the "
-                         "cluster file's window instead (%" PRIu64 " slots)",
-                         nn, a->name, what, fs);
+                         "eXpressWare, or add dolphin: {file_figures: true} to the adapter in "
+                         "the cluster file to plan with its window instead (%" PRIu64 " slots)%s%s",
+                         nn, a->name, what, fs, because ? "; " : "", because ? because : "");
                 return NTBF_EUNSUPPORTED;
         }
         snprintf(h->warning, sizeof(h->warning),
                  "adapter %s.%s: %s; the core plans with the cluster file's window (%" PRIu64
-                 " slots), unchecked, because NTBFAB_DOLPHIN_FILE_FIGURES is set: more than the "
-                 "adapter holds fails when a slot is programmed",
-                 nn, a->name, what, fs);
+                 " slots), unchecked, because %s: more than the adapter holds fails when a slot "
+                 "is programmed",
+                 nn, a->name, what, fs, because);
         fig_add(h, "window: the cluster file's (%" PRIu64 " slots)", fs);
         return 0;
 }

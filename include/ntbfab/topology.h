@@ -223,6 +223,15 @@ struct ntbf_stx_params {
         struct ntbf_loc loc;
 };
 
+/*
+ * What the dolphin backend takes from an adapter's `dolphin:` in the cluster file
+ * (docs/dolphin.md, "Figures come from SCIQuery").
+ */
+struct ntbf_dol_params {
+        bool file_figures; /* plan with the file's window where SCIQuery does not give it */
+        struct ntbf_loc loc;
+};
+
 struct ntbf_adapter {
         char name[NTBF_NAME_MAX + 1];
         uint32_t node;
@@ -231,6 +240,7 @@ struct ntbf_adapter {
         uint64_t lut_entry_size;    /* window / lut_entries; filled by finalize */
         char bdf[16];               /* PCI address of the adapter, "" if unknown */
         struct ntbf_stx_params stx; /* `switchtec:` (backends/switchtec) */
+        struct ntbf_dol_params dol; /* `dolphin:` (backends/dolphin) */
         struct ntbf_loc loc, loc_window, loc_window_base, loc_lut;
         /* Filled by finalize: link index per port, NTBF_NONE where unconnected. */
         uint32_t link[NTBF_MAX_ADAPTER_PORTS];

@@ -11,7 +11,7 @@
 # MODE conformance  ntbfab-conformance on two Dolphin adapters (ports 18501-18504)
 #      up           ntbfab up with backend dolphin: config/examples/dolphin.yaml over
 #                   quickstart.yaml; what is refused, and how it is said; the window's figures
-#                   from SCIQuery, or the file's when the operator says so (ports 18511-18515)
+#                   from SCIQuery, or the file's when the operator says so (ports 18511-18516)
 #      device       a borrowed accelerator used through the device API, data checked, then
 #                   used by its lender (ports 18521-18523)
 #      nvme         ntbfab-nvme: a manager and clients share the simulated NVMe (18531-18533)
@@ -138,24 +138,38 @@ up)
 		fail "ntbfab up planned with a window SISCI did not give"
 	expect noatt "the window's slots are the budget the core plans with, and the dolphin backend"
 	expect noatt 'SCIQuery(SCI_Q_ADAPTER, SCI_Q_ADAPTER_ATT_NUMBER_OF_ENTRIES) failed'
-	expect noatt 'set NTBFAB_DOLPHIN_FILE_FIGURES=1 to plan with the cluster file.s window instead (256 slots)'
+	expect noatt 'add dolphin: {file_figures: true} to the adapter in the cluster file to plan with its window instead (256 slots)'
+	grep -q 'NTBFAB_DOLPHIN_FILE_FIGURES' "$top/noatt.out" &&
+		fail "the refusal names the environment, which did not decide: $(cat "$top/noatt.out")"
 	"$ntbfab" down --dir "$top/noatt" >/dev/null 2>&1
 	NTBFAB_SISCI_LIB=$shim NTBFAB_SISCI_ENV="$NTBFAB_SISCI_ENV NTBFAB_TEST_SISCI_ATT_ENTRIES=0" \
 		"$ntbfab" up "$top/noatt.yaml" --dir "$top/att0" >"$top/att0.out" 2>&1 &&
 		fail "ntbfab up planned with an ATT of 0 entries"
 	expect att0 'SCIQuery gave an ATT of 0 entries of 4194304 bytes, which the backend cannot use'
 	"$ntbfab" down --dir "$top/att0" >/dev/null 2>&1
-	# The operator may plan with the file's window instead: then the file's 128 slots stand
-	# (where SISCI's 256 refused them above), and each daemon's log says so.
-	sed "s/slots: 256/slots: 128/; s/:$((base + 2))/:$((base + 5))/" "$top/outer.yaml" \
-		>"$top/filefig.yaml"
-	NTBFAB_DOLPHIN_FILE_FIGURES=1 NTBFAB_SISCI_LIB=$shim \
+	# The operator may plan with the file's window instead, saying so in the cluster file
+	# (dolphin: {file_figures: true} on each adapter): then the file's 128 slots stand (where
+	# SISCI's 256 refused them above), and each daemon's log says so.
+	sed "s/slots: 256/slots: 128/; s/:$((base + 2))/:$((base + 5))/; s/^\( *\)model: dolphin-sisci/&\n\1dolphin: {file_figures: true}/" \
+		"$top/outer.yaml" >"$top/filefig.yaml"
+	[ "$(grep -c 'dolphin: {file_figures: true}' "$top/filefig.yaml")" = 2 ] ||
+		fail "filefig.yaml does not give both adapters file_figures: $(cat "$top/filefig.yaml")"
+	# The environment overrides the file (docs/dolphin.md): NTBFAB_DOLPHIN_FILE_FIGURES=0 refuses
+	# the window the file allows, and says which of the two decided.
+	sed "s/:$((base + 5))/:$((base + 6))/" "$top/filefig.yaml" >"$top/envoff.yaml"
+	NTBFAB_DOLPHIN_FILE_FIGURES=0 NTBFAB_SISCI_LIB=$shim \
+		NTBFAB_SISCI_ENV="$NTBFAB_SISCI_ENV NTBFAB_TEST_SISCI_UNANSWERED=ATT_NUMBER_OF_ENTRIES" \
+		"$ntbfab" up "$top/envoff.yaml" --dir "$top/envoff" >"$top/envoff.out" 2>&1 &&
+		fail "ntbfab up planned with the file's window under NTBFAB_DOLPHIN_FILE_FIGURES=0"
+	expect envoff "(128 slots); NTBFAB_DOLPHIN_FILE_FIGURES=0 in the environment overrides the cluster file's dolphin: {file_figures}"
+	"$ntbfab" down --dir "$top/envoff" >/dev/null 2>&1
+	NTBFAB_SISCI_LIB=$shim \
 		NTBFAB_SISCI_ENV="$NTBFAB_SISCI_ENV NTBFAB_TEST_SISCI_UNANSWERED=ATT_NUMBER_OF_ENTRIES" \
 		"$ntbfab" up "$top/filefig.yaml" --dir "$top/filefig" >"$top/filefig.out" 2>&1 ||
-		fail "ntbfab up with NTBFAB_DOLPHIN_FILE_FIGURES=1: $(cat "$top/filefig.out")"
+		fail "ntbfab up with dolphin: {file_figures: true}: $(cat "$top/filefig.out")"
 	expect filefig 'lender.ntb0 - borrower.ntb0  up'
 	for n in lender borrower; do
-		grep -q "ntbfab dolphin: WARNING: adapter $n.ntb0: SCIQuery(SCI_Q_ADAPTER, SCI_Q_ADAPTER_ATT_NUMBER_OF_ENTRIES) failed: .*; the core plans with the cluster file's window (128 slots), unchecked, because NTBFAB_DOLPHIN_FILE_FIGURES is set" \
+		grep -q "ntbfab dolphin: WARNING: adapter $n.ntb0: SCIQuery(SCI_Q_ADAPTER, SCI_Q_ADAPTER_ATT_NUMBER_OF_ENTRIES) failed: .*; the core plans with the cluster file's window (128 slots), unchecked, because the cluster file says dolphin: {file_figures: true}" \
 			"$top/filefig/log/$n.err" || fail "the daemon of $n did not say the file's window stands for SISCI's"
 		grep -q "ntbfab dolphin: adapter $n.ntb0: figures ports 2 from SCIQuery, window: the cluster file's (128 slots)" \
 			"$top/filefig/log/$n.err" || fail "the daemon of $n did not say which figures are the file's"

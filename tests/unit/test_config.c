@@ -314,6 +314,40 @@ static void test_switchtec_needs_its_switch(void **state)
         free(e);
 }
 
+/* An adapter's dolphin: (docs/dolphin.md): file_figures read per adapter, false without it. */
+static void test_dolphin_keys(void **state)
+{
+        (void)state;
+        const char *y = "cluster: {name: c, backend: dolphin}\n"
+                        "nodes:\n"
+                        "  - name: a\n"
+                        "    id: 4\n"
+                        "    address: 'x:1'\n"
+                        "    adapters:\n"
+                        "      - name: n\n"
+                        "        model: dolphin-sisci\n"
+                        "        dolphin: {file_figures: true}\n"
+                        "  - name: b\n"
+                        "    id: 8\n"
+                        "    address: 'x:2'\n"
+                        "    adapters:\n"
+                        "      - {name: n, model: dolphin-sisci, dolphin: {file_figures: false}}\n"
+                        "  - name: c\n"
+                        "    id: 9\n"
+                        "    address: 'x:3'\n"
+                        "    adapters:\n"
+                        "      - {name: n, model: dolphin-sisci}\n"
+                        "links: [[a.n, b.n], [b.n.1, c.n], [c.n.1, a.n.1]]\n";
+        struct ntbf_topo *t = load_ok(y);
+        assert_true(t->adapters[0].dol.file_figures);
+        assert_int_equal(t->adapters[0].dol.loc.line, 9);
+        assert_int_equal(t->adapters[0].dol.loc.col, 18);
+        assert_false(t->adapters[1].dol.file_figures);
+        assert_false(t->adapters[2].dol.file_figures);
+        assert_int_equal(t->adapters[2].dol.loc.line, 0);
+        ntbf_topo_free(t);
+}
+
 static void test_backend_names_from_registry(void **state)
 {
         (void)state;
@@ -759,6 +793,7 @@ int main(void)
             cmocka_unit_test(test_overrides_and_units),
             cmocka_unit_test(test_windows_keys),
             cmocka_unit_test(test_backend_names_from_registry),
+        cmocka_unit_test(test_dolphin_keys),
             cmocka_unit_test(test_switchtec_needs_its_switch),
             cmocka_unit_test(test_bar_forms),
             cmocka_unit_test(test_sim_overrides),
