@@ -69,11 +69,13 @@ int stx_find_switch(const char *root, const char *ntb_bdf, struct stx_found *out
                 root = "";
         struct pci_addr nt;
         if (!ntb_bdf || !parse_bdf(ntb_bdf, &nt)) {
+                bool none = !ntb_bdf || !*ntb_bdf;
                 snprintf(why, whylen,
                          "the switch is found from the NT function's PCI address (the "
-                         "adapter's bdf), and %s is none: give the adapter its bdf, or the "
-                         "switch's register space in switchtec: {gas: ...}",
-                         ntb_bdf && *ntb_bdf ? ntb_bdf : "the adapter has");
+                         "adapter's bdf), and %s%s%s: give the adapter its bdf as "
+                         "DDDD:BB:DD.F, or the switch's register space in switchtec: {gas: ...}",
+                         none ? "the adapter has none" : "'", none ? "" : ntb_bdf,
+                         none ? "" : "' is not one");
                 return -EINVAL;
         }
         char dir[PATH_MAX];
@@ -81,10 +83,10 @@ int stx_find_switch(const char *root, const char *ntb_bdf, struct stx_found *out
         DIR *d = opendir(dir);
         if (!d) {
                 snprintf(why, whylen,
-                         "no Switchtec management device to find the switch of NT function %s "
-                         "in: %s: %s (is the switchtec driver loaded?); load it, or give the "
-                         "switch's register space in switchtec: {gas: ...}",
-                         ntb_bdf, CLASS_DIR, strerror(errno));
+                         "cannot list %s to find the switch of NT function %s: %s (is the "
+                         "switchtec driver loaded?); load it, or give the switch's register "
+                         "space in switchtec: {gas: ...}",
+                         CLASS_DIR, ntb_bdf, strerror(errno));
                 return -ENOENT;
         }
         char seen[400] = "", best[2][64] = {"", ""}, fn[32];

@@ -588,8 +588,9 @@ static void test_find_none(void **state)
         struct stx_found fs;
         ft_root(root, sizeof(root));
         assert_int_equal(stx_find_switch(root, "0000:03:00.1", &fs, why, sizeof(why)), -ENOENT);
-        assert_non_null(strstr(why, "NT function 0000:03:00.1 in: /sys/class/switchtec: No such "
-                                    "file or directory (is the switchtec driver loaded?)"));
+        assert_non_null(strstr(why, "cannot list /sys/class/switchtec to find the switch of NT "
+                                    "function 0000:03:00.1: No such file or directory (is the "
+                                    "switchtec driver loaded?)"));
         assert_non_null(strstr(why, "switchtec: {gas: ...}"));
         static const char *const dirs[] = {"sys", "sys/class", "sys/class/switchtec"};
         for (size_t i = 0; i < 3; i++) {
@@ -602,8 +603,11 @@ static void test_find_none(void **state)
                                     "/sys/class/switchtec has no switchtecN"));
         assert_non_null(strstr(why, "switchtec: {gas: ...}"));
         assert_int_equal(stx_find_switch(root, "", &fs, why, sizeof(why)), -EINVAL);
-        assert_non_null(strstr(why, "give the adapter its bdf"));
+        assert_non_null(strstr(why, "(the adapter's bdf), and the adapter has none: give the "
+                                    "adapter its bdf"));
         assert_int_equal(stx_find_switch(root, NULL, &fs, why, sizeof(why)), -EINVAL);
+        assert_int_equal(stx_find_switch(root, "03:00", &fs, why, sizeof(why)), -EINVAL);
+        assert_non_null(strstr(why, "and '03:00' is not one: give the adapter its bdf"));
         ft_done(root);
 }
 
