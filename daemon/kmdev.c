@@ -172,7 +172,8 @@ static void take_over(struct ntbf__d *d)
                                                       : "?";
                 if (st) {
                         LOG_W("0x%04x was held for a VM by instance %" PRIu64 ", which no longer "
-                              "has it (%s): the VM stopped while no daemon ran; returning it",
+                              "has it (%s): its VM stopped, or it went, while no daemon ran; "
+                              "returning it",
                               b->fdid, inst, st);
                         give_back(d, b->fdid, b->lender, true);
                         ntbf__node_event(d, "device.returned", b->fdid, NULL, NULL);
