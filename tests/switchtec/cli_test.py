@@ -91,6 +91,10 @@ nodes:
       - name: nt0
         model: switchtec-pfx
         switchtec: {{device: {sock}, gas: mrpc, partition: 0}}
+      - name: nt1
+        model: switchtec-pfx
+        bdf: "0000:7e:1f.7"
+        switchtec: {{partition: 4}}
   - name: b
     id: 8
     address: b:1
@@ -113,6 +117,14 @@ links:
         assert "cannot open the switch's register space" in err, err
         err = run("status", "-c", cl, "a.nt9", rc=1).stderr
         assert "no adapter 'a.nt9'" in err, err
+        # No gas: the switch is looked for in /sys/class/switchtec from the adapter's bdf; this
+        # host has none that owns 7e:1f.7, and the sentence says what was looked at and to set gas.
+        err = run("status", "-c", cl, "a.nt1", rc=1).stderr
+        if os.path.isdir("/sys/class/switchtec"):
+            want = "no Switchtec management function is NT function 0000:7e:1f.7"
+        else:
+            want = "cannot list /sys/class/switchtec to find the switch of NT function 0000:7e:1f.7"
+        assert want in err and "switchtec: {gas: ...}" in err and "adapter a.nt1" in err, err
         err = run("routes", "--gas", gas, rc=2).stderr
         assert "unknown switchtec view 'routes'" in err, err
         err = run("lut", rc=2).stderr
