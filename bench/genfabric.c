@@ -1,4 +1,5 @@
-/* bench/genfabric.c: generate a large synthetic cluster file (leaf/spine switches) for benchmarks. */
+/* bench/genfabric.c: generate a large synthetic cluster file (leaf/spine switches) for benchmarks.
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,13 +7,14 @@
 /*
  * A two-level fabric of mxs824-like switches: `spines` spine switches and
  * `switches - spines` leaf switches; each leaf has `uplinks` cables to spines and holds
- * its share of the nodes. Node 0 ("lender") has an NVMe and an accelerator. Switch
+ * its share of the nodes. Node 0 ("lender") has an NVMe and an accelerator, and nodes
+ * 1..lenders-1 an accelerator each (--lenders, default 1). Switch
  * requester tables are raised because a flat fabric of 1024 CPUs needs 2048 entries
  * per switch port: the file says so in a comment.
  */
 int main(int argc, char **argv)
 {
-        unsigned nodes = 1024, switches = 64, spines = 8, uplinks = 3;
+        unsigned nodes = 1024, switches = 64, spines = 8, uplinks = 3, lenders = 1;
         for (int i = 1; i + 1 < argc; i += 2) {
                 unsigned v = (unsigned)strtoul(argv[i + 1], NULL, 10);
                 if (!strcmp(argv[i], "--nodes"))
@@ -23,9 +25,12 @@ int main(int argc, char **argv)
                         spines = v;
                 else if (!strcmp(argv[i], "--uplinks"))
                         uplinks = v;
+                else if (!strcmp(argv[i], "--lenders"))
+                        lenders = v;
                 else {
-                        fprintf(stderr, "usage: %s [--nodes N] [--switches N] [--spines N] "
-                                        "[--uplinks N]\n",
+                        fprintf(stderr,
+                                "usage: %s [--nodes N] [--switches N] [--spines N] "
+                                "[--uplinks N] [--lenders N]\n",
                                 argv[0]);
                         return 2;
                 }
@@ -56,6 +61,10 @@ int main(int argc, char **argv)
                                "{model: nvme, capacity: 1GiB}}\n"
                                "      - {name: acc0, bdf: \"0000:04:00.0\", lend: true, sim: "
                                "{model: accel, memory: 64MiB}}\n");
+                else if (i < lenders)
+                        printf("    devices:\n"
+                               "      - {name: acc0, bdf: \"0000:04:00.0\", lend: true, sim: "
+                               "{model: accel, memory: 16MiB}}\n");
         }
         printf("switches:\n");
         for (unsigned s = 0; s < switches; s++)
