@@ -273,6 +273,87 @@ void ntbf__entset_only(struct ntbf__entset *s, const struct ntbf_topo *t, uint32
         s->n = o;
 }
 
+/* ---- counted sets ---------------------------------------------------------------------------- */
+
+void ntbf__entcount_free(struct ntbf__entcount *c)
+{
+        ntbf__entset_free(&c->keys);
+        free(c->n);
+        memset(c, 0, sizeof(*c));
+}
+
+/* Where key is, or where it would go (*found false), in the sorted keys. */
+static size_t entcount_find(const struct ntbf__entcount *c, const char *key, bool *found)
+{
+        size_t lo = 0, hi = c->keys.n;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                int r = strcmp(c->keys.v[mid], key);
+                if (!r) {
+                        *found = true;
+                        return mid;
+                }
+                if (r < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        *found = false;
+        return lo;
+}
+
+uint32_t ntbf__entcount_of(const struct ntbf__entcount *c, const char *key)
+{
+        bool found;
+        size_t i = entcount_find(c, key, &found);
+        return found ? c->n[i] : 0;
+}
+
+int ntbf__entcount_step(struct ntbf__entcount *c, const char *key, bool add)
+{
+        bool found;
+        size_t i = entcount_find(c, key, &found);
+        struct ntbf__entset *k = &c->keys;
+        if (!add) {
+                if (!found)
+                        return -ENOENT;
+                if (--c->n[i])
+                        return 0;
+                free(k->v[i]);
+                memmove(&k->v[i], &k->v[i + 1], (k->n - i - 1) * sizeof(*k->v));
+                memmove(&c->n[i], &c->n[i + 1], (k->n - i - 1) * sizeof(*c->n));
+                k->n--;
+                return 0;
+        }
+        if (found) {
+                c->n[i]++;
+                return 0;
+        }
+        if (k->n == k->cap || k->n == c->cap) {
+                size_t cap = k->cap > c->cap ? k->cap : c->cap;
+                cap = cap ? cap * 2 : 64;
+                char **v = realloc(k->v, cap * sizeof(*v));
+                if (!v)
+                        return -ENOMEM;
+                k->v = v;
+                k->cap = cap;
+                uint32_t *n = realloc(c->n, cap * sizeof(*n));
+                if (!n)
+                        return -ENOMEM;
+                c->n = n;
+                c->cap = cap;
+        }
+        char *dup = strdup(key);
+        if (!dup)
+                return -ENOMEM;
+        memmove(&k->v[i + 1], &k->v[i], (k->n - i) * sizeof(*k->v));
+        memmove(&c->n[i + 1], &c->n[i], (k->n - i) * sizeof(*c->n));
+        k->v[i] = dup;
+        c->n[i] = 1;
+        k->n++;
+        return 0;
+}
+
 /* ---- entries of a state -------------------------------------------------------------------- */
 
 struct ntbf_rid ntbf__dev_rid(const struct ntbf_topo *t, uint32_t device)
@@ -414,8 +495,26 @@ static int add_join(const struct ntbf_topo *t, const struct ntbf_plan *p, const 
         return add(out, &e);
 }
 
-static int plan_ents(const struct ntbf_state *s, const struct ntbf_plan *p,
-                     struct ntbf__entset *out)
+bool ntbf__plan_ents_shared(const struct ntbf_plan *p)
+{
+        for (uint32_t i = 0; i < p->nres; i++)
+                if (p->res[i].kind == NTBF_RES_LUT && p->res[i].dest == NTBF_DEST_MCAST)
+                        return true;
+        return false;
+}
+
+int ntbf__base_ents(const struct ntbf_state *s, struct ntbf__entset *out)
+{
+        const struct ntbf_topo *t = ntbf_state_topo(s);
+        int r = 0;
+        for (uint32_t i = 0; i < s->nbase && !r; i++) {
+                struct ntbf_requester cpu = {s->base[i].node, NTBF_NONE, 0};
+                r = add_requester(t, out, NTBF_ENT_SWRID, s->base[i].sw, &cpu);
+        }
+        return r;
+}
+
+int ntbf__plan_ents(const struct ntbf_state *s, const struct ntbf_plan *p, struct ntbf__entset *out)
 {
         const struct ntbf_topo *t = ntbf_state_topo(s);
         int r = 0;
@@ -485,14 +584,9 @@ static int plan_ents(const struct ntbf_state *s, const struct ntbf_plan *p,
 
 int ntbf__ents_of_state(const struct ntbf_state *s, struct ntbf__entset *out)
 {
-        const struct ntbf_topo *t = ntbf_state_topo(s);
-        int r = 0;
-        for (uint32_t i = 0; i < s->nbase && !r; i++) {
-                struct ntbf_requester cpu = {s->base[i].node, NTBF_NONE, 0};
-                r = add_requester(t, out, NTBF_ENT_SWRID, s->base[i].sw, &cpu);
-        }
+        int r = ntbf__base_ents(s, out);
         for (uint32_t i = 0; i < s->nallocs && !r; i++)
-                r = plan_ents(s, &s->allocs[i]->plan, out);
+                r = ntbf__plan_ents(s, &s->allocs[i]->plan, out);
         ntbf__entset_sort(out);
         return r;
 }

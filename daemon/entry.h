@@ -83,6 +83,26 @@ struct ntbf_rid ntbf__cpu_rid(uint32_t node, uint32_t k);
 
 /* Every entry the fabric needs for state s (its baseline and live plans), sorted. */
 int ntbf__ents_of_state(const struct ntbf_state *s, struct ntbf__entset *out);
+/* The baseline's entries (CPUs in switch requester tables), and one plan's (unsorted; a key
+ * may repeat): the state's are theirs together. */
+int ntbf__base_ents(const struct ntbf_state *s, struct ntbf__entset *out);
+int ntbf__plan_ents(const struct ntbf_state *s, const struct ntbf_plan *p,
+                    struct ntbf__entset *out);
+/* Whether a plan's entries depend on other allocations too (a multicast group's slot is
+ * numbered among the groups with members), not only on the plan. */
+bool ntbf__plan_ents_shared(const struct ntbf_plan *p);
+
+/* A sorted set of keys with how many holders need each (the manager's desired entries: the
+ * baseline and every allocation hold theirs); a key is in keys while it has a holder. */
+struct ntbf__entcount {
+        struct ntbf__entset keys;
+        uint32_t *n; /* holders of keys.v[i] */
+        size_t cap;  /* of n */
+};
+void ntbf__entcount_free(struct ntbf__entcount *c);
+/* One more holder of key (add), or one fewer: 0, -ENOMEM, or -ENOENT (held by none). */
+int ntbf__entcount_step(struct ntbf__entcount *c, const char *key, bool add);
+uint32_t ntbf__entcount_of(const struct ntbf__entcount *c, const char *key);
 
 /* ---- plans as JSON (the fabric manager's database) ------------------------------------------ */
 

@@ -372,16 +372,22 @@ static void round_start(struct ntbf__fm *fm, bool program, void (*then)(struct n
         fm->err = 0;
         fm->msg[0] = 0;
         fm->pending = 1; /* held until every request is out */
-        for (uint32_t n = 0; n < t->nnodes; n++) {
-                struct json_object *list = NULL;
-                for (size_t i = 0; i < fm->delta.n; i++) {
-                        struct ntbf__ent e;
-                        if (ntbf__ent_parse(t, fm->delta.v[i], &e) || e.prog != n)
-                                continue;
-                        if (!list)
-                                list = json_object_new_array();
-                        json_object_array_add(list, json_object_new_string(fm->delta.v[i]));
-                }
+        /* Each entry goes to its programmer: one list per node that has some. */
+        struct json_object **lists = calloc(t->nnodes + 1, sizeof(*lists));
+        for (size_t i = 0; lists && i < fm->delta.n; i++) {
+                struct ntbf__ent e;
+                if (ntbf__ent_parse(t, fm->delta.v[i], &e) || e.prog >= t->nnodes)
+                        continue;
+                if (!lists[e.prog])
+                        lists[e.prog] = json_object_new_array();
+                json_object_array_add(lists[e.prog], json_object_new_string(fm->delta.v[i]));
+        }
+        if (!lists && !fm->err) {
+                fm->err = -ENOMEM;
+                snprintf(fm->msg, sizeof(fm->msg), "out of memory");
+        }
+        for (uint32_t n = 0; lists && n < t->nnodes; n++) {
+                struct json_object *list = lists[n];
                 if (!list)
                         continue;
                 if (!connected(fm, n)) {
@@ -395,43 +401,140 @@ static void round_start(struct ntbf__fm *fm, bool program, void (*then)(struct n
                         }
                         continue;
                 }
-                if (program && fm->err)
-                        continue; /* no point: this round fails anyway */
+                if (program && fm->err) {
+                        json_object_put(list); /* no point: this round fails anyway */
+                        continue;
+                }
                 struct json_object *p = json_object_new_object();
                 json_object_object_add(p, "entries", list);
                 fm->pending++;
                 fm->net.request(fm->net.ctx, n, program ? "program" : "unprogram", p, round_reply,
                                 fm);
         }
+        free(lists);
         if (--fm->pending == 0)
                 round_done(fm);
 }
 
-/* The entries state s needs, into out (sorted). */
-static int desired(struct ntbf__fm *fm, struct ntbf__entset *out)
+/* ---- what the state needs programmed -------------------------------------------------------
+ *
+ * fm->want changes with each allocation made or given back, by that allocation's entries
+ * alone (and those of allocations whose entries depend on others: multicast). A change
+ * records which keys it touched and whether each was wanted before, so that the
+ * programming round sends exactly the difference.
+ */
+
+struct wchange {
+        struct ntbf__entcount was, wasnt; /* touched keys, wanted before or not */
+        int err;
+};
+
+static void want_step(struct ntbf__fm *fm, struct wchange *w, const char *key, bool add)
 {
-        memset(out, 0, sizeof(*out));
-        return ntbf__ents_of_state(fm->s, out);
+        bool before = ntbf__entcount_of(&fm->want, key) > 0;
+        struct ntbf__entcount *seen = before ? &w->was : &w->wasnt;
+        int r = 0;
+        if (!ntbf__entcount_of(&w->was, key) && !ntbf__entcount_of(&w->wasnt, key))
+                r = ntbf__entcount_step(seen, key, true);
+        if (!r)
+                r = ntbf__entcount_step(&fm->want, key, add);
+        if (r && !w->err)
+                w->err = r;
+}
+
+static void want_hold(struct ntbf__fm *fm, struct wchange *w, struct fm_alloc *a, bool hold)
+{
+        if (hold) {
+                const struct ntbf_plan *p = ntbf_alloc_plan(fm->s, a->sid);
+                ntbf__entset_free(&a->ents);
+                if (p && ntbf__plan_ents(fm->s, p, &a->ents) && !w->err)
+                        w->err = -ENOMEM;
+                ntbf__entset_sort(&a->ents);
+                a->ents_shared = p && ntbf__plan_ents_shared(p);
+        }
+        for (size_t i = 0; i < a->ents.n; i++)
+                want_step(fm, w, a->ents.v[i], hold);
+        if (!hold)
+                ntbf__entset_free(&a->ents);
+}
+
+/* Allocations whose entries depend on the others' follow the change. */
+static void want_follow(struct ntbf__fm *fm, struct wchange *w)
+{
+        for (struct fm_alloc *a = fm->allocs; a; a = a->next) {
+                const struct ntbf_plan *p;
+                if (!a->ents_shared || !(p = ntbf_alloc_plan(fm->s, a->sid)))
+                        continue;
+                struct ntbf__entset now = {0}, gone = {0}, come = {0};
+                if (ntbf__plan_ents(fm->s, p, &now) && !w->err)
+                        w->err = -ENOMEM;
+                ntbf__entset_sort(&now);
+                ntbf__entset_diff(&a->ents, &now, &gone);
+                ntbf__entset_diff(&now, &a->ents, &come);
+                for (size_t i = 0; i < gone.n; i++)
+                        want_step(fm, w, gone.v[i], false);
+                for (size_t i = 0; i < come.n; i++)
+                        want_step(fm, w, come.v[i], true);
+                ntbf__entset_free(&a->ents);
+                a->ents = now;
+                ntbf__entset_free(&gone);
+                ntbf__entset_free(&come);
+        }
+}
+
+/* Recompute what the whole state needs and compare (NTBFAB_FM_CHECK=1: tests). */
+static void want_check(struct ntbf__fm *fm, const char *after)
+{
+        if (!fm->check)
+                return;
+        struct ntbf__entset full = {0}, extra = {0}, missing = {0};
+        ntbf__ents_of_state(fm->s, &full);
+        ntbf__entset_diff(&full, &fm->want.keys, &missing);
+        ntbf__entset_diff(&fm->want.keys, &full, &extra);
+        if (missing.n || extra.n) {
+                LOG_E("the manager's desired entries differ from its state's after %s: %zu "
+                      "missing (%s), %zu extra (%s)",
+                      after, missing.n, missing.n ? missing.v[0] : "-", extra.n,
+                      extra.n ? extra.v[0] : "-");
+                abort();
+        }
+        ntbf__entset_free(&full);
+        ntbf__entset_free(&extra);
+        ntbf__entset_free(&missing);
+}
+
+/* End a change: fm->delta is what it added (program) or removed (clear), sorted. */
+static void want_done(struct ntbf__fm *fm, struct wchange *w, bool program, const char *what)
+{
+        want_follow(fm, w);
+        ntbf__entset_free(&fm->delta);
+        const struct ntbf__entcount *c = program ? &w->wasnt : &w->was;
+        for (size_t i = 0; i < c->keys.n; i++)
+                if ((ntbf__entcount_of(&fm->want, c->keys.v[i]) > 0) == program)
+                        ntbf__entset_add(&fm->delta, c->keys.v[i]);
+        if (w->err)
+                LOG_E("out of memory keeping the desired entries after %s: nodes reconcile "
+                      "with what the manager can send",
+                      what);
+        ntbf__entcount_free(&w->was);
+        ntbf__entcount_free(&w->wasnt);
+        want_check(fm, what);
 }
 
 /* Release allocations and compute in fm->delta what no longer is needed. */
 static void release_into_delta(struct ntbf__fm *fm, struct fm_alloc **v, size_t n)
 {
-        struct ntbf__entset before, after;
-        desired(fm, &before);
+        struct wchange w = {0};
         for (size_t i = 0; i < n; i++) {
                 if (v[i]->kind >= A_SX_CONNECT)
                         ntbf__fm_sx_released(fm, v[i]);
                 ntbf_release(fm->s, v[i]->sid);
+                want_hold(fm, &w, v[i], false);
                 forget_alloc(fm, v[i]);
                 unlink_alloc(fm, v[i]);
                 free(v[i]);
         }
-        desired(fm, &after);
-        ntbf__entset_free(&fm->delta);
-        ntbf__entset_diff(&before, &after, &fm->delta);
-        ntbf__entset_free(&before);
-        ntbf__entset_free(&after);
+        want_done(fm, &w, false, "a release");
 }
 
 /* ---- the queue of mutations ---------------------------------------------------------------- */
@@ -588,23 +691,18 @@ static void borrow_programmed(struct ntbf__fm *fm)
 /* Commit plan for allocation a, record it, program what it added. */
 static void commit_and_program(struct ntbf__fm *fm, struct fm_alloc *a, struct ntbf_plan *plan)
 {
-        struct ntbf__entset before, after;
-        desired(fm, &before);
         int r = ntbf_commit(fm->s, plan, &a->sid);
         if (r) {
-                ntbf__entset_free(&before);
                 free(a);
                 op_fail(fm, r, "the budget state changed under the plan (%s); try again",
                         ntbf_strerror(r));
                 return;
         }
-        desired(fm, &after);
-        ntbf__entset_free(&fm->delta);
-        ntbf__entset_diff(&after, &before, &fm->delta);
-        ntbf__entset_free(&before);
-        ntbf__entset_free(&after);
         a->seq = fm->next_seq++;
         link_alloc(fm, a);
+        struct wchange w = {0};
+        want_hold(fm, &w, a, true);
+        want_done(fm, &w, true, fm->cur ? fm->cur->m : "a commit");
         save_alloc(fm, a); /* as "programming": a crash now leaves it to be dropped */
         fm->cur_alloc = a;
         round_start(fm, true, borrow_programmed);
@@ -1164,14 +1262,13 @@ static void do_register(struct ntbf__fm *fm, uint32_t from, struct json_object *
 
 static void do_sync(struct ntbf__fm *fm, uint32_t from, ntbf__done_fn cb, void *arg)
 {
-        struct ntbf__entset want;
-        desired(fm, &want);
-        ntbf__entset_only(&want, fm->t, from);
         struct json_object *o = json_object_new_object(), *e = json_object_new_array(),
                            *b = json_object_new_array(), *m = json_object_new_array();
-        for (size_t i = 0; i < want.n; i++)
-                json_object_array_add(e, json_object_new_string(want.v[i]));
-        ntbf__entset_free(&want);
+        for (size_t i = 0; i < fm->want.keys.n; i++) {
+                struct ntbf__ent x;
+                if (!ntbf__ent_parse(fm->t, fm->want.keys.v[i], &x) && x.prog == from)
+                        json_object_array_add(e, json_object_new_string(fm->want.keys.v[i]));
+        }
         for (struct fm_alloc *a = fm->allocs; a; a = a->next) {
                 if (a->node != from || !a->active || a->kind >= A_SX_CONNECT)
                         continue;
@@ -1549,6 +1646,10 @@ static int load_alloc(void *arg, const char *key, const char *json)
         }
         if (ok) {
                 link_alloc(fm, a);
+                struct wchange w = {0};
+                want_hold(fm, &w, a, true);
+                ntbf__entcount_free(&w.was);
+                ntbf__entcount_free(&w.wasnt);
                 if (seq >= fm->next_seq)
                         fm->next_seq = seq + 1;
         } else {
@@ -1610,6 +1711,17 @@ int ntbf__fm_new(const struct ntbf_topo *t, uint32_t self, struct ntbf__store *s
                 /* A fresh full term for everyone (docs/daemon.md: the FM restarts). */
                 fm->nodes[n].last_seen = tnow;
         }
+        const char *check = getenv("NTBFAB_FM_CHECK");
+        fm->check = check && !strcmp(check, "1");
+        struct ntbf__entset base = {0};
+        r = ntbf__base_ents(fm->s, &base);
+        for (size_t i = 0; i < base.n && !r; i++)
+                r = ntbf__entcount_step(&fm->want, base.v[i], true);
+        ntbf__entset_free(&base);
+        if (r) {
+                ntbf__fm_free(fm);
+                return -ENOMEM;
+        }
         struct load_ctx lc = {fm, NULL, 0, 0};
         if (ntbf__store_each(st, NTBF_T_FM_DEVICES, load_fn, fm) ||
             ntbf__store_each(st, NTBF_T_FM_ALLOCS, load_alloc, &lc) || ntbf__fm_sx_restore(fm)) {
@@ -1626,6 +1738,12 @@ int ntbf__fm_new(const struct ntbf_topo *t, uint32_t self, struct ntbf__store *s
                 ntbf__store_res_del(st, seq);
         }
         free(lc.drop);
+        /* Multicast entries are numbered among all the groups restored: settle them now. */
+        struct wchange w = {0};
+        want_follow(fm, &w);
+        ntbf__entcount_free(&w.was);
+        ntbf__entcount_free(&w.wasnt);
+        want_check(fm, "loading");
         unsigned nb = 0, nm = 0;
         for (struct fm_alloc *a = fm->allocs; a; a = a->next) {
                 nb += a->kind == A_BORROW;
@@ -1645,8 +1763,10 @@ void ntbf__fm_free(struct ntbf__fm *fm)
         while (fm->allocs) {
                 struct fm_alloc *a = fm->allocs;
                 fm->allocs = a->next;
+                ntbf__entset_free(&a->ents);
                 free(a);
         }
+        ntbf__entcount_free(&fm->want);
         while (fm->qhead) {
                 struct fm_op *op = fm->qhead;
                 fm->qhead = op->next;
@@ -1666,7 +1786,7 @@ void ntbf__fm_free(struct ntbf__fm *fm)
         free(fm->fn);
         ntbf__entset_free(&fm->delta);
         json_object_put(fm->cur_res);
-        free(fm->cur_alloc);
+        /* fm->cur_alloc, being programmed, is linked already: freed with the others. */
         ntbf_state_free(fm->s);
         ntbf__fm_sx_free(fm);
         free(fm);

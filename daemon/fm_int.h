@@ -46,6 +46,10 @@ struct fm_alloc {
         uint32_t ekind, enode, eid;
         uint32_t lane;  /* SX_CONNECT to a data interrupt's mailbox: the writer's lane */
         bool self_quit; /* released at its own session's request: no loss to report */
+        /* The entries it holds in fm->want (sorted), and whether they depend on other
+         * allocations (ntbf__plan_ents_shared): those are recomputed at every change. */
+        struct ntbf__entset ents;
+        bool ents_shared;
 };
 
 struct fm_node {
@@ -89,7 +93,12 @@ struct ntbf__fm {
         int pending, err;
         char msg[512];
         void (*then)(struct ntbf__fm *fm);
-        struct ntbf__entset delta;   /* entries being programmed or cleared */
+        struct ntbf__entset delta; /* entries being programmed or cleared */
+        /* What the budget state needs programmed, kept as allocations come and go (the
+         * baseline and each allocation hold their entries); NTBFAB_FM_CHECK=1 compares it
+         * with a recomputation from the whole state after every change. */
+        struct ntbf__entcount want;
+        bool check;
         struct fm_alloc *cur_alloc;  /* borrow/map being made */
         struct json_object *cur_res; /* answer prepared while programming */
         int fail_err;                /* why the round being rolled back failed */

@@ -485,6 +485,36 @@ static void test_rollback(void **state)
         fx_free(f);
 }
 
+/* A manager that stops while a borrow is being programmed tells its caller, frees the borrow
+ * being made once, and its restart drops it (recorded as "programming"). */
+static void test_stop_mid_round(void **state)
+{
+        (void)state;
+        struct fx *f = fx_new(THREE, NULL, "lender3");
+        register_all(f);
+        uint32_t acc1 = fdid(f, "lender1", "acc1"), b = node(f, "borrower");
+        char p[64];
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", acc1);
+        f->autoanswer = false;
+        struct ans a = {0};
+        struct json_object *jp = json_tokener_parse(p);
+        ntbf__fm_request(f->fm, b, "borrow", jp, got, &a);
+        json_object_put(jp);
+        assert_false(a.done);
+        assert_true(f->nq > 0);
+        ntbf__fm_free(f->fm);
+        assert_true(a.done);
+        assert_int_equal(a.err, -ECANCELED);
+        while (f->nq) /* the requests of a stopped manager are never answered */
+                json_object_put(f->q[--f->nq].p);
+        f->autoanswer = true;
+        fm_start(f);
+        assert_string_equal(state_of(f, acc1), "available");
+        ok(call(f, b, "borrow", p));
+        ok(call(f, b, "return", p));
+        fx_free(f);
+}
+
 /* Leases: a silent borrower's borrows come back; a silent lender's devices are lost. */
 static void test_leases(void **state)
 {
@@ -1059,6 +1089,7 @@ int main(void)
             cmocka_unit_test(test_registry_and_conflicts),
             cmocka_unit_test(test_frontends),
             cmocka_unit_test(test_rollback),
+            cmocka_unit_test(test_stop_mid_round),
             cmocka_unit_test(test_leases),
             cmocka_unit_test(test_busy_manager),
             cmocka_unit_test(test_restart_replays),
