@@ -19,6 +19,10 @@ run load "$build/bench/bench_load" --json "$out/load.json" \
 run admit "$build/bench/bench_admit" --json "$out/admit.json" \
 	"$root/config/examples/cluster-60.yaml" "$gen"
 run borrow "$build/bench/bench_borrow" --json "$out/borrow.json" --build "$build" --src "$root"
+if echo " $BENCHES " | grep -q " fm " || [ -z "$BENCHES" ]; then
+	"$build/bench/genfabric" --nodes 1024 --switches 64 --lenders 128 > "$build/bench/gen1024l.yaml"
+fi
+run fm "$build/bench/bench_fm" --json "$out/fm.json" --allocs 1000 "$build/bench/gen1024l.yaml"
 run sisci "$build/bench/bench_sisci" --json "$out/sisci.json" --build "$build"
 # The distributed NVMe driver (when libsisci, and so ntbfab-nvme, is built).
 if [ -x "$build/bench/bench_nvme_latency" ]; then
