@@ -110,6 +110,7 @@ struct ntbf__d {
         struct ntbf__store *st;
         struct ntbf__fm *fm; /* this node is the fabric manager */
         bool fm_ready;       /* registered with the manager and reconciled */
+        bool resumed;        /* reconciled once since this daemon started */
         bool syncing;
 
         /* Node state. */
@@ -182,6 +183,9 @@ struct ntbf__lend *ntbf__node_lend(struct ntbf__d *d, uint32_t fdid);
 void ntbf__node_borrow_for_sisci(struct ntbf__d *d, struct ntbf__borrow *b);
 /* Return fdid to the manager for nobody on this node (log why): a borrow nobody holds. */
 void ntbf__node_return_unheld(struct ntbf__d *d, uint32_t fdid, const char *why);
+/* A test's crash point (NTBFAB_CRASH_AT=NODE:PHASE:K, docs/daemon.md): _exit at the K-th
+ * call for PHASE in the daemon of NODE. */
+void ntbf__crash_point(struct ntbf__d *d, const char *phase);
 /* Forget a borrow (returned, lost or reclaimed): its handles become lost. */
 void ntbf__node_drop_borrow(struct ntbf__d *d, uint32_t fdid, const char *reason);
 void ntbf__node_save_lend(struct ntbf__d *d, const struct ntbf__lend *l);

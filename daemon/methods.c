@@ -495,6 +495,7 @@ static void borrowed(void *arg, int err, const char *msg, struct json_object *re
         LOG_I("borrowed 0x%04x from '%s' as %s", b->fdid, node_name(d, b->lender), bdf);
         if (op->attach) {
                 op->fdid = b->fdid;
+                ntbf__crash_point(d, "attach");
                 return ntbf__kern_attach(d, b, attached, op);
         }
         free(op);

@@ -218,9 +218,10 @@ void ntbf__node_drop_borrow(struct ntbf__d *d, uint32_t fdid, const char *reason
  * Where a test makes the daemon die (docs/daemon.md, "Crash consistency"): with
  * NTBFAB_CRASH_AT=NODE:PHASE:K in its environment, the daemon of NODE calls _exit at the K-th
  * crash point of PHASE ("program", "unprogram" or "sync"): after the records of a request are
- * committed, after each entry is programmed or cleared, after the records are updated.
+ * committed, after each entry is programmed or cleared, after the records are updated;
+ * "attach": after a borrow for this kernel is recorded, before the kernel is given it.
  */
-static void crash_point(struct ntbf__d *d, const char *phase)
+void ntbf__crash_point(struct ntbf__d *d, const char *phase)
 {
         static int armed = -1;
         static char want[16];
@@ -346,7 +347,7 @@ static int clear_marked(struct ntbf__d *d, const struct ntbf__ent *v, size_t n, 
                         if ((int)v[i].kind != k || !pick[i])
                                 continue;
                         int r = ntbf__hw_apply(d, &v[i], false, w, sizeof(w));
-                        crash_point(d, phase);
+                        ntbf__crash_point(d, phase);
                         if (r) {
                                 LOG_E("%s", w);
                                 if (!first) {
@@ -386,7 +387,7 @@ static int apply_list(struct ntbf__d *d, struct ntbf__ent *v, size_t n, bool set
                         fresh[i] = true;
                 first = clear_marked(d, v, n, fresh, done, phase, why, whylen);
                 int r = record_many(d, v, n, done, false, w, sizeof(w));
-                crash_point(d, phase);
+                ntbf__crash_point(d, phase);
                 if (r && !first) {
                         first = r;
                         snprintf(why, whylen, "%s", w);
@@ -399,14 +400,14 @@ static int apply_list(struct ntbf__d *d, struct ntbf__ent *v, size_t n, bool set
                     !ntbf__entset_has(&d->programmed, ntbf__ent_key(&v[i], key, sizeof(key)));
         if ((first = record_many(d, v, n, fresh, true, why, whylen)))
                 goto out;
-        crash_point(d, phase);
+        ntbf__crash_point(d, phase);
         size_t failed = n;
         for (int k = 0; k < NTBF_ENT_KINDS && failed == n; k++)
                 for (size_t i = 0; i < n && failed == n; i++) {
                         if ((int)v[i].kind != k)
                                 continue;
                         int r = ntbf__hw_apply(d, &v[i], true, w, sizeof(w));
-                        crash_point(d, phase);
+                        ntbf__crash_point(d, phase);
                         if (r) {
                                 LOG_E("%s", w);
                                 first = r;
@@ -426,7 +427,7 @@ static int apply_list(struct ntbf__d *d, struct ntbf__ent *v, size_t n, bool set
                         for (size_t i = 0; i < n; i++)
                                 undo[i] = fresh[i] && (!done[i] || cleared[i]);
                         record_many(d, v, n, undo, false, w, sizeof(w));
-                        crash_point(d, phase);
+                        ntbf__crash_point(d, phase);
                 }
                 free(undo);
                 free(cleared);
@@ -733,6 +734,15 @@ static void clear_unknown_slots(struct ntbf__d *d, const struct ntbf__ent *v, si
         }
 }
 
+/* A borrow made for this kernel (a shadow device, a VM's instance) that neither holds. */
+static bool kernel_orphan(struct ntbf__borrow *b)
+{
+        const char *fe = "";
+        return ntbf__jget_s(b->json, "frontend", &fe) && !strcmp(fe, "kernel") &&
+               !json_object_object_get_ex(b->json, "attached", NULL) &&
+               !json_object_object_get_ex(b->json, "mdev", NULL);
+}
+
 static void synced(void *arg, int err, const char *msg, struct json_object *res)
 {
         struct ntbf__d *d = arg;
@@ -820,6 +830,14 @@ static void synced(void *arg, int err, const char *msg, struct json_object *res)
                          * died, or while the manager was away. */
                         ntbf__node_drop_borrow(d, b->fdid, "no SISCI process holds it any more");
                         ntbf__node_return_unheld(d, (uint32_t)f, "no SISCI session holds it");
+                } else if (b && !d->resumed && kernel_orphan(b)) {
+                        /* Made for this kernel by the daemon before this one, which died
+                         * before the kernel was given it: nothing here will ever hold it. */
+                        ntbf__node_drop_borrow(d, b->fdid, NULL);
+                        ntbf__node_return_unheld(d, (uint32_t)f,
+                                                 "borrowed for this kernel, but its daemon "
+                                                 "stopped before a shadow device or a VM's "
+                                                 "instance took it");
                 }
         }
         for (struct ntbf__lend *l = d->lends; l; l = l->next)
@@ -839,6 +857,7 @@ static void synced(void *arg, int err, const char *msg, struct json_object *res)
         for (struct ntbf__borrow *b = d->borrows; b; b = b->next)
                 nb++;
         d->fm_ready = true;
+        d->resumed = true;
         ntbf__kern_resume(d);
         ntbf__kmdev_start(d);
         LOG_I("joined the fabric manager on '%s': %zu entr%s programmed, %u borrow%s",

@@ -415,6 +415,42 @@ else
 	result peer-later-whole FAIL "shadow ${SHADOW:-none}: BAR2 daemon [$r2] module [$t2] (BAR2 at $M2), map '$got2', refused in answer $refused, $a1; detach rc $rc: $out, $a2, budgets [$before] -> [$after], programmed [$before_prog] -> [$p1] -> [$p2], module's peers [$left]"
 fi
 
+# ---- a daemon that dies between the borrow and the attach: its successor returns it ----------
+# The borrower's daemon dies right after recording a borrow made for this kernel, before the
+# kernel is given it (NTBFAB_CRASH_AT=borrower:attach:1). The manager still holds the borrow;
+# the next daemon finds it held by no shadow device and no VM's instance, and returns it.
+kill -TERM $PID_borrower
+wait $PID_borrower 2>/dev/null
+joined=$(grep -c "joined the fabric manager" $NTBFAB_DIR/log/borrower.log)
+export NTBFAB_CRASH_AT=borrower:attach:1
+daemon borrower
+unset NTBFAB_CRASH_AT
+for i in $(seq 1 100); do
+	[ "$(grep -c "joined the fabric manager" $NTBFAB_DIR/log/borrower.log)" -gt "$joined" ] && break
+	sleep 0.1
+done
+out=$(ntbfab borrow $F --node borrower --attach --json 2>&1 | tr -d '\n')
+wait $PID_borrower
+died=$?
+mid=$(allocs)
+joined=$(grep -c "joined the fabric manager" $NTBFAB_DIR/log/borrower.log)
+daemon borrower
+for i in $(seq 1 100); do
+	[ "$(grep -c "joined the fabric manager" $NTBFAB_DIR/log/borrower.log)" -gt "$joined" ] &&
+		[ "$(allocs)" = '"allocations":0' ] && break
+	sleep 0.1
+done
+prog_back "$before_prog"
+a=$(allocs) after=$(budgets) p=$(prog)
+said=$(grep -c "borrowed for this kernel, but its daemon stopped" $NTBFAB_DIR/log/borrower.log)
+shadows=$(ls -d /sys/bus/pci/devices/1000[0-9]:* 2>/dev/null | wc -l)
+if [ $died = 86 ] && [ "$mid" = '"allocations":1' ] && [ "$a" = '"allocations":0' ] &&
+	[ "$after" = "$before" ] && [ "$p" = "$before_prog" ] && [ "$said" = 1 ] && [ "$shadows" = 0 ]; then
+	result orphan-returned ok "the borrower's daemon died after recording 0x1000's borrow for this kernel (exit $died, the manager held it: $mid); its successor returned it ('borrowed for this kernel, but its daemon stopped ...'): $a, budgets [$after] and programmed [$p] as before, no shadow device"
+else
+	result orphan-returned FAIL "exit $died ($out), manager $mid then $a, budgets [$before] -> [$after], programmed [$before_prog] -> [$p], said $said, shadows $shadows; $(tail -n 5 $NTBFAB_DIR/log/borrower.log)"
+fi
+
 # ---- the lender dies: its exports go with its device file, the shadow is surprise-removed ----
 out=$(ntbfab borrow $F --node borrower --attach --json 2>&1)
 SHADOW=$(echo "$out" | tr -d ' \n' | sed -n 's/.*"attached":{"pci":"\([^"]*\)".*/\1/p')

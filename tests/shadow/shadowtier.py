@@ -35,7 +35,8 @@ EXPECTED = ["uapi-refusals", "attach", "nvme-binds-shadow", "budgets-taken", "ba
             "refuses-other-way",
             "peer-refused", "mkfs-ext4", "files-64mib", "dma-through-window",
             "daemon-death-removes", "restart-reattaches", "peers-both-ways", "peer-dma-map",
-            "peer-detach-releases", "detach", "peer-later-whole", "lender-death-removes",
+            "peer-detach-releases", "detach", "peer-later-whole", "orphan-returned",
+            "lender-death-removes",
             "host-map-sysfs"]
 RAM = 512 << 20        # the guest's RAM, and the window onto it (a power of two, as BARs are)
 CONTROL = 64 << 20     # the ivshmem region of the two adapters (32 MiB windows)
