@@ -74,6 +74,19 @@ static int call(struct ntbf__fm *fm, uint32_t from, const char *m, const char *p
         return a->err;
 }
 
+/* The database and its journals, removed however the benchmark ends. */
+static char db[] = "/dev/shm/ntbfab-bench-fm-XXXXXX";
+
+static void remove_db(void)
+{
+        char p[64];
+        unlink(db);
+        snprintf(p, sizeof(p), "%s-wal", db);
+        unlink(p);
+        snprintf(p, sizeof(p), "%s-shm", db);
+        unlink(p);
+}
+
 int main(int argc, char **argv)
 {
         const char *json_path = NULL;
@@ -107,12 +120,13 @@ int main(int argc, char **argv)
                 return 1;
         }
         ntbf_diags_free(&d);
-        char db[] = "/dev/shm/ntbfab-bench-fm-XXXXXX", why[512];
+        char why[512];
         int fd = mkstemp(db);
         if (fd < 0)
                 return perror("mkstemp"), 1;
         close(fd);
         unlink(db);
+        atexit(remove_db);
         struct ntbf__store *st;
         struct ntbf__fm *fm;
         struct ntbf__fm_net net = {NULL, request, notify, now_ms, connected, NULL, NULL};
@@ -205,12 +219,6 @@ int main(int argc, char **argv)
         free(by);
         ntbf__fm_free(fm);
         ntbf__store_close(st);
-        unlink(db);
-        char p[64];
-        snprintf(p, sizeof(p), "%s-wal", db);
-        unlink(p);
-        snprintf(p, sizeof(p), "%s-shm", db);
-        unlink(p);
         ntbf_topo_free(t);
         return 0;
 }
