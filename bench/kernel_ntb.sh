@@ -25,6 +25,7 @@ python3 "$root/tests/kernel/kerneltier.py" --src "$root" --build "$build" \
 	--prog sisci-memcpy_bw="$build/tests/vm/sisci-memcpy_bw-static" \
 	--prog sisci-dma="$build/tests/vm/sisci-dma-static" \
 	--prog sisci-intlat="$build/tests/vm/sisci-intlat-static" \
+	--prog ntbfab-nvmep2p="$build/tests/kernel/ntbfab-nvmep2p-static" \
 	--steps ntbfab,lntb,pingpong,perf --env PP_DELAY_MS=0 --env PP_SECONDS=5 \
 	--env PERF_TOTAL_ORDER=27 "$@"
 python3 - "$raw" "$out/kernel_ntb.json" "$build/tests/vm/out/vm-results.json" <<'PY'
