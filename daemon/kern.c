@@ -16,6 +16,7 @@
 #include "ntbfab/error.h"
 #include "ntbfab_lend.h"
 #include "vfio.h"
+#include "hostvfio.h"
 
 #define KERN_CFG 4096
 
@@ -508,26 +509,13 @@ static bool refused_drop(struct ntbf__borrow *x, uint32_t target)
 /* Where this kernel sees BAR bar of the device at PCI address pci (sysfs): memory BARs only. */
 static bool bar_in_sysfs(const char *pci, uint32_t bar, uint64_t *phys, uint64_t *size)
 {
-        char path[128], line[128];
-        snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/resource", pci);
-        FILE *f = fopen(path, "r");
-        if (!f)
+        static const struct ntbf__vfio_sys host; /* the real /sys */
+        uint64_t addr[6], len[6];
+        if (bar >= 6 || ntbf__vfio_sys_bars(&host, pci, addr, len) || !addr[bar])
                 return false;
-        bool ok = false;
-        for (uint32_t i = 0; fgets(line, sizeof(line), f); i++) {
-                unsigned long long start, end, flags;
-                if (i != bar)
-                        continue;
-                ok = sscanf(line, "%llx %llx %llx", &start, &end, &flags) == 3 && start &&
-                     end > start && (flags & 0x200); /* IORESOURCE_MEM */
-                if (ok) {
-                        *phys = start;
-                        *size = end - start + 1;
-                }
-                break;
-        }
-        fclose(f);
-        return ok;
+        *phys = addr[bar];
+        *size = len[bar];
+        return true;
 }
 
 /* The target's BAR here: a shadow's (pci given) or a real local device's from sysfs, a
