@@ -80,14 +80,16 @@ static int model_write(void *opaque, uint64_t addr, const void *buf, size_t len)
 /*
  * A driver starts an FLR by writing Initiate Function Level Reset (Device Control) into
  * config space; cfgspace keeps it pending in the values page (it reads as 0). The runner
- * resets the model and clears it: the reset has completed.
+ * resets the model, then clears it: whoever sees it cleared sees the reset done.
  */
-static bool take_flr(struct runner *r)
+static void do_flr(struct runner *r)
 {
         if (!ntbf_sim_cfg_flr_pending(r->env.cfg))
-                return false;
+                return;
+        r->ops->reset(r->state);
+        atomic_fetch_add(&r->flr, 1);
+        atomic_fetch_add(&r->dh->s->funcs[r->func].flr, 1);
         ntbf_sim_cfg_flr_clear(r->env.cfg);
-        return true;
 }
 
 /* ---- runners -----------------------------------------------------------------------------------
@@ -114,11 +116,7 @@ static void *model_main(void *arg)
                         r->ops->reset(r->state);
                         atomic_fetch_add(&r->resets, 1);
                 }
-                if (take_flr(r)) {
-                        r->ops->reset(r->state);
-                        atomic_fetch_add(&r->flr, 1);
-                        atomic_fetch_add(&s->funcs[r->func].flr, 1);
-                }
+                do_flr(r);
                 int n = r->ops->poll(r->state, now);
                 atomic_fetch_add_explicit(&r->polls, 1, memory_order_relaxed);
                 now = ntbf__sim_now_ns();
