@@ -168,15 +168,18 @@ l2_end() {
 	tr -d '\r' <$CON | grep -E '^(RESULT|FIGURE|L2 )'
 	grep -q "^L2 DONE" $CON || { echo "mdevtier: L2's console:"; tail -n 40 $CON; }
 }
-# returned ROW UUID LOGLINE: the device went back when L2 stopped (the daemon logged LOGLINE).
+# returned ROW UUID MESSAGE [LOG [COUNT]]: the borrow is back, and the daemon's LOG (the
+# borrower's, by default) says MESSAGE (COUNT times, when given).
 returned() {
 	for i in $(seq 1 50); do [ "$(borrows)" = 0 ] && break; sleep 0.1; done
 	local after=$(budgets) n=$(borrows) st=$(state $2) fm=$(fm_borrows)
+	local log=${4:-$NTBFAB_DIR/log/borrower.log} said
+	said=$(grep -c "$3" $log)
 	if [ "$n" = 0 ] && [ "$fm" = 0 ] && [ "$after" = "$before" ] && [ "$st" = idle ] &&
-		grep -q "$3" $NTBFAB_DIR/log/borrower.log; then
-		result $1 ok "L2 powered off: instance $st, no borrow at the borrower or the manager, budgets back to [$after]; the daemon: $(grep -o "$3.*" $NTBFAB_DIR/log/borrower.log | head -n 1)"
+		[ "$said" -ge 1 ] && { [ -z "$5" ] || [ "$said" = "$5" ]; }; then
+		result $1 ok "L2 powered off: instance $st, no borrow at the borrower or the manager, budgets back to [$after]; the daemon: $(grep -o "$3.*" $log | tail -n 1)"
 	else
-		result $1 FAIL "state $st, $n borrow(s) at the borrower, $fm at the manager, budgets [$before] -> [$after]"
+		result $1 FAIL "state $st, $n borrow(s) at the borrower, $fm at the manager, budgets [$before] -> [$after], '$3' $said time(s) in $(basename $log)"
 	fi
 }
 
@@ -261,6 +264,10 @@ if grep -q "^FIGURE l2_boot_to_init_s" /dev/l2console-first; then
 	# instance, which gives the device up and can tell nobody. The next daemon finds the
 	# instance without the device and returns the borrow its record holds.
 	l2_says "L2 READ-DONE"
+	# An L2 that died before its /init (mdevtier.py then runs the tier again) stopped while
+	# the daemon ran, and that daemon returned its borrow itself.
+	gone=""
+	kill -0 $QPID 2>/dev/null || gone=1
 	kill -KILL $PID_borrower
 	wait $PID_borrower 2>/dev/null
 	echo dead >&5
@@ -273,7 +280,13 @@ if grep -q "^FIGURE l2_boot_to_init_s" /dev/l2console-first; then
 	else
 		result vm-stops-without-daemon FAIL "with no daemon: instance $st, $fm borrow(s) at the manager"
 	fi
-	returned migrated-returned $U2 "no longer has it"
+	if [ -n "$gone" ]; then
+		# The first L2's return, then this one's, in the killed daemon's log.
+		returned migrated-returned $U2 "returning 0x1000 of a VM" \
+			$NTBFAB_DIR/log/borrower-killed2.log 2
+	else
+		returned migrated-returned $U2 "no longer has it"
+	fi
 	ntbfab mdev --node borrower remove $U2 >/dev/null 2>&1 ||
 		result migrated-remove FAIL "$U2 could not be removed"
 else
