@@ -53,6 +53,10 @@ for v in mt st; do
 	run smartio b "$(x smartio)"
 	expect smartio "placed by 9 hint combinations"
 
+	echo "fork: children of a busy SISCI process each get a library of their own"
+	run fork a "$(x fork)" 40
+	expect fork "40 children, each with a library of its own"
+
 	echo "rpc: a borrower serves RPCs over the device's shared segment"
 	start rpc_server b "$(x rpc)" -server 3
 	for i in $(seq 1 200); do

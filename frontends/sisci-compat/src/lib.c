@@ -42,13 +42,62 @@ uint64_t sx_deadline(unsigned timeout_ms)
         return sx_now_ms() + timeout_ms;
 }
 
-static void cond_init(void)
+static void cond_make(void)
 {
         pthread_condattr_t a;
         pthread_condattr_init(&a);
         pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
         pthread_cond_init(&sx.cond, &a);
         pthread_condattr_destroy(&a);
+}
+
+/*
+ * fork(): the child starts with a library of its own, as a new process would (docs/sisci.md,
+ * "Processes"). The parent's threads do not exist in the child, and its connections to the
+ * daemon are the parent's session: a child that went on using them would wait for events
+ * nobody reads, or read the parent's answers. So the lock is taken around the fork (no thread
+ * is half-way through the state when it is copied), and the child keeps nothing: its copies
+ * of the connections are closed without a word to the daemon, and the rest of the parent's
+ * state is set aside untouched (its objects, mappings and descriptors are the parent's to
+ * release). Nothing is initialized in the child until it calls SCIInitialize.
+ */
+static struct sx_lib forked_from; /* the parent's state, kept reachable, never used */
+
+static void fork_prepare(void)
+{
+        pthread_mutex_lock(&sx.lock);
+}
+
+static void fork_parent(void)
+{
+        pthread_mutex_unlock(&sx.lock);
+}
+
+static void fork_child(void)
+{
+        /* The event thread reads its connection without the lock: only the descriptors are
+         * closed, the structures are left as they are. */
+        if (sx.init) {
+                forked_from = sx;
+                if (sx.rpc)
+                        close(ntbf_rpc_fd(sx.rpc));
+                if (sx.ev)
+                        close(ntbf_rpc_fd(sx.ev));
+                if (sx.ev_stop >= 0)
+                        close(sx.ev_stop);
+        }
+        uint64_t next_id = sx.next_id; /* the parent's handles stay invalid here */
+        memset(&sx, 0, sizeof(sx));
+        sx.next_id = next_id;
+        sx.ev_stop = -1;
+        pthread_mutex_init(&sx.lock, NULL);
+        cond_make();
+}
+
+static void cond_init(void)
+{
+        cond_make();
+        pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
 bool sx_wait(uint64_t deadline)
