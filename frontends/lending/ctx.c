@@ -90,8 +90,21 @@ static void dispatch(struct ntbf_ctx *ctx, struct json_object *ev)
 
 /* ---- the control connection ----------------------------------------------------------------- */
 
+/* The sentence for a call on a context from a forked child (before any lock: a thread of the
+ * parent may have held it when the process was copied). */
+static int foreign_call(struct ntbf_ctx *ctx, const char *method)
+{
+        return ntbf__fail(ctx, -ECHILD,
+                          "%s: this context was opened by process %d, and this is process %d, a "
+                          "child forked from it; a child opens a context of its own "
+                          "(ntbf_ctx_open), the parent's stays the parent's",
+                          method ? method : "a call", (int)ctx->pid, (int)getpid());
+}
+
 int ntbf__ctx_connected(struct ntbf_ctx *ctx)
 {
+        if (ntbf__ctx_foreign(ctx))
+                return foreign_call(ctx, NULL);
         pthread_mutex_lock(&ctx->rpc_lock);
         int r = 0;
         if (ctx->rpc_dead) {
@@ -127,6 +140,10 @@ int ntbf__call_fds(struct ntbf_ctx *ctx, uint64_t gen, const char *method,
         *result = NULL;
         if (nfds)
                 *nfds = 0;
+        if (ntbf__ctx_foreign(ctx)) {
+                json_object_put(params);
+                return method ? foreign_call(ctx, method) : -ECHILD;
+        }
         pthread_mutex_lock(&ctx->rpc_lock);
         int r;
         if (!method) {
@@ -244,6 +261,8 @@ static void events_stop(struct ntbf_ctx *ctx)
 
 void ntbf__events_start(struct ntbf_ctx *ctx)
 {
+        if (ntbf__ctx_foreign(ctx))
+                return;
         pthread_mutex_lock(&ctx->rpc_lock);
         uint64_t gen = ctx->gen;
         pthread_mutex_unlock(&ctx->rpc_lock);
@@ -482,6 +501,7 @@ static int ctx_open_at(const char *dir, const char *node, const char *sock, cons
         if (!ctx)
                 return ntbf__fail(NULL, -ENOMEM, "out of memory");
         ctx->id = atomic_fetch_add(&ctx_ids, 1);
+        ctx->pid = getpid();
         ctx->ev_stop = -1;
         pthread_mutex_init(&ctx->rpc_lock, NULL);
         pthread_mutex_init(&ctx->lock, NULL);
@@ -553,6 +573,20 @@ void ntbf_ctx_close(struct ntbf_ctx *ctx)
 {
         if (!ctx)
                 return;
+        if (ntbf__ctx_foreign(ctx)) {
+                /* A forked child's copy: its descriptors are closed, and nothing else is
+                 * touched. No lock (the parent's threads may have held one), no call, no word to
+                 * the event thread (its stop eventfd is the parent's too), no unmapping of the
+                 * memory the parent shares with its devices. What the copy holds in memory is
+                 * left to the child's exit. */
+                if (ctx->rpc)
+                        close(ntbf_rpc_fd(ctx->rpc));
+                if (ctx->ev)
+                        close(ntbf_rpc_fd(ctx->ev));
+                if (ctx->ev_stop >= 0)
+                        close(ctx->ev_stop);
+                return;
+        }
         for (;;) {
                 pthread_mutex_lock(&ctx->lock);
                 struct ntbf_dev *d = ctx->devs;

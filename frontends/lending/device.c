@@ -1625,6 +1625,10 @@ void ntbf_dev_close(struct ntbf_dev *dev)
         if (!dev)
                 return;
         struct ntbf_ctx *ctx = dev->ctx;
+        /* A forked child's copy of the parent's device: its IOMMU container, vectors and
+         * handle are the parent's, so nothing of them is undone from here. */
+        if (ntbf__ctx_foreign(ctx))
+                return;
         pthread_mutex_lock(&ctx->lock);
         for (struct ntbf_dev **pp = &ctx->devs; *pp; pp = &(*pp)->next) {
                 if (*pp == dev) {

@@ -5,6 +5,9 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 #include "ntbfab/backend.h"
 #include "ntbfab/device.h"
@@ -67,7 +70,16 @@ struct ntbf_ctx {
         uint64_t ev_refused; /* generation whose daemon has no events.subscribe */
 
         struct ntbf__dmamem mem;
+        pid_t pid; /* the process that opened it: a forked child's copy makes no call */
 };
+
+/* A context copied into a forked child: its connections are the parent's session, its threads
+ * and locks the parent's; the child makes no call on it (docs/device-api.md, "Threads and
+ * processes"). */
+static inline bool ntbf__ctx_foreign(const struct ntbf_ctx *ctx)
+{
+        return ctx->pid != getpid();
+}
 
 struct ntbf__bar {
         uint64_t size, addr;

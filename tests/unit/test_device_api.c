@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -764,6 +765,72 @@ static void test_lost_event(void **state)
 }
 
 /*
+ * A forked child and the parent's context: its control calls fail at once with -ECHILD and a
+ * sentence, and closing the copies in the child sends nothing and stops nothing of the
+ * parent's, whose device, connection and event thread carry on.
+ */
+static int child_of_fork(struct rig *g, struct ntbf_dev *acc)
+{
+        struct ntbf_dev *d = NULL;
+        if (ntbf_dev_open(g->ctx, g->nvme->fdid, &d) != -ECHILD || d)
+                return 1;
+        if (!strstr(ntbf_ctx_error(g->ctx), "a child forked from it"))
+                return 2;
+        uint32_t v = 0;
+        if (ntbf_dev_cfg_read(acc, NTBF_PCI_VENDOR_ID, 2, &v) != -ECHILD)
+                return 3;
+        ntbf_dev_close(acc);
+        ntbf_ctx_close(g->ctx);
+        /* A context of its own works. */
+        struct ntbf_ctx *mine = NULL;
+        if (ntbf_ctx_open(g->f.dir, "borrower", &mine))
+                return 4;
+        int r = ntbf_dev_open(mine, g->nvme->fdid, &d);
+        ntbf_dev_close(d);
+        ntbf_ctx_close(mine);
+        return r ? 5 : 0;
+}
+
+static void test_forked_child(void **state)
+{
+        (void)state;
+        static struct rig g; /* static: teardown may clean it up after a failed assert */
+        rig_up(&g, "borrower");
+        struct ntbf_dev *acc = open_ok(&g, g.acc->fdid);
+        for (uint64_t end = now_ms() + 2000; fk_subscribers(&g.fk) < 1 && now_ms() < end;)
+                sleep_ms(1);
+        assert_int_equal(fk_subscribers(&g.fk), 1);
+        fflush(NULL);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                alarm(20); /* a child stuck on a lock of the parent's threads dies */
+                _exit(child_of_fork(&g, acc));
+        }
+        int st = 0;
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        if (WIFSIGNALED(st))
+                fail_msg("the forked child was killed by signal %d (hung on the parent's "
+                         "context)",
+                         WTERMSIG(st));
+        if (WEXITSTATUS(st))
+                fail_msg("the forked child's check %d failed (1: open not refused, 2: no "
+                         "sentence, 3: config read not refused, 4-5: a context of its own)",
+                         WEXITSTATUS(st));
+        /* The parent's device is still open at the daemon, its connection still answers. */
+        assert_int_equal(cfg(acc, NTBF_PCI_VENDOR_ID, 2), NTBF_SIM_VENDOR_ID);
+        /* Its event thread still runs: a loss reaches the device's event fd. */
+        fk_lost(&g.fk, g.acc->fdid);
+        struct pollfd p = {ntbf_dev_event_fd(acc), POLLIN, 0};
+        assert_int_equal(poll(&p, 1, 3000), 1);
+        enum ntbf_dev_event_kind kind;
+        assert_int_equal(ntbf_dev_event(acc, &kind), 0);
+        assert_int_equal(kind, NTBF_DEV_EVENT_LOST);
+        ntbf_dev_close(acc);
+        rig_down(&g);
+}
+
+/*
  * A daemon without events.subscribe: devices work, nobody asks twice, and a loss the daemon
  * sends to the connection holding the device arrives with the next control call.
  */
@@ -1025,6 +1092,7 @@ int main(void)
             cmocka_unit_test_teardown(test_map_window, teardown),
             cmocka_unit_test_teardown(test_map_peer, teardown),
             cmocka_unit_test_teardown(test_lost_event, teardown),
+            cmocka_unit_test_teardown(test_forked_child, teardown),
             cmocka_unit_test_teardown(test_no_events, teardown),
             cmocka_unit_test_teardown(test_daemon_dies, teardown),
             cmocka_unit_test_teardown(test_daemon_hangs, teardown),
