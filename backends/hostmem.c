@@ -20,26 +20,42 @@
 #define PCI_BARS        6               /* resource lines 0..5; line 6 is the expansion ROM */
 #define IORESOURCE_MEM_ UINT64_C(0x200) /* the resource line's flag of a memory BAR */
 
-/* The BAR of device dir holding the range: its number and start, or -1. */
-static int find_bar(const char *dir, uint64_t addr, uint64_t size, uint64_t *start)
+/* The memory BARs of the device whose sysfs directory is dir, from its resource file: start
+ * and size of each, 0 for an I/O BAR or none. -errno when the file cannot be read. */
+static int read_bars(const char *dir, uint64_t addr[PCI_BARS], uint64_t size[PCI_BARS])
 {
         char path[PATH_MAX + 512];
         snprintf(path, sizeof(path), "%s/resource", dir);
         FILE *f = fopen(path, "re");
         if (!f)
-                return -1;
-        int found = -1;
+                return -errno;
+        for (int i = 0; i < PCI_BARS; i++)
+                addr[i] = size[i] = 0;
         uint64_t lo, hi, flags;
-        for (int i = 0; i < PCI_BARS && found < 0 &&
-                        fscanf(f, "%" SCNx64 " %" SCNx64 " %" SCNx64, &lo, &hi, &flags) == 3;
+        for (int i = 0;
+             i < PCI_BARS && fscanf(f, "%" SCNx64 " %" SCNx64 " %" SCNx64, &lo, &hi, &flags) == 3;
              i++)
-                if ((flags & IORESOURCE_MEM_) && hi > lo && addr >= lo && addr <= hi &&
-                    size - 1 <= hi - addr) {
-                        found = i;
-                        *start = lo;
+                if ((flags & IORESOURCE_MEM_) && hi > lo) {
+                        addr[i] = lo;
+                        size[i] = hi - lo + 1;
                 }
         fclose(f);
-        return found;
+        return 0;
+}
+
+/* The BAR of device dir holding the range: its number and start, or -1. */
+static int find_bar(const char *dir, uint64_t addr, uint64_t size, uint64_t *start)
+{
+        uint64_t lo[PCI_BARS], len[PCI_BARS];
+        if (read_bars(dir, lo, len))
+                return -1;
+        for (int i = 0; i < PCI_BARS; i++)
+                if (len[i] && addr >= lo[i] && addr - lo[i] < len[i] &&
+                    size <= len[i] - (addr - lo[i])) {
+                        *start = lo[i];
+                        return i;
+                }
+        return -1;
 }
 
 int ntbf__pci_bar_map(const char *root, uint64_t addr, uint64_t size, void **out)
@@ -118,21 +134,43 @@ int ntbf__maps_file_off(int fd, const void *addr, uint64_t size, uint64_t *off)
         return r;
 }
 
-int ntbf__pci_cfg(const char *dir, const struct ntbf_topo *t, uint32_t node, uint32_t device,
-                  uint32_t f, bool write, uint32_t off, uint32_t size, uint32_t *val)
+/* The sysfs directory of function f of topology device `device` of this host (node), or
+ * -ENODEV. */
+static int func_dir(const char *dir, const struct ntbf_topo *t, uint32_t node, uint32_t device,
+                    uint32_t f, char *out, size_t len)
 {
-        if (!dir || !t || !val || device >= t->ndevices ||
-            f >= ntbf_device_nfuncs(&t->devices[device]))
+        if (!dir || !t || device >= t->ndevices || f >= ntbf_device_nfuncs(&t->devices[device]))
                 return -ENODEV;
         const struct ntbf_device *d = &t->devices[device];
         if (node != NTBF_NONE && d->node != node)
                 return -ENODEV; /* another host's device: its daemon reaches it */
+        uint32_t rid = ntbf_device_rid(d, f);
+        snprintf(out, len, "%s/%04x:%02x:%02x.%x", dir, d->domain, rid >> 8, (rid >> 3) & 0x1f,
+                 rid & 7);
+        return 0;
+}
+
+int ntbf__pci_bars(const char *dir, const struct ntbf_topo *t, uint32_t node, uint32_t device,
+                   uint32_t f, uint64_t addr[6], uint64_t size[6])
+{
+        char fdir[PATH_MAX];
+        int r = func_dir(dir, t, node, device, f, fdir, sizeof(fdir));
+        if (r || !addr || !size)
+                return r ? r : -EINVAL;
+        r = read_bars(fdir, addr, size);
+        return r == -ENOENT ? -ENODEV : r;
+}
+
+int ntbf__pci_cfg(const char *dir, const struct ntbf_topo *t, uint32_t node, uint32_t device,
+                  uint32_t f, bool write, uint32_t off, uint32_t size, uint32_t *val)
+{
+        char fdir[PATH_MAX - 16];
+        if (!val || func_dir(dir, t, node, device, f, fdir, sizeof(fdir)))
+                return -ENODEV;
         if ((size != 1 && size != 2 && size != 4) || off % size || off >= 4096)
                 return -EINVAL;
-        uint32_t rid = ntbf_device_rid(d, f);
         char path[PATH_MAX];
-        snprintf(path, sizeof(path), "%s/%04x:%02x:%02x.%x/config", dir, d->domain, rid >> 8,
-                 (rid >> 3) & 0x1f, rid & 7);
+        snprintf(path, sizeof(path), "%s/config", fdir);
         int fd = open(path, (write ? O_RDWR : O_RDONLY) | O_CLOEXEC);
         if (fd < 0)
                 return errno == ENOENT ? -ENODEV : -errno;

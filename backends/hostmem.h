@@ -1,6 +1,7 @@
 /* backends/hostmem.h: this host's memory as a backend reaches it from user space (host_map,
  * host_bus): a local PCI device's BAR through its sysfs resource file, and the file offset of
- * a process mapping; and a local device's config space through sysfs (cfg_read/cfg_write).
+ * a process mapping; and a local device's config space and BAR placement through sysfs
+ * (cfg_read/cfg_write, dev_bars).
  * Shared by the hardware backends (ivshmem, linux-ntb, dolphin) and the sim. */
 #ifndef NTBF_BACKENDS_HOSTMEM_H
 #define NTBF_BACKENDS_HOSTMEM_H
@@ -40,5 +41,14 @@ int ntbf__maps_file_off(int fd, const void *addr, uint64_t size, uint64_t *off);
  */
 int ntbf__pci_cfg(const char *dir, const struct ntbf_topo *t, uint32_t node, uint32_t device,
                   uint32_t f, bool write, uint32_t off, uint32_t size, uint32_t *val);
+
+/*
+ * Where this host's kernel placed the memory BARs of function f of topology device `device`
+ * (as ntbf__pci_cfg finds it), from DIR/DDDD:BB:DD.F/resource: addr[b] and size[b] of each
+ * memory BAR b, both 0 for an I/O BAR or none. -ENODEV as ntbf__pci_cfg; -errno when the
+ * file cannot be read.
+ */
+int ntbf__pci_bars(const char *dir, const struct ntbf_topo *t, uint32_t node, uint32_t device,
+                   uint32_t f, uint64_t addr[6], uint64_t size[6]);
 
 #endif

@@ -12,6 +12,7 @@
 #include "log.h"
 #include "ntbfab/error.h"
 #include "ntbfab/units.h"
+#include "vfio.h"
 
 static void run_queue(struct ntbf__fm *fm);
 
@@ -1132,13 +1133,14 @@ static int lend_bars(struct ntbf__fm *fm, struct fm_fn *f, struct json_object *p
         bool has = json_object_object_get_ex(p, "bars", &bars);
         char nm[96], w[32], h[32];
         fn_name(fm, f, nm, sizeof(nm));
-        if (!d->vfio) {
+        if (!ntbf__bars_host_placed(fm->t, f->device)) {
                 if (!has)
                         return 0;
                 snprintf(why, whylen,
-                         "%s is not a real device (vfio: true): its BARs are where the cluster "
-                         "file places them, not the lender's to say",
-                         nm);
+                         "%s is a device of the model (not vfio: true, and backend %s does not "
+                         "reach its hosts' devices): its BARs are where the cluster file places "
+                         "them, not the lender's to say",
+                         nm, fm->t->backend);
                 return -EINVAL;
         }
         if (!has || !json_object_is_type(bars, json_type_array)) {

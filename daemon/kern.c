@@ -530,7 +530,7 @@ static bool bar_here(struct ntbf__d *d, const char *pci, uint32_t fdid, uint32_t
         if (!ntbf_device_bar_size(td, fn, bar))
                 return false; /* the manager maps only the BARs the topology names */
         char real[32];
-        if (!pci && td->vfio) {
+        if (!pci && ntbf__bars_host_placed(d->t, dev)) {
                 snprintf(real, sizeof(real), "%04x:%02x:%02x.%x", td->domain, td->bus, td->dev,
                          td->fn + fn);
                 pci = real;

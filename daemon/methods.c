@@ -363,13 +363,14 @@ static void lend_common(struct ntbf__d *d, struct ntbf__rpc_call *call, struct j
                                               why);
         }
         struct json_object *q = json_object_new_object();
-        if (real && kind == 0) {
+        if (kind == 0 && ntbf__bars_host_placed(d->t, dev)) {
                 /* The manager programs the BARs where the kernel placed them. */
                 char why[512];
                 struct json_object *bars = ntbf__vfiod_bars(d, dev, fn, why, sizeof(why));
                 if (!bars) {
                         json_object_put(q);
-                        ntbf__vfiod_unlend(d, dev, fn);
+                        if (real)
+                                ntbf__vfiod_unlend(d, dev, fn);
                         return ntbf__rpc_fail(call, NTBF_RPC_FAILED, NTBF_ECONFIG,
                                               "cannot lend %s: %s", bdf, why);
                 }

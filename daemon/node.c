@@ -889,9 +889,10 @@ void ntbf__node_join(struct ntbf__d *d)
                 ntbf__jput_u(e, "fdid", x->fdid);
                 ntbf__jput_b(e, "available", x->available);
                 uint32_t dev, fn;
-                if (!ntbf__fdid_resolve(d->t, x->fdid, &dev, &fn) && ntbf__vfiod_is(d, dev)) {
-                        /* A real device: where the kernel placed its BARs (the manager
-                         * refuses the lend without them). */
+                if (!ntbf__fdid_resolve(d->t, x->fdid, &dev, &fn) &&
+                    ntbf__bars_host_placed(d->t, dev)) {
+                        /* Where the kernel placed its BARs (the manager refuses the lend
+                         * without them). */
                         char why[512];
                         struct json_object *bars = ntbf__vfiod_bars(d, dev, fn, why, sizeof(why));
                         if (bars)

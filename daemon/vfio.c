@@ -63,6 +63,16 @@ bool ntbf__vfiod_is(const struct ntbf__d *d, uint32_t dev)
         return dev < d->t->ndevices && d->t->devices[dev].vfio;
 }
 
+bool ntbf__bars_host_placed(const struct ntbf_topo *t, uint32_t dev)
+{
+        if (dev >= t->ndevices)
+                return false;
+        if (t->devices[dev].vfio)
+                return true;
+        const struct ntbf_backend_ops *o = ntbf_backend_find(t->backend);
+        return o && o->dev_bars;
+}
+
 static struct vdev *find(struct ntbf__d *d, uint32_t dev, uint32_t fn, bool create)
 {
         struct ntbf__vfio_d *s = state(d);
@@ -182,7 +192,11 @@ static int hw_bars(struct ntbf__d *d, uint32_t dev, uint32_t fn, uint64_t addr[6
         char bdf[32];
         uint64_t size[6];
         ntbf__func_bdf(d->t, dev, fn, bdf, sizeof(bdf));
-        int r = s ? ntbf__vfio_sys_bars(&s->sys, bdf, addr, size) : -ENOMEM;
+        /* A VFIO device through its sysfs tree; any other through the backend, which reaches
+         * the host's devices where it reaches their config space. */
+        int r = x->vfio ? (s ? ntbf__vfio_sys_bars(&s->sys, bdf, addr, size) : -ENOMEM)
+                : d->ops && d->ops->dev_bars ? d->ops->dev_bars(d->b, dev, fn, addr, size)
+                                             : -ENOTSUP;
         if (r) {
                 snprintf(why, whylen,
                          "cannot read where the kernel placed the BARs of %s "

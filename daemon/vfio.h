@@ -9,6 +9,7 @@
 struct ntbf__d;
 struct ntbf__handle;
 struct ntbf__rpc_call;
+struct ntbf_topo;
 struct json_object;
 
 /*
@@ -28,6 +29,11 @@ struct json_object;
 
 /* Whether topology device dev is a real device (vfio: true). */
 bool ntbf__vfiod_is(const struct ntbf__d *d, uint32_t dev);
+/* Whether the host's kernel, not the cluster file, places the BARs of topology device dev: a
+ * device driven through VFIO, or any device of a backend that reaches its hosts' own PCI
+ * functions (dev_bars: linux-ntb). Its lender then tells the manager where they are
+ * (ntbf__vfiod_bars), and the manager programs those addresses. */
+bool ntbf__bars_host_placed(const struct ntbf_topo *t, uint32_t dev);
 
 /* Start: take the devices this node lends (from the cluster file or its database). */
 void ntbf__vfiod_start(struct ntbf__d *d);
@@ -37,7 +43,8 @@ void ntbf__vfiod_stop(struct ntbf__d *d);
 /* device.lend of a real device: take it (force: unbind its kernel driver first). */
 int ntbf__vfiod_lend(struct ntbf__d *d, uint32_t dev, uint32_t fn, bool force, char *why,
                      size_t whylen);
-/* The lent function's memory BARs for the manager, where the kernel placed them:
+/* The lent function's memory BARs for the manager, where the kernel placed them (a device
+ * whose BARs its host places, above; through the backend's dev_bars when it is not VFIO's):
  * [{bar, addr, size}] (sizes as the cluster file gives them, which they must match); NULL with
  * a sentence in why if sysfs cannot tell or disagrees with the file. */
 struct json_object *ntbf__vfiod_bars(struct ntbf__d *d, uint32_t dev, uint32_t fn, char *why,

@@ -242,6 +242,15 @@ static int ln_cfg(struct ntbf_backend *b, uint32_t device, uint32_t f, bool writ
         return ntbf__pci_cfg(dir, LB(b)->t, LB(b)->node, device, f, write, off, size, val);
 }
 
+/* Where the kernel placed those devices' BARs: their sysfs resource file. */
+static int ln_dev_bars(struct ntbf_backend *b, uint32_t device, uint32_t f, uint64_t addr[6],
+                       uint64_t size[6])
+{
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof(dir), "%s/sys/bus/pci/devices", LB(b)->sys->root);
+        return ntbf__pci_bars(dir, LB(b)->t, LB(b)->node, device, f, addr, size);
+}
+
 static int ln_cfg_read(struct ntbf_backend *b, uint32_t device, uint32_t f, uint32_t off,
                        uint32_t size, uint32_t *val)
 {
@@ -299,4 +308,5 @@ const struct ntbf_backend_ops ntbf__linux_ntb_ops = {
     .host_bus = lntb_op_host_bus,
     .cfg_read = ln_cfg_read,
     .cfg_write = ln_cfg_write,
+    .dev_bars = ln_dev_bars,
 };

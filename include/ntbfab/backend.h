@@ -486,6 +486,17 @@ struct ntbf_backend_ops {
                         uint32_t size, uint32_t *val);
         int (*cfg_write)(struct ntbf_backend *b, uint32_t device, uint32_t f, uint32_t off,
                          uint32_t size, uint32_t val);
+        /*
+         * Where this host's kernel placed the memory BARs of function f of local device
+         * `device` (optional): addr[b] and size[b] of each memory BAR b, both 0 for an I/O
+         * BAR or none. A backend whose devices are this host's own PCI functions, reached as
+         * cfg_read reaches them, has it; -ENODEV for a device it does not reach. With it,
+         * every device of the cluster's nodes sits where its host's kernel placed it (the
+         * lender tells the manager, which programs those addresses); without it (a modelled
+         * fabric), a device that is not VFIO's sits where the cluster file places it.
+         */
+        int (*dev_bars)(struct ntbf_backend *b, uint32_t device, uint32_t f, uint64_t addr[6],
+                        uint64_t size[6]);
 
         /*
          * Devices of a managed fabric (pair, optional; NTBF_CAP_DEV_MAP). Make [addr, addr +
@@ -564,7 +575,7 @@ struct ntbf_backend_ops {
  *   needs         window_write needs map_window; mem_map needs mem_alloc;
  *                 dev_iommu_faults needs dev_isolate;
  *                 irq_trigger needs irq_alloc; host_bus needs host_map
- *   optional      xlat_get, reset, counters, fault
+ *   optional      xlat_get, reset, counters, fault, dev_bars
  */
 NTBF_EXPORT bool ntbf_backend_ops_valid(const struct ntbf_backend_ops *ops, char *why,
                                         size_t whylen);

@@ -62,7 +62,7 @@ EXPECTED = {
     "lntb": ["lntb-daemon", "lntb-kill-clears"]
     + [("a", f"lntb-sisci-{x}") for x in ["pingpong", "memcpy_bw", "dma-write", "dma-read",
                                           "intlat", "intlat-data"]]
-    + [("a", "lntb-nvme-map"), ("a", "lntb-nvme-read"), ("b", "lntb-nvme-translated"),
+    + [("a", "lntb-nvme-bars"), ("a", "lntb-nvme-map"), ("a", "lntb-nvme-read"), ("b", "lntb-nvme-translated"),
        ("b", "lntb-nvme-bytes"), ("b", "lntb-nvme-unmapped")],
     "conform": [("a", "conform-hw-probe"), ("a", "conform-linux-ntb"),
                 ("a", "conform-rev-linux-ntb"), ("a", "conform-stx-switchtec")],

@@ -15,6 +15,7 @@
 #include "ntbfab/config.h"
 #include "ntbfab/error.h"
 #include "state.h"
+#include "vfio.h"
 
 /* ---- a fake network and clock -------------------------------------------------------------- */
 
@@ -787,7 +788,9 @@ static void test_real_bars(void **state)
         refused(call(f, l, "lend", p), NTBF_ECONFIG,
                 "names no address for BAR2 (64 KiB in the cluster file)");
         snprintf(p, sizeof(p), "{\"fdid\":%u,\"bars\":[]}", acc);
-        refused(call(f, l, "lend", p), -EINVAL, "is not a real device (vfio: true)");
+        refused(call(f, l, "lend", p), -EINVAL,
+                "lender.acc0 (0x4002) is a device of the model (not vfio: true, and backend sim "
+                "does not reach its hosts' devices)");
         assert_string_equal(state_of(f, n0), "");
 
         snprintf(p, sizeof(p), "{\"fdid\":%u,\"bars\":[{\"bar\":0,\"addr\":%llu,\"size\":16384}]}",
@@ -841,6 +844,50 @@ static void test_real_bars(void **state)
         ok(call(f, l, "register", p));
         assert_string_equal(state_of(f, n1), "available");
         snprintf(p, sizeof(p), "{\"fdid\":%u}", n0);
+        ok(call(f, b, "return", p));
+        assert_baseline(f);
+        fx_free(f);
+}
+
+/*
+ * On a backend that reaches its hosts' own PCI functions (linux-ntb: dev_bars), every device
+ * sits where its host's kernel placed it, VFIO's or not: the manager wants the addresses with
+ * the lend and programs them.
+ */
+static void test_host_placed_bars(void **state)
+{
+        (void)state;
+        const char *yaml =
+            "cluster: {name: hwl, backend: linux-ntb}\n"
+            "nodes:\n"
+            "  - {name: lender, id: 4, address: 127.0.0.1:7700, ram: 1GiB, adapters: [{name: "
+            "ntb0, model: intel-gen4, bdf: \"0000:00:03.0\", windows: [{size: 1GiB, bar: 2, base: "
+            "0x800000000}, {size: 1GiB, bar: 4, base: 0x840000000}]}],\n"
+            "     devices: [{name: nvme0, bdf: \"0000:04:00.0\", bars: [16KiB]}]}\n"
+            "  - {name: borrower, id: 8, address: 127.0.0.2:7700, ram: 1GiB, adapters: [{name: "
+            "ntb0, model: intel-gen4, bdf: \"0000:00:03.0\", windows: [{size: 1GiB, bar: 2, base: "
+            "0x800000000}, {size: 1GiB, bar: 4, base: 0x840000000}]}]}\n"
+            "links: [[lender.ntb0, borrower.ntb0]]\n";
+        struct fx *f = fx_new(NULL, yaml, "lender");
+        uint32_t l = node(f, "lender"), b = node(f, "borrower");
+        uint32_t n0 = fdid(f, "lender", "nvme0"), d0 = ntbf_topo_find_device(f->t, l, "nvme0");
+        assert_true(ntbf__bars_host_placed(f->t, d0));
+        assert_false(f->t->devices[d0].vfio);
+        const uint64_t hw0 = UINT64_C(0xfebd0000);
+        char p[256];
+        snprintf(p, sizeof(p), "{\"lends\":[{\"fdid\":%u}]}", n0);
+        ok(call(f, l, "register", p));
+        assert_string_equal(state_of(f, n0), "");
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", n0);
+        refused(call(f, l, "lend", p), -EINVAL, "does not say where the kernel placed its BARs");
+        snprintf(p, sizeof(p), "{\"fdid\":%u,\"bars\":[{\"bar\":0,\"addr\":%llu,\"size\":16384}]}",
+                 n0, (unsigned long long)hw0);
+        ok(call(f, l, "lend", p));
+        assert_int_equal(ntbf_state_bar_addr(ntbf__fm_state(f->fm), d0, 0, 0), hw0);
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", n0);
+        ok(call(f, b, "borrow", p));
+        assert_true(slot_covers(f, l, hw0));
+        assert_false(slot_covers(f, l, ntbf_device_bar_addr(&f->t->devices[d0], 0, 0)));
         ok(call(f, b, "return", p));
         assert_baseline(f);
         fx_free(f);
@@ -1099,6 +1146,7 @@ int main(void)
             cmocka_unit_test(test_map_peer_unmap),
             cmocka_unit_test(test_isolation_entries),
             cmocka_unit_test(test_real_bars),
+            cmocka_unit_test(test_host_placed_bars),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

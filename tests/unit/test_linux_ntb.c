@@ -752,6 +752,37 @@ static void test_cfg(void **state)
         /* No such function in sysfs. */
         assert_int_equal(unlink(p), 0);
         assert_int_equal(o->cfg_read(b, dev, 0, 0, 4, &v), -ENODEV);
+
+        /* Where the kernel placed its BARs: memory BARs from the resource file, an I/O BAR
+         * and empty lines as none. */
+        uint64_t addr[6], size[6];
+        assert_int_equal(o->dev_bars(b, dev, 0, addr, size), -ENODEV);
+        snprintf(p, sizeof(p), "%s/resource", d);
+        FILE *rf = fopen(p, "w");
+        assert_non_null(rf);
+        fprintf(rf, "0x00000000febd0000 0x00000000febd3fff 0x0000000000140204\n"
+                    "0x000000000000c000 0x000000000000c07f 0x0000000000040101\n"
+                    "0x0000000000000000 0x0000000000000000 0x0000000000000000\n"
+                    "0x0000000000000000 0x0000000000000000 0x0000000000000000\n"
+                    "0x0000008000000000 0x00000080000fffff 0x000000000014220c\n"
+                    "0x0000000000000000 0x0000000000000000 0x0000000000000000\n"
+                    "0x00000000fe000000 0x00000000fe03ffff 0x0000000000046200\n");
+        fclose(rf);
+        assert_int_equal(o->dev_bars(b, dev, 0, addr, size), 0);
+        assert_int_equal(addr[0], 0xfebd0000);
+        assert_int_equal(size[0], 0x4000);
+        assert_int_equal(addr[1], 0); /* I/O */
+        assert_int_equal(size[1], 0);
+        assert_int_equal(addr[4], UINT64_C(0x8000000000));
+        assert_int_equal(size[4], 0x100000);
+        assert_int_equal(addr[2] | addr[3] | addr[5] | size[2] | size[3] | size[5], 0);
+        assert_int_equal(ntbf__pci_bars(dir, f->t, nb, dev, 0, addr, size), -ENODEV);
+        assert_int_equal(o->dev_bars(b, dev, 1, addr, size), -ENODEV);
+        /* The BAR map of hostmem finds the same BAR by an address inside it. */
+        void *m = NULL;
+        assert_int_equal(ntbf__pci_bar_map(f->sys->root, 0xfebd2000, 0x2001, &m), -EFAULT);
+        /* found (its resource0 file is then opened, which the fake tree has not) */
+        assert_int_equal(ntbf__pci_bar_map(f->sys->root, 0xfebd2000, 0x2000, &m), -ENOENT);
 }
 
 int main(void)
