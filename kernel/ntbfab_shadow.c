@@ -69,6 +69,7 @@
 #include "ntbfab_lend_core.h"
 
 #define LEND_RING		1024	/* records a file holds before OVERFLOW */
+#define LEND_CFG_MAX		(LEND_RING - 128) /* then config writes merge (lend_merge) */
 #define LEND_DOMAIN_BASE	0x10000	/* first PCI domain tried for a bridge */
 #define LEND_COOKIE_WORDS	8
 #define LEND_IOVA_CACHE_ORDER	6	/* the IOVA range caches hold sizes below 2^(6-1) pages */
@@ -190,22 +191,53 @@ static void lend_wake(struct irq_work *w)
 	wake_up_interruptible(&f->wait);
 }
 
+/*
+ * A ring with LEND_CFG_MAX records or more (its reader, the daemon, is stopped or
+ * slow): a driver's config write replaces the newest queued write of the same bytes
+ * of the same device, which moves to the tail, instead of taking a record.  The
+ * lender then gets the last value of each register, in the order of the last
+ * writes; only a write to bytes with nothing queued is lost (an OVERFLOW).  The
+ * records that cannot merge (a removal, mdev requests) keep the ring's last 128.
+ * Under f->lock.
+ */
+static bool lend_merge(struct ntbfab_lend_file *f, const struct ntbfab_lend_msg *n)
+{
+	unsigned int i, j;
+	struct ntbfab_lend_msg *m;
+
+	for (i = f->count; i-- > 0;) {
+		m = &f->ring[(f->head + i) % LEND_RING];
+		if (m->kind != NTBFAB_LEND_MSG_CFG_WRITE || m->shadow_id != n->shadow_id ||
+		    m->offset != n->offset || m->size != n->size)
+			continue;
+		for (j = i; j + 1 < f->count; j++)
+			f->ring[(f->head + j) % LEND_RING] =
+				f->ring[(f->head + j + 1) % LEND_RING];
+		f->ring[(f->head + f->count - 1) % LEND_RING] = *n;
+		return true;
+	}
+	return false;
+}
+
 /* Queue a record; callable under raw spinlocks.  Returns its seq. */
 u64 ntbfab_lend_post(struct ntbfab_lend_file *f, u32 kind, u32 shadow_id, u32 off, u32 size,
 		     u32 val)
 {
-	struct ntbfab_lend_msg *m;
+	struct ntbfab_lend_msg n;
 	unsigned long flags;
 	u64 seq;
 
 	raw_spin_lock_irqsave(&f->lock, flags);
 	seq = ++f->seq;
-	if (f->count == LEND_RING) {
+	n = (struct ntbfab_lend_msg){ .kind = kind, .shadow_id = shadow_id, .seq = seq,
+				      .offset = off, .size = size, .value = val };
+	if (kind == NTBFAB_LEND_MSG_CFG_WRITE && f->count >= LEND_CFG_MAX) {
+		if (!lend_merge(f, &n))
+			f->overflow = true;
+	} else if (f->count == LEND_RING) {
 		f->overflow = true;
 	} else {
-		m = &f->ring[(f->head + f->count++) % LEND_RING];
-		*m = (struct ntbfab_lend_msg){ .kind = kind, .shadow_id = shadow_id, .seq = seq,
-					       .offset = off, .size = size, .value = val };
+		f->ring[(f->head + f->count++) % LEND_RING] = n;
 	}
 	raw_spin_unlock_irqrestore(&f->lock, flags);
 	irq_work_queue(&f->wake);

@@ -244,6 +244,29 @@ case "$?:$out" in
 *) result refuses-other-way FAIL "$out" ;;
 esac
 
+# ---- a stopped daemon: the driver's config writes wait in the module, nothing is lost -------
+# With the borrower's daemon stopped (SIGSTOP), the driver's side writes Cache Line Size (a
+# register QEMU's NVMe keeps and VFIO passes through) 2987 times: more than the module's ring
+# of 1024 records holds. Once the daemon runs again, the lender's device has the last value.
+if [ -n "$SHADOW" ]; then
+	kill -STOP $PID_borrower
+	last=$(shadowtest cfgflood $SHADOW 0x0c 2987)
+	mine=$(dd if=/sys/bus/pci/devices/$SHADOW/config bs=1 skip=12 count=1 2>/dev/null | od -An -tu1 | tr -d ' ')
+	kill -CONT $PID_borrower
+	lenders=""
+	for i in $(seq 1 200); do
+		lenders=$(dd if=/sys/bus/pci/devices/$NV/config bs=1 skip=12 count=1 2>/dev/null | od -An -tu1 | tr -d ' ')
+		[ -n "$last" ] && [ "$lenders" = "$last" ] && break
+		sleep 0.1
+	done
+	dropped=$(grep -c "dropped config writes" $NTBFAB_DIR/log/borrower.log)
+	if [ -n "$last" ] && [ "$mine" = "$last" ] && [ "$lenders" = "$last" ] && [ "$dropped" = 0 ]; then
+		result cfg-daemon-stopped ok "2987 writes of Cache Line Size on $SHADOW while the borrower's daemon was stopped: the shadow read $mine at once, the lender's $NV has $lenders (the last written) after it resumed, nothing dropped"
+	else
+		result cfg-daemon-stopped FAIL "last written '$last', the shadow reads '$mine', the lender's $NV has '$lenders', $dropped drop(s) logged: $(grep -E 'dropped|config write' $NTBFAB_DIR/log/borrower.log | tail -n 3)"
+	fi
+fi
+
 mount -t debugfs none /sys/kernel/debug 2>/dev/null
 MEMF=8192 # mem0, the borrower's own device (fdid 0x2000)
 M0=$(bar0 ${MEM:-none} 0) M2=$(bar0 ${MEM:-none} 2)

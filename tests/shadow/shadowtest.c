@@ -4,6 +4,7 @@
  * this kernel's sysfs. Runs in the guest, statically linked. */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -400,6 +401,34 @@ static int barmap(const char *bdf, int bar, const char *ref, char **offs, int n)
         return 0;
 }
 
+/*
+ * Write one byte of a device's config space N times through sysfs (the PCI core's path for
+ * a driver's config write), values 1 to 250 in turn, as fast as it goes; print the last.
+ */
+static int cfgflood(const char *bdf, unsigned off, unsigned n)
+{
+        char p[PATH_MAX];
+        snprintf(p, sizeof(p), "/sys/bus/pci/devices/%s/config", bdf);
+        int fd = open(p, O_WRONLY | O_CLOEXEC);
+        if (fd < 0) {
+                fprintf(stderr, "shadowtest: %s: %s\n", p, strerror(errno));
+                return 1;
+        }
+        uint8_t v = 0;
+        for (unsigned i = 0; i < n; i++) {
+                v = (uint8_t)(1 + i % 250);
+                if (pwrite(fd, &v, 1, off) != 1) {
+                        fprintf(stderr, "shadowtest: write %u of %s at 0x%x: %s\n", i, p, off,
+                                strerror(errno));
+                        close(fd);
+                        return 1;
+                }
+        }
+        close(fd);
+        printf("%u\n", v);
+        return 0;
+}
+
 int main(int argc, char **argv)
 {
         if (argc == 2 && !strcmp(argv[1], "uapi"))
@@ -413,12 +442,16 @@ int main(int argc, char **argv)
                 return window(argv[2], !strcmp(argv[3], "on")) ? 1 : 0;
         if (argc == 5 && !strcmp(argv[1], "dmacheck"))
                 return dmacheck(argv[2], argv[3], (off_t)strtoll(argv[4], NULL, 0));
+        if (argc == 5 && !strcmp(argv[1], "cfgflood"))
+                return cfgflood(argv[2], (unsigned)strtoul(argv[3], NULL, 0),
+                                (unsigned)strtoul(argv[4], NULL, 0));
         if (argc >= 6 && !strcmp(argv[1], "barmap"))
                 return barmap(argv[2], atoi(argv[3]), argv[4], argv + 5, argc - 5);
         fprintf(stderr, "usage: shadowtest window BDF on|off\n"
                         "       shadowtest dmacheck BLOCKDEV WINDOW-BDF OFFSET\n"
                         "       shadowtest fill|check FILE SEED BYTES\n"
                         "       shadowtest bench BLOCKDEV PREFIX IOS\n"
-                        "       shadowtest barmap BDF BAR REFFILE OFFSET...\n");
+                        "       shadowtest barmap BDF BAR REFFILE OFFSET...\n"
+                        "       shadowtest cfgflood BDF OFFSET COUNT\n");
         return 2;
 }

@@ -32,7 +32,7 @@ from guestkit import fail, say  # noqa: E402
 MODULES = ["crct10dif_generic", "crc64_rocksoft_generic", "crc32c_generic", "vfio_iommu_type1",
            "vfio-pci", "nvme", "ext4", "nvmet_tcp", "nvme_tcp"]
 EXPECTED = ["uapi-refusals", "attach", "nvme-binds-shadow", "budgets-taken", "bar0-real-address",
-            "refuses-other-way",
+            "refuses-other-way", "cfg-daemon-stopped",
             "peer-refused", "mkfs-ext4", "files-64mib", "dma-through-window",
             "daemon-death-removes", "restart-reattaches", "peers-both-ways", "peer-dma-map",
             "peer-detach-releases", "detach", "peer-later-whole", "orphan-returned",
