@@ -27,6 +27,43 @@ static int run(const char *cmd)
         return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/*
+ * The cluster's processes, whose CPU time the run reads: on a shared machine the wall-clock
+ * figures move with the load of others, the CPU each process spends per round trip much less
+ * (it is what a change to the path changes).
+ */
+static const char *const procs[] = {"lender", "borrower", "simd"};
+#define NPROCS (sizeof(procs) / sizeof(procs[0]))
+
+/* User + system seconds of the process whose pid DIR/run/NAME.pid holds (all its threads);
+ * negative if it cannot be read. */
+static double proc_cpu_s(const char *dir, const char *name)
+{
+        char path[4200], buf[1024];
+        long pid = 0;
+        snprintf(path, sizeof(path), "%s/run/%s.pid", dir, name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+                return -1;
+        if (fscanf(f, "%ld", &pid) != 1)
+                pid = 0;
+        fclose(f);
+        snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+        if (pid <= 0 || !(f = fopen(path, "r")))
+                return -1;
+        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[n] = 0;
+        /* Fields after the command name (which may hold spaces): state is field 3, utime 14,
+         * stime 15. */
+        char *p = strrchr(buf, ')');
+        unsigned long long ut, st;
+        if (!p ||
+            sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+                return -1;
+        return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
 int main(int argc, char **argv)
 {
         const char *json_path = NULL, *build = "build", *src = ".";
@@ -53,6 +90,15 @@ int main(int argc, char **argv)
         }
         if (n < 10)
                 n = 10;
+        /* The daemons inherit this environment: the tests' checks (a whole-state recheck
+         * after each of the manager's changes, crash points) are not what an operator runs. */
+        static const char *const test_only[] = {"NTBFAB_FM_CHECK", "NTBFAB_CRASH_AT"};
+        for (size_t k = 0; k < sizeof(test_only) / sizeof(test_only[0]); k++)
+                if (getenv(test_only[k])) {
+                        fprintf(stderr, "bench_borrow: %s is set; the cluster runs without it\n",
+                                test_only[k]);
+                        unsetenv(test_only[k]);
+                }
         char dir[] = "/dev/shm/ntbfab-bench-XXXXXX", cmd[4096];
         if (!mkdtemp(dir)) {
                 perror("mkdtemp");
@@ -63,8 +109,12 @@ int main(int argc, char **argv)
                  "%s/config/examples/quickstart.yaml --dir %s > /dev/null",
                  build, build, build, src, dir);
         if (run(cmd)) {
-                fprintf(stderr, "bench_borrow: cannot bring the quickstart cluster up in %s\n",
-                        dir);
+                /* `ntbfab up` stopped what it started; the daemons' errors are shown, and
+                 * the directory goes (each failed run left 1 GiB sparse images in /dev/shm). */
+                fprintf(stderr, "bench_borrow: cannot bring the quickstart cluster up (is another "
+                                "cluster on 127.0.0.1:7700 and 127.0.0.2:7700?)\n");
+                snprintf(cmd, sizeof(cmd), "cat %s/log/*.err >&2 2>/dev/null; rm -rf %s", dir, dir);
+                run(cmd);
                 return 1;
         }
         char path[4200];
@@ -72,7 +122,11 @@ int main(int argc, char **argv)
         ntbf_rpc_socket_path(dir, "borrower", path, sizeof(path));
         int r = ntbf_rpc_connect(path, &c);
         uint64_t *t = calloc(n, sizeof(*t));
+        double cpu0[NPROCS], cpu[NPROCS];
         for (unsigned i = 0; !r && i < warm + n; i++) {
+                if (i == warm)
+                        for (size_t k = 0; k < NPROCS; k++)
+                                cpu0[k] = proc_cpu_s(dir, procs[k]);
                 struct json_object *p = json_object_new_object(), *res;
                 json_object_object_add(p, "fdid", json_object_new_int(0x4001));
                 uint64_t t0 = bench_now_ns();
@@ -86,6 +140,10 @@ int main(int argc, char **argv)
                 }
                 if (i >= warm)
                         t[i - warm] = bench_now_ns() - t0;
+        }
+        for (size_t k = 0; k < NPROCS; k++) {
+                double now = proc_cpu_s(dir, procs[k]);
+                cpu[k] = cpu0[k] < 0 || now < 0 ? -1 : (now - cpu0[k]) * 1e3 / n;
         }
         if (r)
                 fprintf(stderr, "bench_borrow: %s\n", ntbf_rpc_error(c));
@@ -106,6 +164,10 @@ int main(int argc, char **argv)
             "%u warm-up):\n  median %.3f ms, p99 %.3f ms, mean %.3f ms, min %.3f ms, max %.3f ms "
             "(target: median <= 2 ms)\n",
             n, warm, p50, p99, mean, lo_, hi);
+        printf("  CPU per round trip:");
+        for (size_t k = 0; k < NPROCS; k++)
+                printf(cpu[k] < 0 ? " %s ?" : " %s %.3f ms", procs[k], cpu[k]);
+        printf(" (the wall-clock figures move with the machine's load, these much less)\n");
         if (json_path) {
                 struct json_object *o = json_object_new_object();
                 json_object_object_add(o, "bench", json_object_new_string("borrow_return"));
@@ -116,6 +178,12 @@ int main(int argc, char **argv)
                 json_object_object_add(o, "mean_ms", json_object_new_double(mean));
                 json_object_object_add(o, "min_ms", json_object_new_double(lo_));
                 json_object_object_add(o, "max_ms", json_object_new_double(hi));
+                struct json_object *cj = json_object_new_object();
+                for (size_t k = 0; k < NPROCS; k++)
+                        if (cpu[k] >= 0)
+                                json_object_object_add(cj, procs[k],
+                                                       json_object_new_double(cpu[k]));
+                json_object_object_add(o, "cpu_ms_per_round_trip", cj);
                 if (json_object_to_file_ext(json_path, o, JSON_C_TO_STRING_PRETTY))
                         fprintf(stderr, "bench_borrow: cannot write %s\n", json_path);
                 json_object_put(o);
