@@ -54,6 +54,7 @@ struct ntbf__ent {
 };
 
 #define NTBF_ENT_KEY_MAX 128
+typedef char ntbf__entkey[NTBF_ENT_KEY_MAX + 1];
 
 const char *ntbf__ent_key(const struct ntbf__ent *e, char *buf, size_t len);
 /* Parse a key, checking every index against the topology. 0 or -EINVAL. */

@@ -135,7 +135,8 @@ static void seq_key(uint64_t seq, char *buf, size_t len)
         snprintf(buf, len, "%016" PRIu64, seq);
 }
 
-static void save_alloc(struct ntbf__fm *fm, const struct fm_alloc *a)
+/* Record allocation a; with res, its resource rows too (they change only with its plan). */
+static void save_alloc_rows(struct ntbf__fm *fm, const struct fm_alloc *a, bool res)
 {
         const struct ntbf_plan *p = ntbf_alloc_plan(fm->s, a->sid);
         struct json_object *o = json_object_new_object();
@@ -157,7 +158,7 @@ static void save_alloc(struct ntbf__fm *fm, const struct fm_alloc *a)
         ntbf__store_begin(fm->st);
         int r = ntbf__store_put(fm->st, NTBF_T_FM_ALLOCS, key, ntbf__json_text(o));
         /* One row per resource, so an operator can read every slot, ID and range. */
-        if (!r && p) {
+        if (!r && p && res) {
                 struct ntbf__res_row *rows = calloc(p->nres + 1, sizeof(*rows));
                 char(*obj)[80] = calloc(p->nres + 1, sizeof(*obj));
                 for (uint32_t i = 0; rows && obj && i < p->nres; i++) {
@@ -194,6 +195,11 @@ static void save_alloc(struct ntbf__fm *fm, const struct fm_alloc *a)
                 LOG_E("cannot record allocation %" PRIu64 ": %s", a->seq,
                       ntbf__store_error(fm->st));
         json_object_put(o);
+}
+
+static void save_alloc(struct ntbf__fm *fm, const struct fm_alloc *a)
+{
+        save_alloc_rows(fm, a, true);
 }
 
 static void forget_alloc(struct ntbf__fm *fm, const struct fm_alloc *a)
@@ -669,7 +675,8 @@ static void borrow_programmed(struct ntbf__fm *fm)
                 return;
         }
         a->active = true;
-        save_alloc(fm, a);
+        /* Its plan, and so its resource rows, are those recorded at the commit. */
+        save_alloc_rows(fm, a, false);
         ntbf__entset_free(&fm->delta);
         struct json_object *res = a->kind >= A_SX_CONNECT ? ntbf__fm_sx_result(fm, a)
                                   : a->kind == A_BORROW   ? borrow_json(fm, a)

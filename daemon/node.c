@@ -273,12 +273,11 @@ static void record_flush(struct ntbf__d *d)
         }
 }
 
-/* Record (or forget) the entries of v marked in pick, in one transaction; -EIO if the
- * database did not take it (nothing is then recorded). */
-static int record_many(struct ntbf__d *d, const struct ntbf__ent *v, size_t n, const bool *pick,
+/* Record (or forget) the entries whose keys are marked in pick, in one transaction; -EIO if
+ * the database did not take it (nothing is then recorded). */
+static int record_many(struct ntbf__d *d, const ntbf__entkey *key, size_t n, const bool *pick,
                        bool present, char *why, size_t whylen)
 {
-        char key[NTBF_ENT_KEY_MAX + 1];
         bool any = false;
         for (size_t i = 0; i < n; i++)
                 any |= pick[i];
@@ -287,10 +286,8 @@ static int record_many(struct ntbf__d *d, const struct ntbf__ent *v, size_t n, c
         int r = ntbf__store_begin(d->st);
         for (size_t i = 0; i < n && !r; i++)
                 if (pick[i])
-                        r = present ? ntbf__store_put(d->st, NTBF_T_PROGRAMMED,
-                                                      ntbf__ent_key(&v[i], key, sizeof(key)), "{}")
-                                    : ntbf__store_del(d->st, NTBF_T_PROGRAMMED,
-                                                      ntbf__ent_key(&v[i], key, sizeof(key)));
+                        r = present ? ntbf__store_put(d->st, NTBF_T_PROGRAMMED, key[i], "{}")
+                                    : ntbf__store_del(d->st, NTBF_T_PROGRAMMED, key[i]);
         if (!r)
                 r = ntbf__store_commit(d->st);
         if (r) {
@@ -302,8 +299,7 @@ static int record_many(struct ntbf__d *d, const struct ntbf__ent *v, size_t n, c
         }
         for (size_t i = 0; i < n; i++)
                 if (pick[i])
-                        ntbf__entset_add(present ? &d->rec_add : &d->rec_del,
-                                         ntbf__ent_key(&v[i], key, sizeof(key)));
+                        ntbf__entset_add(present ? &d->rec_add : &d->rec_del, key[i]);
         record_flush(d);
         return 0;
 }
@@ -372,21 +368,26 @@ static int clear_marked(struct ntbf__d *d, const struct ntbf__ent *v, size_t n, 
 static int apply_list(struct ntbf__d *d, struct ntbf__ent *v, size_t n, bool set, const char *phase,
                       char *why, size_t whylen)
 {
-        char key[NTBF_ENT_KEY_MAX + 1], w[512];
+        char w[512];
         int first = 0;
         bool *fresh = calloc(n + 1, 1), *done = calloc(n + 1, 1);
-        if (!fresh || !done) {
+        /* Each entry's key, formatted once: the records, the set and the check use it. */
+        ntbf__entkey *key = calloc(n + 1, sizeof(*key));
+        if (!fresh || !done || !key) {
                 free(fresh);
                 free(done);
+                free(key);
                 snprintf(why, whylen, "out of memory");
                 return -ENOMEM;
         }
+        for (size_t i = 0; i < n; i++)
+                ntbf__ent_key(&v[i], key[i], sizeof(key[i]));
         record_flush(d);
         if (!set) {
                 for (size_t i = 0; i < n; i++)
                         fresh[i] = true;
                 first = clear_marked(d, v, n, fresh, done, phase, why, whylen);
-                int r = record_many(d, v, n, done, false, w, sizeof(w));
+                int r = record_many(d, key, n, done, false, w, sizeof(w));
                 ntbf__crash_point(d, phase);
                 if (r && !first) {
                         first = r;
@@ -396,9 +397,8 @@ static int apply_list(struct ntbf__d *d, struct ntbf__ent *v, size_t n, bool set
         }
         /* Intent first: what this request adds is in the records before the hardware. */
         for (size_t i = 0; i < n; i++)
-                fresh[i] =
-                    !ntbf__entset_has(&d->programmed, ntbf__ent_key(&v[i], key, sizeof(key)));
-        if ((first = record_many(d, v, n, fresh, true, why, whylen)))
+                fresh[i] = !ntbf__entset_has(&d->programmed, key[i]);
+        if ((first = record_many(d, key, n, fresh, true, why, whylen)))
                 goto out;
         ntbf__crash_point(d, phase);
         size_t failed = n;
@@ -426,7 +426,7 @@ static int apply_list(struct ntbf__d *d, struct ntbf__ent *v, size_t n, bool set
                         clear_marked(d, v, n, undo, cleared, phase, w, sizeof(w));
                         for (size_t i = 0; i < n; i++)
                                 undo[i] = fresh[i] && (!done[i] || cleared[i]);
-                        record_many(d, v, n, undo, false, w, sizeof(w));
+                        record_many(d, key, n, undo, false, w, sizeof(w));
                         ntbf__crash_point(d, phase);
                 }
                 free(undo);
@@ -435,6 +435,7 @@ static int apply_list(struct ntbf__d *d, struct ntbf__ent *v, size_t n, bool set
 out:
         free(fresh);
         free(done);
+        free(key);
         return first;
 }
 

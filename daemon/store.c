@@ -20,6 +20,9 @@ struct ntbf__store {
         int depth; /* nested begin calls */
         sqlite3_stmt *put[NTBF_T_COUNT], *del[NTBF_T_COUNT], *get[NTBF_T_COUNT];
         sqlite3_stmt *res_put, *res_del;
+        /* Prepared once: a mutation's transaction is a few rows, parsing its BEGIN and COMMIT
+         * each time cost as much as writing them. */
+        sqlite3_stmt *begin, *commit;
 };
 
 const char *ntbf__store_error(const struct ntbf__store *s)
@@ -81,7 +84,8 @@ int ntbf__store_open(const char *path, struct ntbf__store **out, char *why, size
             exec(s, "CREATE INDEX IF NOT EXISTS fm_res_alloc ON fm_res (alloc)") ||
             prepare(s, "INSERT INTO fm_res VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                     &s->res_put) ||
-            prepare(s, "DELETE FROM fm_res WHERE alloc = ?1", &s->res_del))
+            prepare(s, "DELETE FROM fm_res WHERE alloc = ?1", &s->res_del) ||
+            prepare(s, "BEGIN IMMEDIATE", &s->begin) || prepare(s, "COMMIT", &s->commit))
                 goto fail;
         char *v = NULL;
         if (ntbf__store_get(s, NTBF_T_META, "schema", &v) == 0) {
@@ -119,29 +123,10 @@ void ntbf__store_close(struct ntbf__store *s)
         }
         sqlite3_finalize(s->res_put);
         sqlite3_finalize(s->res_del);
+        sqlite3_finalize(s->begin);
+        sqlite3_finalize(s->commit);
         sqlite3_close(s->db);
         free(s);
-}
-
-int ntbf__store_begin(struct ntbf__store *s)
-{
-        if (s->depth++)
-                return 0;
-        return exec(s, "BEGIN IMMEDIATE");
-}
-
-int ntbf__store_commit(struct ntbf__store *s)
-{
-        if (!s->depth || --s->depth)
-                return 0;
-        return exec(s, "COMMIT");
-}
-
-void ntbf__store_rollback(struct ntbf__store *s)
-{
-        s->depth = 0;
-        if (!sqlite3_get_autocommit(s->db))
-                exec(s, "ROLLBACK");
 }
 
 static int step_done(sqlite3_stmt *st)
@@ -150,6 +135,27 @@ static int step_done(sqlite3_stmt *st)
         sqlite3_reset(st);
         sqlite3_clear_bindings(st);
         return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+int ntbf__store_begin(struct ntbf__store *s)
+{
+        if (s->depth++)
+                return 0;
+        return step_done(s->begin);
+}
+
+int ntbf__store_commit(struct ntbf__store *s)
+{
+        if (!s->depth || --s->depth)
+                return 0;
+        return step_done(s->commit);
+}
+
+void ntbf__store_rollback(struct ntbf__store *s)
+{
+        s->depth = 0;
+        if (!sqlite3_get_autocommit(s->db))
+                exec(s, "ROLLBACK");
 }
 
 int ntbf__store_put(struct ntbf__store *s, enum ntbf__table t, const char *key, const char *json)
