@@ -95,6 +95,7 @@ struct ntbf__peers {
         unsigned nconns;    /* every connection, open or not */
         uint64_t log_since; /* rate limit of refusal lines */
         unsigned log_lines, log_dropped;
+        struct json_tokener *tok; /* parses every session's messages, reset for each */
 };
 
 /* A new window of the refusal log once the last one is over, with the count of what it did
@@ -388,11 +389,15 @@ static void message(struct pconn *c, const uint8_t *data, size_t len)
         struct ntbf__peers *ps = c->ps;
         struct peer *p = c->peer;
         struct ntbf__d *d = ps->d;
-        struct json_tokener *tok = json_tokener_new_ex(64);
-        json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
-        struct json_object *o = json_tokener_parse_ex(tok, (const char *)data, (int)len), *pp;
+        if (!ps->tok && (ps->tok = json_tokener_new_ex(64)))
+                json_tokener_set_flags(ps->tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+        struct json_tokener *tok = ps->tok;
+        struct json_object *o = NULL, *pp;
+        if (tok) {
+                json_tokener_reset(tok);
+                o = json_tokener_parse_ex(tok, (const char *)data, (int)len);
+        }
         bool whole = o && json_tokener_get_parse_end(tok) == len;
-        json_tokener_free(tok);
         const char *t = NULL, *m = NULL;
         char why[160];
         if (whole && ntbf__json_check((const char *)data, len, why, sizeof(why)))
@@ -998,6 +1003,8 @@ void ntbf__peers_stop(struct ntbf__d *d)
 void ntbf__peers_free(struct ntbf__d *d)
 {
         if (d->peers) {
+                if (d->peers->tok)
+                        json_tokener_free(d->peers->tok);
                 free(d->peers->v);
                 free(d->peers);
                 d->peers = NULL;
