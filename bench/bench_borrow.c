@@ -167,7 +167,7 @@ int main(int argc, char **argv)
         printf("  CPU per round trip:");
         for (size_t k = 0; k < NPROCS; k++)
                 printf(cpu[k] < 0 ? " %s ?" : " %s %.3f ms", procs[k], cpu[k]);
-        printf(" (the wall-clock figures move with the machine's load, these much less)\n");
+        printf(" (load moves these less than the wall-clock figures)\n");
         if (json_path) {
                 struct json_object *o = json_object_new_object();
                 json_object_object_add(o, "bench", json_object_new_string("borrow_return"));
