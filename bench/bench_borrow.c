@@ -29,8 +29,8 @@ static int run(const char *cmd)
 
 /*
  * The cluster's processes, whose CPU time the run reads: on a shared machine the wall-clock
- * figures move with the load of others, the CPU each process spends per round trip much less
- * (it is what a change to the path changes).
+ * figures move with the load of others, the CPU each process spends per round trip less (it is
+ * what a change to the path changes).
  */
 static const char *const procs[] = {"lender", "borrower", "simd"};
 #define NPROCS (sizeof(procs) / sizeof(procs[0]))
@@ -122,7 +122,7 @@ int main(int argc, char **argv)
         ntbf_rpc_socket_path(dir, "borrower", path, sizeof(path));
         int r = ntbf_rpc_connect(path, &c);
         uint64_t *t = calloc(n, sizeof(*t));
-        double cpu0[NPROCS], cpu[NPROCS];
+        double cpu0[NPROCS] = {-1, -1, -1}, cpu[NPROCS];
         for (unsigned i = 0; !r && i < warm + n; i++) {
                 if (i == warm)
                         for (size_t k = 0; k < NPROCS; k++)
