@@ -31,7 +31,7 @@ struct json_object;
 bool ntbf__vfiod_is(const struct ntbf__d *d, uint32_t dev);
 /* Whether the host's kernel, not the cluster file, places the BARs of topology device dev: a
  * device driven through VFIO, or any device of a backend that reaches its hosts' own PCI
- * functions (dev_bars: linux-ntb). Its lender then tells the manager where they are
+ * functions (dev_bars: linux-ntb, switchtec). Its lender then tells the manager where they are
  * (ntbf__vfiod_bars), and the manager programs those addresses. */
 bool ntbf__bars_host_placed(const struct ntbf_topo *t, uint32_t dev);
 

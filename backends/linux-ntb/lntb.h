@@ -310,6 +310,14 @@ int lntb_op_irq_trigger(struct ntbf_adapter_h *h, uint64_t addr, uint32_t data);
 int lntb_op_host_map(struct ntbf_adapter_h *h, uint64_t addr, uint64_t size, void **out);
 int lntb_op_host_unmap(struct ntbf_adapter_h *h, void *addr, uint64_t size);
 int lntb_op_host_bus(struct ntbf_adapter_h *h, const void *addr, uint64_t size, uint64_t *bus);
+/* The host's own devices of the cluster file that are not VFIO's (b: the linux-ntb backend):
+ * config space and BAR placement through sysfs under the backend's root. */
+int lntb_op_cfg_read(struct ntbf_backend *b, uint32_t device, uint32_t f, uint32_t off,
+                     uint32_t size, uint32_t *val);
+int lntb_op_cfg_write(struct ntbf_backend *b, uint32_t device, uint32_t f, uint32_t off,
+                      uint32_t size, uint32_t val);
+int lntb_op_dev_bars(struct ntbf_backend *b, uint32_t device, uint32_t f, uint64_t addr[6],
+                     uint64_t size[6]);
 int lntb_op_serve(struct ntbf_adapter_h *h, uint64_t client, const void *req, size_t reqlen,
                   void *ans, size_t anslen, size_t *got, int *fds, unsigned maxfds, unsigned *nfds);
 void lntb_op_client_gone(struct ntbf_adapter_h *h, uint64_t client);

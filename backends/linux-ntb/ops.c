@@ -243,22 +243,22 @@ static int ln_cfg(struct ntbf_backend *b, uint32_t device, uint32_t f, bool writ
 }
 
 /* Where the kernel placed those devices' BARs: their sysfs resource file. */
-static int ln_dev_bars(struct ntbf_backend *b, uint32_t device, uint32_t f, uint64_t addr[6],
-                       uint64_t size[6])
+int lntb_op_dev_bars(struct ntbf_backend *b, uint32_t device, uint32_t f, uint64_t addr[6],
+                     uint64_t size[6])
 {
         char dir[PATH_MAX];
         snprintf(dir, sizeof(dir), "%s/sys/bus/pci/devices", LB(b)->sys->root);
         return ntbf__pci_bars(dir, LB(b)->t, LB(b)->node, device, f, addr, size);
 }
 
-static int ln_cfg_read(struct ntbf_backend *b, uint32_t device, uint32_t f, uint32_t off,
-                       uint32_t size, uint32_t *val)
+int lntb_op_cfg_read(struct ntbf_backend *b, uint32_t device, uint32_t f, uint32_t off,
+                     uint32_t size, uint32_t *val)
 {
         return val ? ln_cfg(b, device, f, false, off, size, val) : -EINVAL;
 }
 
-static int ln_cfg_write(struct ntbf_backend *b, uint32_t device, uint32_t f, uint32_t off,
-                        uint32_t size, uint32_t val)
+int lntb_op_cfg_write(struct ntbf_backend *b, uint32_t device, uint32_t f, uint32_t off,
+                      uint32_t size, uint32_t val)
 {
         return ln_cfg(b, device, f, true, off, size, &val);
 }
@@ -306,7 +306,7 @@ const struct ntbf_backend_ops ntbf__linux_ntb_ops = {
     .host_map = lntb_op_host_map,
     .host_unmap = lntb_op_host_unmap,
     .host_bus = lntb_op_host_bus,
-    .cfg_read = ln_cfg_read,
-    .cfg_write = ln_cfg_write,
-    .dev_bars = ln_dev_bars,
+    .cfg_read = lntb_op_cfg_read,
+    .cfg_write = lntb_op_cfg_write,
+    .dev_bars = lntb_op_dev_bars,
 };

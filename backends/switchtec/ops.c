@@ -605,6 +605,28 @@ static int sw_rid_del(struct ntbf_adapter_h *hh, const struct ntbf_rid *r)
         return rid_end(h, rids, "rid_del", rc ? rc : err, why);
 }
 
+/* The host's own devices behind the switch (config space, BAR placement): through sysfs, as
+ * linux-ntb reaches them. */
+static int sw_cfg_read(struct ntbf_backend *b, uint32_t device, uint32_t f, uint32_t off,
+                       uint32_t size, uint32_t *val)
+{
+        return lntb_op_cfg_read((struct ntbf_backend *)(void *)SB(b)->lb, device, f, off, size,
+                                val);
+}
+
+static int sw_cfg_write(struct ntbf_backend *b, uint32_t device, uint32_t f, uint32_t off,
+                        uint32_t size, uint32_t val)
+{
+        return lntb_op_cfg_write((struct ntbf_backend *)(void *)SB(b)->lb, device, f, off, size,
+                                 val);
+}
+
+static int sw_dev_bars(struct ntbf_backend *b, uint32_t device, uint32_t f, uint64_t addr[6],
+                       uint64_t size[6])
+{
+        return lntb_op_dev_bars((struct ntbf_backend *)(void *)SB(b)->lb, device, f, addr, size);
+}
+
 const struct ntbf_backend_ops ntbf__switchtec_ops = {
     .name = "switchtec",
     .open = sw_open,
@@ -648,4 +670,7 @@ const struct ntbf_backend_ops ntbf__switchtec_ops = {
     .serve = lntb_op_serve,
     .client_gone = lntb_op_client_gone,
     .host_bus = lntb_op_host_bus,
+    .cfg_read = sw_cfg_read,
+    .cfg_write = sw_cfg_write,
+    .dev_bars = sw_dev_bars,
 };

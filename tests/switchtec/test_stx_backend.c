@@ -455,6 +455,43 @@ static void test_found_refusals(void **state)
         backend_open(f);
 }
 
+/* The host's own devices behind the switch: config space and where the kernel placed their
+ * BARs, from sysfs under the backend's root (a device that is not VFIO's). */
+static void test_host_devices(void **state)
+{
+        struct fx *f = *state;
+        char d[600], p[700], cmd[700];
+        snprintf(d, sizeof(d), "%s/sys/bus/pci/devices/0000:05:00.0", lntb_sys_current->root);
+        snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", d);
+        assert_int_equal(system(cmd), 0);
+        uint32_t dev = ntbf_topo_find_device(f->t, ntbf_topo_find_node(f->t, "a"), "nvme0");
+        assert_true(dev != NTBF_NONE);
+        uint32_t v = 0;
+        uint64_t addr[6], size[6];
+        assert_int_equal(f->o->cfg_read(f->b, dev, 0, 0, 4, &v), -ENODEV);
+        assert_int_equal(f->o->dev_bars(f->b, dev, 0, addr, size), -ENODEV);
+        snprintf(p, sizeof(p), "%s/config", d);
+        FILE *c = fopen(p, "w");
+        assert_non_null(c);
+        const uint8_t cfg[64] = {0x86, 0x80, 0x53, 0x09};
+        assert_int_equal(fwrite(cfg, 1, sizeof(cfg), c), sizeof(cfg));
+        fclose(c);
+        snprintf(p, sizeof(p), "%s/resource", d);
+        c = fopen(p, "w");
+        assert_non_null(c);
+        fprintf(c, "0x00000000fb200000 0x00000000fb203fff 0x0000000000140204\n");
+        fclose(c);
+        assert_int_equal(f->o->cfg_read(f->b, dev, 0, 0, 4, &v), 0);
+        assert_int_equal(v, 0x09538086);
+        assert_int_equal(f->o->cfg_write(f->b, dev, 0, 0x0c, 1, 0x10), 0);
+        assert_int_equal(f->o->cfg_read(f->b, dev, 0, 0x0c, 1, &v), 0);
+        assert_int_equal(v, 0x10);
+        assert_int_equal(f->o->dev_bars(f->b, dev, 0, addr, size), 0);
+        assert_int_equal(addr[0], 0xfb200000);
+        assert_int_equal(size[0], 0x4000);
+        assert_int_equal(addr[1] | size[1], 0);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -469,6 +506,7 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_readback_at_probe, setup, teardown),
             cmocka_unit_test_setup_teardown(test_found_from_bdf, setup_found, teardown),
             cmocka_unit_test_setup_teardown(test_found_refusals, setup_found, teardown),
+            cmocka_unit_test_setup_teardown(test_host_devices, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
