@@ -135,8 +135,10 @@ static void seq_key(uint64_t seq, char *buf, size_t len)
         snprintf(buf, len, "%016" PRIu64, seq);
 }
 
-/* Record allocation a; with res, its resource rows too (they change only with its plan). */
-static void save_alloc_rows(struct ntbf__fm *fm, const struct fm_alloc *a, bool res)
+/* Record allocation a; with res, its resource rows too (they change only with its plan).
+ * All or nothing: 0, or -EIO with nothing written and the reason logged
+ * (ntbf__store_error). */
+static int save_alloc_rows(struct ntbf__fm *fm, const struct fm_alloc *a, bool res)
 {
         const struct ntbf_plan *p = ntbf_alloc_plan(fm->s, a->sid);
         struct json_object *o = json_object_new_object();
@@ -155,8 +157,9 @@ static void save_alloc_rows(struct ntbf__fm *fm, const struct fm_alloc *a, bool 
         json_object_object_add(o, "plan", p ? ntbf__plan_json(p) : NULL);
         char key[24];
         seq_key(a->seq, key, sizeof(key));
-        ntbf__store_begin(fm->st);
-        int r = ntbf__store_put(fm->st, NTBF_T_FM_ALLOCS, key, ntbf__json_text(o));
+        int r = ntbf__store_begin(fm->st);
+        if (!r)
+                r = ntbf__store_put(fm->st, NTBF_T_FM_ALLOCS, key, ntbf__json_text(o));
         /* One row per resource, so an operator can read every slot, ID and range. */
         if (!r && p && res) {
                 struct ntbf__res_row *rows = calloc(p->nres + 1, sizeof(*rows));
@@ -185,21 +188,25 @@ static void save_alloc_rows(struct ntbf__fm *fm, const struct fm_alloc *a, bool 
                             x->dst_node < t->nnodes ? t->nodes[x->dst_node].name : NULL,
                             x->programmer < t->nnodes ? t->nodes[x->programmer].name : NULL};
                 }
-                if (rows && obj)
-                        r = ntbf__store_res_put(fm->st, a->seq, rows, p->nres);
+                r = rows && obj ? ntbf__store_res_put(fm->st, a->seq, rows, p->nres) : -ENOMEM;
                 free(rows);
                 free(obj);
         }
-        ntbf__store_commit(fm->st);
-        if (r)
+        if (r) {
+                LOG_E("cannot record allocation %" PRIu64 ": %s", a->seq,
+                      r == -ENOMEM ? "out of memory" : ntbf__store_error(fm->st));
+                ntbf__store_rollback(fm->st);
+        } else if ((r = ntbf__store_commit(fm->st))) {
                 LOG_E("cannot record allocation %" PRIu64 ": %s", a->seq,
                       ntbf__store_error(fm->st));
+        }
         json_object_put(o);
+        return r;
 }
 
-static void save_alloc(struct ntbf__fm *fm, const struct fm_alloc *a)
+static int save_alloc(struct ntbf__fm *fm, const struct fm_alloc *a)
 {
-        save_alloc_rows(fm, a, true);
+        return save_alloc_rows(fm, a, true);
 }
 
 static void forget_alloc(struct ntbf__fm *fm, const struct fm_alloc *a)
@@ -664,6 +671,19 @@ static void borrow_programmed(struct ntbf__fm *fm)
                          "it",
                          node_name(fm, from), fm->cur->m);
         }
+        if (!fm->err) {
+                /* Its plan, and so its resource rows, are those recorded at the commit. */
+                a->active = true;
+                if (save_alloc_rows(fm, a, false)) {
+                        a->active = false;
+                        fm->err = -EIO;
+                        snprintf(fm->msg, sizeof(fm->msg),
+                                 "the manager cannot record it in its database (%s); see its "
+                                 "log, free the state directory's disk or release the "
+                                 "database's lock, and try again",
+                                 ntbf__store_error(fm->st));
+                }
+        }
         if (fm->err) {
                 /* Nothing half-applied: clear what was programmed, give the resources back. */
                 fm->fail_err = fm->err;
@@ -674,9 +694,6 @@ static void borrow_programmed(struct ntbf__fm *fm)
                 round_start(fm, false, borrow_undone);
                 return;
         }
-        a->active = true;
-        /* Its plan, and so its resource rows, are those recorded at the commit. */
-        save_alloc_rows(fm, a, false);
         ntbf__entset_free(&fm->delta);
         struct json_object *res = a->kind >= A_SX_CONNECT ? ntbf__fm_sx_result(fm, a)
                                   : a->kind == A_BORROW   ? borrow_json(fm, a)
@@ -707,11 +724,24 @@ static void commit_and_program(struct ntbf__fm *fm, struct fm_alloc *a, struct n
                 return;
         }
         a->seq = fm->next_seq++;
+        /* Recorded as "programming" before anything is programmed: a crash now leaves it to be
+         * dropped. A record that cannot be written refuses the mutation, nothing programmed. */
+        if (save_alloc(fm, a)) {
+                if (a->kind >= A_SX_CONNECT)
+                        ntbf__fm_sx_released(fm, a);
+                ntbf_release(fm->s, a->sid);
+                free(a);
+                op_fail(fm, -EIO,
+                        "the manager cannot record it in its database (%s); nothing was "
+                        "programmed; see its log, free the state directory's disk or release "
+                        "the database's lock, and try again",
+                        ntbf__store_error(fm->st));
+                return;
+        }
         link_alloc(fm, a);
         struct wchange w = {0};
         want_hold(fm, &w, a, true);
         want_done(fm, &w, true, fm->cur ? fm->cur->m : "a commit");
-        save_alloc(fm, a); /* as "programming": a crash now leaves it to be dropped */
         fm->cur_alloc = a;
         round_start(fm, true, borrow_programmed);
 }

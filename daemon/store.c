@@ -23,10 +23,13 @@ struct ntbf__store {
         /* Prepared once: a mutation's transaction is a few rows, parsing its BEGIN and COMMIT
          * each time cost as much as writing them. */
         sqlite3_stmt *begin, *commit;
+        char why[256]; /* a transaction that could not begin or commit (rolled back) */
 };
 
 const char *ntbf__store_error(const struct ntbf__store *s)
 {
+        if (s && s->why[0])
+                return s->why;
         return s && s->db ? sqlite3_errmsg(s->db) : "no database";
 }
 
@@ -137,18 +140,36 @@ static int step_done(sqlite3_stmt *st)
         return rc == SQLITE_DONE ? 0 : -EIO;
 }
 
+/*
+ * A transaction that cannot begin (the database is locked past the busy timeout, the disk
+ * is full) or commit is undone whole: nothing of it is written, the next begin starts
+ * afresh, and ntbf__store_error says why until then. Writes between a failed begin and its
+ * commit fail too (nothing is written outside a transaction).
+ */
 int ntbf__store_begin(struct ntbf__store *s)
 {
         if (s->depth++)
-                return 0;
-        return step_done(s->begin);
+                return s->why[0] ? -EIO : 0;
+        s->why[0] = 0;
+        int r = step_done(s->begin);
+        if (r)
+                snprintf(s->why, sizeof(s->why), "%s", sqlite3_errmsg(s->db));
+        return r;
 }
 
 int ntbf__store_commit(struct ntbf__store *s)
 {
         if (!s->depth || --s->depth)
-                return 0;
-        return step_done(s->commit);
+                return s->why[0] ? -EIO : 0;
+        if (s->why[0])
+                return -EIO; /* its begin failed: nothing to commit */
+        int r = step_done(s->commit);
+        if (r) {
+                snprintf(s->why, sizeof(s->why), "%s", sqlite3_errmsg(s->db));
+                if (!sqlite3_get_autocommit(s->db))
+                        exec(s, "ROLLBACK");
+        }
+        return r;
 }
 
 void ntbf__store_rollback(struct ntbf__store *s)
@@ -160,6 +181,10 @@ void ntbf__store_rollback(struct ntbf__store *s)
 
 int ntbf__store_put(struct ntbf__store *s, enum ntbf__table t, const char *key, const char *json)
 {
+        if (s->depth && s->why[0])
+                return -EIO;
+        if (!s->depth)
+                s->why[0] = 0; /* a write of its own: its error is sqlite's */
         sqlite3_stmt *st = s->put[t];
         sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 2, json, -1, SQLITE_STATIC);
@@ -168,6 +193,10 @@ int ntbf__store_put(struct ntbf__store *s, enum ntbf__table t, const char *key, 
 
 int ntbf__store_del(struct ntbf__store *s, enum ntbf__table t, const char *key)
 {
+        if (s->depth && s->why[0])
+                return -EIO;
+        if (!s->depth)
+                s->why[0] = 0; /* a write of its own: its error is sqlite's */
         sqlite3_stmt *st = s->del[t];
         sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
         return step_done(st);
@@ -221,6 +250,10 @@ int ntbf__store_each(struct ntbf__store *s, enum ntbf__table t,
 int ntbf__store_res_put(struct ntbf__store *s, uint64_t seq, const struct ntbf__res_row *rows,
                         size_t n)
 {
+        if (s->depth && s->why[0])
+                return -EIO;
+        if (!s->depth)
+                s->why[0] = 0; /* a write of its own: its error is sqlite's */
         int r = ntbf__store_res_del(s, seq);
         for (size_t i = 0; i < n && !r; i++) {
                 sqlite3_stmt *st = s->res_put;
@@ -243,6 +276,10 @@ int ntbf__store_res_put(struct ntbf__store *s, uint64_t seq, const struct ntbf__
 
 int ntbf__store_res_del(struct ntbf__store *s, uint64_t seq)
 {
+        if (s->depth && s->why[0])
+                return -EIO;
+        if (!s->depth)
+                s->why[0] = 0; /* a write of its own: its error is sqlite's */
         sqlite3_bind_int64(s->res_del, 1, (int64_t)seq);
         return step_done(s->res_del);
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <sqlite3.h>
 
 #include "entry.h"
 #include "fm.h"
@@ -893,6 +894,36 @@ static void test_host_placed_bars(void **state)
         fx_free(f);
 }
 
+/*
+ * The manager's database cannot be written (another writer holds its lock past the busy
+ * timeout): a borrow is refused with the reason, and nothing is programmed, taken or
+ * recorded; once the lock goes, the same borrow is made and returned.
+ */
+static void test_store_refuses(void **state)
+{
+        (void)state;
+        struct fx *f = fx_new(THREE, NULL, "lender3");
+        register_all(f);
+        uint32_t acc1 = fdid(f, "lender1", "acc1"), b = node(f, "borrower");
+        sqlite3 *db = NULL;
+        assert_int_equal(sqlite3_open(f->dbpath, &db), SQLITE_OK);
+        assert_int_equal(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+        char p[64];
+        snprintf(p, sizeof(p), "{\"fdid\":%u}", acc1);
+        refused(call(f, b, "borrow", p), -EIO,
+                "the manager cannot record it in its database (database is locked); nothing was "
+                "programmed");
+        assert_string_equal(state_of(f, acc1), "available");
+        assert_baseline(f);
+        assert_int_equal(sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_close(db);
+        ok(call(f, b, "borrow", p));
+        assert_string_equal(state_of(f, acc1), "exclusive");
+        ok(call(f, b, "return", p));
+        assert_baseline(f);
+        fx_free(f);
+}
+
 /* Many cycles leave every budget exactly as it started. */
 static void test_cycles(void **state)
 {
@@ -1147,6 +1178,7 @@ int main(void)
             cmocka_unit_test(test_isolation_entries),
             cmocka_unit_test(test_real_bars),
             cmocka_unit_test(test_host_placed_bars),
+            cmocka_unit_test(test_store_refuses),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
