@@ -1887,7 +1887,12 @@ struct fm_alloc *ntbf__fm_find_borrow(struct ntbf__fm *fm, uint32_t fdid, uint32
         return find_borrow(fm, fdid, node);
 }
 
-void ntbf__fm_save_alloc(struct ntbf__fm *fm, const struct fm_alloc *a)
+int ntbf__fm_save_alloc(struct ntbf__fm *fm, const struct fm_alloc *a)
 {
-        save_alloc(fm, a);
+        return save_alloc(fm, a);
+}
+
+const char *ntbf__fm_store_error(const struct ntbf__fm *fm)
+{
+        return ntbf__store_error(fm->st);
 }

@@ -125,7 +125,9 @@ const char *ntbf__fm_node_name(const struct ntbf__fm *fm, uint32_t n);
 bool ntbf__fm_connected(struct ntbf__fm *fm, uint32_t node);
 void ntbf__fm_save_fn(struct ntbf__fm *fm, const struct fm_fn *f);
 struct fm_alloc *ntbf__fm_find_borrow(struct ntbf__fm *fm, uint32_t fdid, uint32_t node);
-void ntbf__fm_save_alloc(struct ntbf__fm *fm, const struct fm_alloc *a);
+/* Record a changed allocation: 0, or -EIO with nothing written (ntbf__fm_store_error). */
+int ntbf__fm_save_alloc(struct ntbf__fm *fm, const struct fm_alloc *a);
+const char *ntbf__fm_store_error(const struct ntbf__fm *fm);
 
 /* ---- fm_sisci.c, for fm.c -------------------------------------------------------------------- */
 

@@ -1167,7 +1167,13 @@ static void op_mode(struct ntbf__fm *fm, struct fm_op *op)
                                nname(fm, op->from));
         if (a->exclusive) {
                 a->exclusive = false;
-                ntbf__fm_save_alloc(fm, a);
+                if (ntbf__fm_save_alloc(fm, a)) {
+                        a->exclusive = true; /* as recorded */
+                        return op_fail(fm, -EIO,
+                                       "the manager cannot record it in its database (%s); the "
+                                       "borrow stays exclusive; try again",
+                                       ntbf__fm_store_error(fm));
+                }
                 LOG_I("'%s' shares its exclusive borrow of 0x%04x", nname(fm, op->from), fdid);
         }
         ntbf__fm_finish(fm, 0, NULL, json_object_new_object());

@@ -916,11 +916,20 @@ static void test_store_refuses(void **state)
         assert_string_equal(state_of(f, acc1), "available");
         assert_baseline(f);
         assert_int_equal(sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
-        sqlite3_close(db);
         ok(call(f, b, "borrow", p));
         assert_string_equal(state_of(f, acc1), "exclusive");
+        /* Sharing it (SCIReleaseExclusiveBorrow) needs its record rewritten: refused too. */
+        assert_int_equal(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+        refused(call(f, b, "sx_mode", p), -EIO,
+                "cannot record it in its database (database is locked); the borrow stays "
+                "exclusive");
+        assert_string_equal(state_of(f, acc1), "exclusive");
+        assert_int_equal(sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+        ok(call(f, b, "sx_mode", p));
+        assert_string_equal(state_of(f, acc1), "shared");
         ok(call(f, b, "return", p));
         assert_baseline(f);
+        sqlite3_close(db);
         fx_free(f);
 }
 
