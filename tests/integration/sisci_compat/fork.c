@@ -27,11 +27,28 @@ static sci_callback_action_t on_interrupt(void *arg, sci_local_interrupt_t li, s
 }
 
 /* What a child does; its exit status is 0 when all of it held (the reason is on stderr). */
+/* How many sockets this process holds (the library's connections to the daemon). */
+static unsigned sockets(void)
+{
+        unsigned n = 0;
+        char p[64], t[64];
+        for (int fd = 0; fd < 1024; fd++) {
+                snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+                ssize_t l = readlink(p, t, sizeof(t) - 1);
+                if (l > 0 && (t[l] = 0, !strncmp(t, "socket:", 7)))
+                        n++;
+        }
+        return n;
+}
+
 static int child(unsigned i, sci_desc_t parent_sd)
 {
         alarm(20);
         sci_error_t err;
         sci_desc_t sd;
+        /* None of the parent's connections is kept: its session ends with the parent. */
+        unsigned held = sockets();
+        CHECK(held == 0, "child %u: holds %u of the parent's sockets", i, held);
         /* A fresh library: not initialized, and the parent's descriptor is not ours. */
         SCIOpen(&sd, NO_FLAGS, &err);
         CHECK(err == SCI_ERR_NOT_INITIALIZED,
