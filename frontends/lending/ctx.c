@@ -35,6 +35,64 @@ static _Thread_local unsigned err_next;
 static _Thread_local char open_err[ERR_LEN];
 static atomic_uint_fast64_t ctx_ids = 1;
 
+/*
+ * The process's open contexts, for fork(): in the child, every context's copy of the
+ * parent's connections is closed at once (the parent's session then ends with the parent,
+ * not with its longest-lived child) and the copy makes no call (ntbf__ctx_foreign). The
+ * fork takes no lock of ours (a context is opened under other libraries' locks: libsisci
+ * opens one holding its own, and locks its own across fork): the list is kept whole at every
+ * store instead, and the child reads it as it is.
+ */
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER; /* writers */
+static struct ntbf_ctx *open_list;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+/* Close a forked child's copies of a context's connections, once. */
+static void drop_copies(struct ntbf_ctx *ctx)
+{
+        if (ctx->rpc)
+                close(ntbf_rpc_fd(ctx->rpc));
+        if (ctx->ev)
+                close(ntbf_rpc_fd(ctx->ev));
+        if (ctx->ev_stop >= 0)
+                close(ctx->ev_stop);
+        ctx->rpc = ctx->ev = NULL; /* the child's copy of the pointers; the parent keeps its own */
+        ctx->ev_stop = -1;
+}
+
+static void fork_child(void)
+{
+        for (struct ntbf_ctx *c = __atomic_load_n(&open_list, __ATOMIC_ACQUIRE); c;
+             c = __atomic_load_n(&c->next_open, __ATOMIC_ACQUIRE))
+                drop_copies(c);
+        pthread_mutex_init(&open_lock, NULL); /* a vanished thread may have held it */
+}
+
+static void fork_setup(void)
+{
+        pthread_atfork(NULL, NULL, fork_child);
+}
+
+static void open_add(struct ntbf_ctx *ctx)
+{
+        pthread_once(&fork_once, fork_setup);
+        pthread_mutex_lock(&open_lock);
+        __atomic_store_n(&ctx->next_open, open_list, __ATOMIC_RELAXED);
+        __atomic_store_n(&open_list, ctx, __ATOMIC_RELEASE); /* whole before it is seen */
+        pthread_mutex_unlock(&open_lock);
+}
+
+static void open_del(struct ntbf_ctx *ctx)
+{
+        pthread_mutex_lock(&open_lock);
+        for (struct ntbf_ctx **pp = &open_list; *pp; pp = &(*pp)->next_open)
+                if (*pp == ctx) {
+                        __atomic_store_n(pp, ctx->next_open, __ATOMIC_RELEASE);
+                        break;
+                }
+        pthread_mutex_unlock(&open_lock);
+}
+
 static char *slot_for(const struct ntbf_ctx *ctx, bool take)
 {
         if (!ctx)
@@ -403,6 +461,7 @@ static int attach_backend(struct ntbf_ctx *ctx)
 
 static void ctx_free(struct ntbf_ctx *ctx)
 {
+        open_del(ctx);
         events_stop(ctx);
         ntbf_rpc_close(ctx->rpc);
         ntbf__dmamem_fini(&ctx->mem); /* before the adapters: it frees through h0 */
@@ -557,6 +616,7 @@ static int ctx_open_at(const char *dir, const char *node, const char *sock, cons
         ctx->mem.ops = ctx->ops;
         ctx->mem.h = ctx->h0;
         ctx->mem.memfd = !backend_mem;
+        open_add(ctx);
         *out = ctx;
         return 0;
 fail:
@@ -578,13 +638,8 @@ void ntbf_ctx_close(struct ntbf_ctx *ctx)
                  * touched. No lock (the parent's threads may have held one), no call, no word to
                  * the event thread (its stop eventfd is the parent's too), no unmapping of the
                  * memory the parent shares with its devices. What the copy holds in memory is
-                 * left to the child's exit. */
-                if (ctx->rpc)
-                        close(ntbf_rpc_fd(ctx->rpc));
-                if (ctx->ev)
-                        close(ntbf_rpc_fd(ctx->ev));
-                if (ctx->ev_stop >= 0)
-                        close(ctx->ev_stop);
+                 * left to the child's exit. (The fork already closed them: nothing is left.) */
+                drop_copies(ctx);
                 return;
         }
         for (;;) {

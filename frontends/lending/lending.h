@@ -71,6 +71,7 @@ struct ntbf_ctx {
 
         struct ntbf__dmamem mem;
         pid_t pid; /* the process that opened it: a forked child's copy makes no call */
+        struct ntbf_ctx *next_open; /* the process's open contexts (ctx.c, for fork) */
 };
 
 /* A context copied into a forked child: its connections are the parent's session, its threads

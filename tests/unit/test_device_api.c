@@ -831,6 +831,47 @@ static void test_forked_child(void **state)
 }
 
 /*
+ * A forked child holds none of the parent's connections: when the parent closes its context
+ * while the child lives on, the daemon sees the session end (its event subscription goes).
+ */
+static void test_forked_child_session(void **state)
+{
+        (void)state;
+        static struct rig g; /* static: teardown may clean it up after a failed assert */
+        rig_up(&g, "borrower");
+        struct ntbf_dev *acc = open_ok(&g, g.acc->fdid);
+        for (uint64_t end = now_ms() + 2000; fk_subscribers(&g.fk) < 1 && now_ms() < end;)
+                sleep_ms(1);
+        assert_int_equal(fk_subscribers(&g.fk), 1);
+        int go[2];
+        assert_int_equal(pipe(go), 0);
+        fflush(NULL);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                alarm(20);
+                char c;
+                _exit(read(go[0], &c, 1) == 1 ? 0 : 1); /* lives on until the parent is done */
+        }
+        ntbf_dev_close(acc);
+        ntbf_ctx_close(g.ctx);
+        g.ctx = NULL;
+        for (uint64_t end = now_ms() + 3000; fk_subscribers(&g.fk) > 0 && now_ms() < end;)
+                sleep_ms(1);
+        unsigned left = fk_subscribers(&g.fk);
+        assert_int_equal(write(go[1], "x", 1), 1);
+        int st = 0;
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        close(go[0]);
+        close(go[1]);
+        if (left)
+                fail_msg("the parent closed its context, yet the daemon still has its event "
+                         "subscription: the forked child holds a copy of the connection");
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        rig_down(&g);
+}
+
+/*
  * A daemon without events.subscribe: devices work, nobody asks twice, and a loss the daemon
  * sends to the connection holding the device arrives with the next control call.
  */
@@ -1093,6 +1134,7 @@ int main(void)
             cmocka_unit_test_teardown(test_map_peer, teardown),
             cmocka_unit_test_teardown(test_lost_event, teardown),
             cmocka_unit_test_teardown(test_forked_child, teardown),
+            cmocka_unit_test_teardown(test_forked_child_session, teardown),
             cmocka_unit_test_teardown(test_no_events, teardown),
             cmocka_unit_test_teardown(test_daemon_dies, teardown),
             cmocka_unit_test_teardown(test_daemon_hangs, teardown),
