@@ -728,6 +728,14 @@ static void test_map_peer(void **state)
         rig_down(&g);
 }
 
+/* The context's event connection is up at the daemon (one per context). */
+static void wait_subscribed(struct rig *g)
+{
+        for (uint64_t end = now_ms() + 2000; fk_subscribers(&g->fk) < 1 && now_ms() < end;)
+                sleep_ms(1);
+        assert_int_equal(fk_subscribers(&g->fk), 1);
+}
+
 /* The lender died: device.lost reaches the device's event fd. */
 static void test_lost_event(void **state)
 {
@@ -741,9 +749,7 @@ static void test_lost_event(void **state)
         assert_int_equal(ntbf_dev_event(acc, &kind), 0);
         assert_int_equal(kind, NTBF_DEV_EVENT_NONE);
         assert_false(readable(fd));
-        for (uint64_t end = now_ms() + 2000; fk_subscribers(&g.fk) < 1 && now_ms() < end;)
-                sleep_ms(1);
-        assert_int_equal(fk_subscribers(&g.fk), 1); /* one event connection per context */
+        wait_subscribed(&g); /* one event connection per context */
         fk_lost(&g.fk, g.acc->fdid);
         struct pollfd p = {fd, POLLIN, 0};
         assert_int_equal(poll(&p, 1, 3000), 1);
@@ -797,9 +803,7 @@ static void test_forked_child(void **state)
         static struct rig g; /* static: teardown may clean it up after a failed assert */
         rig_up(&g, "borrower");
         struct ntbf_dev *acc = open_ok(&g, g.acc->fdid);
-        for (uint64_t end = now_ms() + 2000; fk_subscribers(&g.fk) < 1 && now_ms() < end;)
-                sleep_ms(1);
-        assert_int_equal(fk_subscribers(&g.fk), 1);
+        wait_subscribed(&g);
         fflush(NULL);
         pid_t pid = fork();
         assert_true(pid >= 0);
@@ -840,9 +844,7 @@ static void test_forked_child_session(void **state)
         static struct rig g; /* static: teardown may clean it up after a failed assert */
         rig_up(&g, "borrower");
         struct ntbf_dev *acc = open_ok(&g, g.acc->fdid);
-        for (uint64_t end = now_ms() + 2000; fk_subscribers(&g.fk) < 1 && now_ms() < end;)
-                sleep_ms(1);
-        assert_int_equal(fk_subscribers(&g.fk), 1);
+        wait_subscribed(&g);
         int go[2];
         assert_int_equal(pipe(go), 0);
         fflush(NULL);
