@@ -179,12 +179,20 @@ void ntbf__store_rollback(struct ntbf__store *s)
                 exec(s, "ROLLBACK");
 }
 
+/* A write inside a transaction whose begin failed is refused; one of its own (no
+ * transaction) forgets the last failed transaction's reason: its error is sqlite's. */
+static bool write_refused(struct ntbf__store *s)
+{
+        if (s->depth)
+                return s->why[0] != 0;
+        s->why[0] = 0;
+        return false;
+}
+
 int ntbf__store_put(struct ntbf__store *s, enum ntbf__table t, const char *key, const char *json)
 {
-        if (s->depth && s->why[0])
+        if (write_refused(s))
                 return -EIO;
-        if (!s->depth)
-                s->why[0] = 0; /* a write of its own: its error is sqlite's */
         sqlite3_stmt *st = s->put[t];
         sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 2, json, -1, SQLITE_STATIC);
@@ -193,10 +201,8 @@ int ntbf__store_put(struct ntbf__store *s, enum ntbf__table t, const char *key, 
 
 int ntbf__store_del(struct ntbf__store *s, enum ntbf__table t, const char *key)
 {
-        if (s->depth && s->why[0])
+        if (write_refused(s))
                 return -EIO;
-        if (!s->depth)
-                s->why[0] = 0; /* a write of its own: its error is sqlite's */
         sqlite3_stmt *st = s->del[t];
         sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
         return step_done(st);
@@ -250,10 +256,8 @@ int ntbf__store_each(struct ntbf__store *s, enum ntbf__table t,
 int ntbf__store_res_put(struct ntbf__store *s, uint64_t seq, const struct ntbf__res_row *rows,
                         size_t n)
 {
-        if (s->depth && s->why[0])
+        if (write_refused(s))
                 return -EIO;
-        if (!s->depth)
-                s->why[0] = 0; /* a write of its own: its error is sqlite's */
         int r = ntbf__store_res_del(s, seq);
         for (size_t i = 0; i < n && !r; i++) {
                 sqlite3_stmt *st = s->res_put;
@@ -276,10 +280,8 @@ int ntbf__store_res_put(struct ntbf__store *s, uint64_t seq, const struct ntbf__
 
 int ntbf__store_res_del(struct ntbf__store *s, uint64_t seq)
 {
-        if (s->depth && s->why[0])
+        if (write_refused(s))
                 return -EIO;
-        if (!s->depth)
-                s->why[0] = 0; /* a write of its own: its error is sqlite's */
         sqlite3_bind_int64(s->res_del, 1, (int64_t)seq);
         return step_done(s->res_del);
 }

@@ -916,6 +916,25 @@ static void test_store_refuses(void **state)
         assert_string_equal(state_of(f, acc1), "available");
         assert_baseline(f);
         assert_int_equal(sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+        /* Recorded as "programming", programmed, then its "active" record fails: rolled back
+         * on the nodes, and refused. */
+        f->autoanswer = false;
+        struct ans a = {0};
+        struct json_object *jp = json_tokener_parse(p);
+        ntbf__fm_request(f->fm, b, "borrow", jp, got, &a);
+        json_object_put(jp);
+        assert_false(a.done);
+        assert_true(f->nq > 0);
+        assert_int_equal(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+        f->autoanswer = true; /* the rollback's clears are answered at once */
+        answer_all(f, 0);
+        assert_true(a.done);
+        assert_int_equal(a.err, -EIO);
+        if (!strstr(a.msg, "cannot record it in its database (database is locked)"))
+                fail_msg("refused with '%s'", a.msg);
+        assert_string_equal(state_of(f, acc1), "available");
+        assert_baseline(f);
+        assert_int_equal(sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
         ok(call(f, b, "borrow", p));
         assert_string_equal(state_of(f, acc1), "exclusive");
         /* Sharing it (SCIReleaseExclusiveBorrow) needs its record rewritten: refused too. */
