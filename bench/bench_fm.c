@@ -79,12 +79,7 @@ static char db[] = "/dev/shm/ntbfab-bench-fm-XXXXXX";
 
 static void remove_db(void)
 {
-        char p[64];
-        unlink(db);
-        snprintf(p, sizeof(p), "%s-wal", db);
-        unlink(p);
-        snprintf(p, sizeof(p), "%s-shm", db);
-        unlink(p);
+        ntbf__store_remove(db);
 }
 
 int main(int argc, char **argv)

@@ -1,10 +1,12 @@
 /* daemon/store.c: the daemon's SQLite tables (WAL journal, ordered key -> JSON rows). */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ntbfab/error.h"
 #include "store.h"
@@ -130,6 +132,16 @@ void ntbf__store_close(struct ntbf__store *s)
         sqlite3_finalize(s->commit);
         sqlite3_close(s->db);
         free(s);
+}
+
+void ntbf__store_remove(const char *path)
+{
+        char p[PATH_MAX + 8];
+        unlink(path);
+        snprintf(p, sizeof(p), "%s-wal", path);
+        unlink(p);
+        snprintf(p, sizeof(p), "%s-shm", path);
+        unlink(p);
 }
 
 static int step_done(sqlite3_stmt *st)

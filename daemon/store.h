@@ -36,6 +36,8 @@ struct ntbf__store;
 /* Open or create path (":memory:" for tests). */
 int ntbf__store_open(const char *path, struct ntbf__store **out, char *why, size_t whylen);
 void ntbf__store_close(struct ntbf__store *s);
+/* Remove a closed database file and its WAL journals (tests, benchmarks). */
+void ntbf__store_remove(const char *path);
 /* The last SQLite error message. */
 const char *ntbf__store_error(const struct ntbf__store *s);
 

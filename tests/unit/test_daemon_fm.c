@@ -265,12 +265,7 @@ static void fx_free(struct fx *f)
 {
         ntbf__fm_free(f->fm);
         ntbf__store_close(f->st);
-        char p[80];
-        unlink(f->dbpath);
-        snprintf(p, sizeof(p), "%s-wal", f->dbpath);
-        unlink(p);
-        snprintf(p, sizeof(p), "%s-shm", f->dbpath);
-        unlink(p);
+        ntbf__store_remove(f->dbpath);
         ntbf__entset_free(&f->programmed);
         for (int i = 0; i < f->nnotes; i++)
                 json_object_put(f->notes[i]);

@@ -89,12 +89,7 @@ static void test_store(void **state)
         ntbf__store_close(s);
         assert_int_equal(ntbf__store_open(path, &s, why, sizeof(why)), NTBF_ECONFIG);
         assert_non_null(strstr(why, "another version of ntbfabd"));
-        char p[128];
-        unlink(path);
-        snprintf(p, sizeof(p), "%s-wal", path);
-        unlink(p);
-        snprintf(p, sizeof(p), "%s-shm", path);
-        unlink(p);
+        ntbf__store_remove(path);
         /* A path that cannot be a database. */
         assert_int_not_equal(ntbf__store_open("/proc/nope/x.db", &s, why, sizeof(why)), 0);
         assert_non_null(strstr(why, "cannot open the database"));
