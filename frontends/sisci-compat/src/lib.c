@@ -85,11 +85,8 @@ static void fork_child(void)
                         close(ntbf_rpc_fd(sx.ev));
                 if (sx.ev_stop >= 0)
                         close(sx.ev_stop);
-                /* The device API's context: in a forked child, its close only closes the
-                 * child's copies of its connections (so that the parent's session ends with
-                 * the parent, not with its longest-lived child). */
-                if (sx.ctx)
-                        ntbf_ctx_close(sx.ctx);
+                /* The device API's context: the device API's own fork handler closes the
+                 * child's copies of its connections. */
         }
         uint64_t next_id = sx.next_id; /* the parent's handles stay invalid here */
         memset(&sx, 0, sizeof(sx));
